@@ -1,0 +1,143 @@
+/**
+ * The platform-neutral chat port. Slack, Discord and the web playground implement it side by side;
+ * everything above this file (queues, agent, runs, monitor) speaks only these types.
+ */
+
+export type Platform = 'web' | 'slack' | 'discord';
+
+/** A thread, named by platform, channel and thread: encoded as `platform:channel:thread`. */
+export interface ThreadRef {
+  platform: Platform;
+  channel: string;
+  thread: string;
+}
+
+const PLATFORMS: ReadonlySet<string> = new Set(['web', 'slack', 'discord']);
+
+/** Encode a thread reference as the `platform:channel:thread` string used as a session key. */
+export function encodeThreadId(reference: ThreadRef): string {
+  if (reference.channel.includes(':')) throw new Error(`channel id may not contain ":": ${reference.channel}`);
+  return `${reference.platform}:${reference.channel}:${reference.thread}`;
+}
+
+/** Decode a `platform:channel:thread` string; the thread part may itself contain colons. */
+export function decodeThreadId(threadId: string): ThreadRef {
+  const first = threadId.indexOf(':');
+  const second = first < 0 ? -1 : threadId.indexOf(':', first + 1);
+  const platform = threadId.slice(0, first);
+  if (first < 0 || second < 0 || !PLATFORMS.has(platform)) {
+    throw new Error(`not a thread id: ${threadId}`);
+  }
+  return {
+    platform: platform as Platform,
+    channel: threadId.slice(first + 1, second),
+    thread: threadId.slice(second + 1),
+  };
+}
+
+export interface ChatUser {
+  /** Platform user id (Slack `U…`, Discord snowflake, playground user name). */
+  id: string;
+  /** Human-readable name shown to the agent (`[alice] …`). */
+  name: string;
+}
+
+export interface CardField {
+  label: string;
+  value: string;
+}
+
+export interface CardAction {
+  /** Carries only an id, e.g. `approve:ap_123`; never data. At most 100 characters (Discord). */
+  actionId: string;
+  label: string;
+  style?: 'primary' | 'danger' | 'default';
+}
+
+export interface CardImage {
+  /** PNG bytes; the adapter uploads or attaches them. */
+  png: Uint8Array;
+  filename: string;
+  alt: string;
+}
+
+/** A neutral card, rendered by each adapter (Block Kit, embed + buttons, HTML). */
+export interface Card {
+  title?: string;
+  text?: string;
+  fields?: CardField[];
+  image?: CardImage;
+  actions?: CardAction[];
+  /** Set when the card is decided; adapters show it as an outcome line and drop the buttons. */
+  resolved?: string;
+}
+
+/** A file to put into a thread (a chart PNG, a long log or diff). */
+export interface Upload {
+  filename: string;
+  data: Uint8Array;
+  /** MIME type, e.g. `image/png` or `text/plain`. */
+  contentType: string;
+  title?: string;
+  /** Optional text posted with the file. */
+  comment?: string;
+}
+
+export interface PostedMessage {
+  /** Platform message id (Slack `ts`, Discord snowflake, playground id). */
+  messageId: string;
+}
+
+/** A message a person wrote, already resolved to its thread by the adapter. */
+export interface InboundMessage {
+  threadId: string;
+  messageId: string;
+  user: ChatUser;
+  text: string;
+  /** True when the message mentions the bot (or is a DM / slash command, which count as addressed). */
+  addressed: boolean;
+  /** True when this message opens a new thread (a top-level mention). */
+  startsThread: boolean;
+  /** Platform delivery id for de-duplicating retried deliveries (Slack `event_id`, Discord message id). */
+  deliveryId: string;
+  receivedAt: number;
+}
+
+/** A button click. */
+export interface InboundAction {
+  threadId: string;
+  /** The message that carries the card. */
+  messageId: string;
+  actionId: string;
+  user: ChatUser;
+}
+
+export type ActionOutcome =
+  | { status: 'accepted'; message?: string }
+  | { status: 'forbidden'; message: string }
+  | { status: 'resolved'; message: string }
+  | { status: 'unknown'; message: string };
+
+export interface InboundHandlers {
+  /** Must return quickly: it only records and enqueues. Resolves `false` when the message was ignored. */
+  onMessage(message: InboundMessage): Promise<boolean>;
+  /** Decides synchronously-fast whether the click counts (a single Redis round trip), then enqueues the work. */
+  onAction(action: InboundAction): Promise<ActionOutcome>;
+}
+
+/**
+ * The required core every platform implements, plus optional capabilities.
+ * Methods throw `PlatformError` (or `RateLimitedError`) so the notify queue can decide to retry.
+ */
+export interface ChatAdapter {
+  readonly platform: Platform;
+  start(handlers: InboundHandlers): Promise<void>;
+  stop(): Promise<void>;
+  postMessage(threadId: string, text: string): Promise<PostedMessage>;
+  editMessage(threadId: string, messageId: string, text: string): Promise<void>;
+  postCard(threadId: string, card: Card): Promise<PostedMessage>;
+  updateCard(threadId: string, messageId: string, card: Card): Promise<void>;
+  upload(threadId: string, upload: Upload): Promise<PostedMessage>;
+  /** A message only `userId` sees; adapters without it fall back to a normal post. */
+  postEphemeral?(threadId: string, userId: string, text: string): Promise<void>;
+}

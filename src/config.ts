@@ -1,0 +1,222 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { parse as parseDotenv } from 'dotenv';
+import { z } from 'zod';
+import { ConfigError } from './errors.js';
+
+/*
+ * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
+ * Nothing else in the code base reads `process.env`; everything receives the frozen `Config`.
+ */
+
+const booleanString = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((value) => value === 'true' || value === '1' || value === 'yes');
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()));
+
+const commaList = z
+  .string()
+  .default('')
+  .transform((value) =>
+    value
+      .split(',')
+      .map((item) => item.trim())
+      .filter((item) => item.length > 0),
+  );
+
+const positiveNumber = z.coerce.number().positive();
+const nonNegativeNumber = z.coerce.number().nonnegative();
+const positiveInt = z.coerce.number().int().positive();
+
+/** `SHEPHERD_GPUS`: a count ("4") or a list of indices ("0,2,3"). */
+const gpuList = z
+  .string()
+  .optional()
+  .transform((value, context) => {
+    if (value === undefined || value.trim() === '') return undefined;
+    const trimmed = value.trim();
+    if (/^\d+$/.test(trimmed)) return Array.from({ length: Number(trimmed) }, (_, index) => index);
+    const parts = trimmed.split(',').map((part) => part.trim());
+    if (parts.some((part) => !/^\d+$/.test(part))) {
+      context.addIssue({ code: 'custom', message: 'expected a count like "4" or indices like "0,2,3"' });
+      return z.NEVER;
+    }
+    return [...new Set(parts.map(Number))].sort((a, b) => a - b);
+  });
+
+const environmentSchema = z.object({
+  REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  SHEPHERD_QUEUE_PREFIX: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
+    .default('shepherd'),
+  SHEPHERD_HOST: z.string().min(1).default('127.0.0.1'),
+  SHEPHERD_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  SHEPHERD_DATA_DIR: z.string().min(1).default('./data'),
+  SHEPHERD_WORKSPACE: z.string().min(1).default('.'),
+  SHEPHERD_ROLE: z.enum(['bot', 'worker', 'all']).default('all'),
+  SHEPHERD_LOG_LEVEL: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  SHEPHERD_BOT_NAME: z.string().min(1).default('shepherd'),
+
+  SHEPHERD_LLM_PROVIDER: z.enum(['openai', 'anthropic']).default('openai'),
+  SHEPHERD_LLM_BASE_URL: z.string().url().default('http://localhost:11434/v1'),
+  SHEPHERD_LLM_MODEL: z.string().min(1).default('qwen3.5'),
+  SHEPHERD_LLM_API_KEY: optionalString,
+  SHEPHERD_LLM_TIMEOUT_MS: positiveInt.default(60_000),
+  SHEPHERD_LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
+  SHEPHERD_MAX_TOOL_ROUNDS: positiveInt.default(10),
+
+  SHEPHERD_TURN_CONCURRENCY: positiveInt.default(8),
+  SHEPHERD_JOB_LOCK_MS: positiveInt.default(30_000),
+
+  SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
+  SHEPHERD_PYTHON: z.string().min(1).default('python3'),
+  SHEPHERD_GPUS: gpuList,
+  SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
+  SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
+  SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
+  SHEPHERD_APPROVERS: commaList,
+  SHEPHERD_SELF_APPROVAL: booleanString.default(true),
+  SHEPHERD_APPROVAL_TTL_H: positiveNumber.default(24),
+  SHEPHERD_AUTO_APPROVE_USD: nonNegativeNumber.default(0),
+
+  SHEPHERD_SLURM_PARTITION: optionalString,
+  SHEPHERD_SLURM_ACCOUNT: optionalString,
+  SHEPHERD_SLURM_EXTRA_ARGS: z
+    .string()
+    .default('')
+    .transform((value) => value.split(/\s+/).filter((word) => word.length > 0)),
+  SHEPHERD_SLURM_GPU_FLAG: z.enum(['gres', 'gpus']).default('gres'),
+
+  SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
+  SHEPHERD_STALL_S: positiveNumber.default(300),
+  SHEPHERD_MAX_AUTOFIX: z.coerce.number().int().min(0).default(3),
+  SHEPHERD_QUICKCHART_URL: z.string().min(1).default('local'),
+  SHEPHERD_PROGRESS_EVERY_MIN: nonNegativeNumber.default(0),
+  SHEPHERD_SPIKE_WINDOW: positiveInt.default(50),
+  SHEPHERD_SPIKE_MAD_K: positiveNumber.default(10),
+  SHEPHERD_SPIKE_MIN_RATIO: positiveNumber.default(3),
+  SHEPHERD_DIVERGENCE_WINDOW: positiveInt.default(30),
+  SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
+  SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
+  SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+
+  SLACK_BOT_TOKEN: optionalString,
+  SLACK_APP_TOKEN: optionalString,
+  SLACK_SIGNING_SECRET: optionalString,
+  SLACK_API_URL: optionalString,
+  SLACK_ALLOW_BOTS: booleanString.default(false),
+
+  DISCORD_TOKEN: optionalString,
+  DISCORD_API_URL: optionalString,
+  DISCORD_GUILD_IDS: commaList,
+});
+
+function buildConfig(environment: z.output<typeof environmentSchema>) {
+  return {
+    redisUrl: environment.REDIS_URL,
+    queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
+    host: environment.SHEPHERD_HOST,
+    port: environment.SHEPHERD_PORT,
+    dataDir: environment.SHEPHERD_DATA_DIR,
+    workspace: environment.SHEPHERD_WORKSPACE,
+    role: environment.SHEPHERD_ROLE,
+    logLevel: environment.SHEPHERD_LOG_LEVEL,
+    botName: environment.SHEPHERD_BOT_NAME,
+    llm: {
+      provider: environment.SHEPHERD_LLM_PROVIDER,
+      baseUrl: environment.SHEPHERD_LLM_BASE_URL,
+      model: environment.SHEPHERD_LLM_MODEL,
+      apiKey: environment.SHEPHERD_LLM_API_KEY,
+      timeoutMs: environment.SHEPHERD_LLM_TIMEOUT_MS,
+      maxRetries: environment.SHEPHERD_LLM_MAX_RETRIES,
+      maxToolRounds: environment.SHEPHERD_MAX_TOOL_ROUNDS,
+    },
+    queue: {
+      turnConcurrency: environment.SHEPHERD_TURN_CONCURRENCY,
+      lockMs: environment.SHEPHERD_JOB_LOCK_MS,
+    },
+    runs: {
+      executor: environment.SHEPHERD_EXECUTOR,
+      python: environment.SHEPHERD_PYTHON,
+      gpus: environment.SHEPHERD_GPUS,
+      stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
+      defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
+      gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
+    },
+    approvals: {
+      approvers: environment.SHEPHERD_APPROVERS,
+      selfApproval: environment.SHEPHERD_SELF_APPROVAL,
+      ttlHours: environment.SHEPHERD_APPROVAL_TTL_H,
+      autoApproveUsd: environment.SHEPHERD_AUTO_APPROVE_USD,
+    },
+    slurm: {
+      partition: environment.SHEPHERD_SLURM_PARTITION,
+      account: environment.SHEPHERD_SLURM_ACCOUNT,
+      extraArgs: environment.SHEPHERD_SLURM_EXTRA_ARGS,
+      gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
+    },
+    monitor: {
+      intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
+      stallS: environment.SHEPHERD_STALL_S,
+      maxAutofix: environment.SHEPHERD_MAX_AUTOFIX,
+      quickchartUrl: environment.SHEPHERD_QUICKCHART_URL,
+      progressEveryMin: environment.SHEPHERD_PROGRESS_EVERY_MIN,
+      spikeWindow: environment.SHEPHERD_SPIKE_WINDOW,
+      spikeMadK: environment.SHEPHERD_SPIKE_MAD_K,
+      spikeMinRatio: environment.SHEPHERD_SPIKE_MIN_RATIO,
+      divergenceWindow: environment.SHEPHERD_DIVERGENCE_WINDOW,
+      divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
+      plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
+      plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+    },
+    slack: {
+      botToken: environment.SLACK_BOT_TOKEN,
+      appToken: environment.SLACK_APP_TOKEN,
+      signingSecret: environment.SLACK_SIGNING_SECRET,
+      apiUrl: environment.SLACK_API_URL,
+      allowBots: environment.SLACK_ALLOW_BOTS,
+    },
+    discord: {
+      token: environment.DISCORD_TOKEN,
+      apiUrl: environment.DISCORD_API_URL,
+      guildIds: environment.DISCORD_GUILD_IDS,
+    },
+  };
+}
+
+export type Config = Readonly<ReturnType<typeof buildConfig>>;
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/**
+ * Parse a configuration from an environment map. Throws a `ConfigError` naming every bad variable.
+ * Pass `dotenvPath` to merge a `.env` file underneath the environment (the environment wins).
+ */
+export function loadConfig(
+  environment: Record<string, string | undefined>,
+  options: { dotenvPath?: string } = {},
+): Config {
+  let merged: Record<string, string | undefined> = environment;
+  if (options.dotenvPath !== undefined && existsSync(options.dotenvPath)) {
+    merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
+  }
+  const result = environmentSchema.safeParse(merged);
+  if (!result.success) {
+    const lines = result.error.issues.map((issue) => {
+      const variable = issue.path.join('.') || '(environment)';
+      return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
+    });
+    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  return deepFreeze(buildConfig(result.data));
+}

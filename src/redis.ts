@@ -1,0 +1,28 @@
+import { Redis } from 'ioredis';
+
+/** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
+export function createRedis(url: string, options: { lazy?: boolean } = {}): Redis {
+  return new Redis(url, { maxRetriesPerRequest: null, lazyConnect: options.lazy ?? false });
+}
+
+/** Application keys share the queue prefix so several deployments (and tests) can use one Redis. */
+export function createKeys(prefix: string) {
+  return {
+    session: (threadId: string) => `${prefix}:session:${threadId}`,
+    sessionKnown: `${prefix}:sessions`,
+    inbox: (threadId: string) => `${prefix}:inbox:${threadId}`,
+    turnActive: (threadId: string) => `${prefix}:turn-active:${threadId}`,
+    delivery: (platform: string, deliveryId: string) => `${prefix}:delivery:${platform}:${deliveryId}`,
+    approval: (approvalId: string) => `${prefix}:approval:${approvalId}`,
+    approvalDecision: (approvalId: string) => `${prefix}:approval-decision:${approvalId}`,
+    gpuOwners: `${prefix}:gpu-owners`,
+    runIndex: `${prefix}:runs`,
+    auditStream: `${prefix}:audit`,
+    monitorState: (runId: string) => `${prefix}:monitor:${runId}`,
+    autofixCount: (runId: string) => `${prefix}:autofix:${runId}`,
+    alert: (alertId: string) => `${prefix}:alert:${alertId}`,
+    llmCalls: `${prefix}:llm-calls`,
+  } as const;
+}
+
+export type Keys = ReturnType<typeof createKeys>;

@@ -1,0 +1,61 @@
+/** Run statuses and the transitions the status machine allows. */
+export const RUN_STATUSES = [
+  'pending_approval',
+  'queued',
+  'running',
+  'paused',
+  'stopped',
+  'completed',
+  'failed',
+  'rejected',
+] as const;
+
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(['stopped', 'completed', 'failed', 'rejected']);
+/** Statuses whose run is watched by the monitor. */
+export const ACTIVE_STATUSES: ReadonlySet<RunStatus> = new Set(['queued', 'running']);
+
+export const ALLOWED_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
+  pending_approval: ['queued', 'rejected', 'stopped'],
+  queued: ['running', 'stopped', 'failed', 'paused'],
+  running: ['paused', 'stopped', 'completed', 'failed', 'queued'],
+  paused: ['queued', 'stopped', 'pending_approval'],
+  stopped: [],
+  completed: [],
+  failed: ['pending_approval', 'queued'],
+  rejected: [],
+};
+
+/** `meta.json` of a run directory. Always written atomically (temp file + rename). */
+export interface RunMeta {
+  schemaVersion: 1;
+  id: string;
+  name: string;
+  threadId: string;
+  requester: { id: string; name: string };
+  status: RunStatus;
+  /** Human-readable reason for the current status ("waiting for 2 GPUs, 1 free", sbatch error, …). */
+  statusReason?: string;
+  gpus: number;
+  /** GPU indices currently held (local executor); empty when none are held. */
+  gpuIndices: number[];
+  maxHours: number;
+  modelId?: string;
+  config?: Record<string, unknown>;
+  /** Version number of the current `train.py` (1 for the first script). */
+  scriptVersion: number;
+  /** Executor handle: pid/pgid locally, job id on Slurm. */
+  executor: 'local' | 'slurm';
+  pid?: number;
+  pgid?: number;
+  jobId?: string;
+  launchCount: number;
+  createdAt: string;
+  updatedAt: string;
+  startedAt?: string;
+  endedAt?: string;
+  exitCode?: number;
+  exitSignal?: string;
+  lastStep?: number;
+}
