@@ -1,0 +1,43 @@
+import type { Card, ChatAdapter, Platform, PostedMessage, Upload } from '../bot/chat-adapter.js';
+import { decodeThreadId } from '../bot/chat-adapter.js';
+import { BotError } from '../errors.js';
+
+/**
+ * How everything above the adapters speaks into a thread. The production implementation goes through the
+ * notify queue (retries at 1 s, 2 s, 4 s, Retry-After honoured); `createDirectNotifier` calls the adapter
+ * straight away and is for unit tests and benchmarks.
+ */
+export interface Notifier {
+  post(threadId: string, text: string): Promise<PostedMessage>;
+  edit(threadId: string, messageId: string, text: string): Promise<void>;
+  postCard(threadId: string, card: Card): Promise<PostedMessage>;
+  updateCard(threadId: string, messageId: string, card: Card): Promise<void>;
+  upload(threadId: string, upload: Upload): Promise<PostedMessage>;
+  /** Private where the platform allows it, otherwise a normal post addressed to the user. */
+  ephemeral(threadId: string, userId: string, text: string): Promise<void>;
+}
+
+export type AdapterLookup = (platform: Platform) => ChatAdapter | undefined;
+
+export function adapterForThread(lookup: AdapterLookup, threadId: string): ChatAdapter {
+  const { platform } = decodeThreadId(threadId);
+  const adapter = lookup(platform);
+  if (adapter === undefined) throw new BotError('adapter_missing', `no ${platform} adapter is running`);
+  return adapter;
+}
+
+export function createDirectNotifier(lookup: AdapterLookup): Notifier {
+  return {
+    post: (threadId, text) => adapterForThread(lookup, threadId).postMessage(threadId, text),
+    edit: (threadId, messageId, text) => adapterForThread(lookup, threadId).editMessage(threadId, messageId, text),
+    postCard: (threadId, card) => adapterForThread(lookup, threadId).postCard(threadId, card),
+    updateCard: (threadId, messageId, card) =>
+      adapterForThread(lookup, threadId).updateCard(threadId, messageId, card),
+    upload: (threadId, upload) => adapterForThread(lookup, threadId).upload(threadId, upload),
+    ephemeral: async (threadId, userId, text) => {
+      const adapter = adapterForThread(lookup, threadId);
+      if (adapter.postEphemeral) await adapter.postEphemeral(threadId, userId, text);
+      else await adapter.postMessage(threadId, text);
+    },
+  };
+}
