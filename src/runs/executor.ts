@@ -28,6 +28,8 @@ export interface LaunchRequest {
 export interface LaunchResult {
   pid?: number;
   pgid?: number;
+  /** Local executor: the process start time, stored in meta to survive pid reuse. */
+  processStartTime?: string;
   jobId?: string;
 }
 

@@ -49,8 +49,12 @@ export interface RunMeta {
   executor: 'local' | 'slurm';
   pid?: number;
   pgid?: number;
+  /** Start time of the launched process (`/proc/<pid>/stat` field 22), so a reused pid is not mistaken for ours. */
+  processStartTime?: string;
   jobId?: string;
   launchCount: number;
+  /** When the run last entered `queued` (FIFO order of the GPU queue). */
+  queuedAt?: string;
   createdAt: string;
   updatedAt: string;
   startedAt?: string;

@@ -1,0 +1,148 @@
+import { errorMessage, LlmError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { ToolContext, ToolRegistry } from '../tools/registry.js';
+import type { LlmProvider } from './llm-provider.js';
+import type { AssistantMessage, ChatMessage, UserMessage } from './messages.js';
+import { createRepetitionGuard, REPETITION_NOTE } from './repetition-guard.js';
+import { trimHistory } from './trim-history.js';
+
+export interface AgentTurnOptions {
+  provider: LlmProvider;
+  registry: ToolRegistry;
+  systemPrompt: string;
+  /** The session so far, already including this turn's new user messages. */
+  history: ChatMessage[];
+  context: ToolContext;
+  maxToolRounds: number;
+  /**
+   * Progress for the thread's status line ("thinking…", "running tool x…"). Consecutive duplicates
+   * are dropped here; the caller throttles edits to about one a second. Errors are logged, not fatal.
+   */
+  onProgress?: (status: string) => void | Promise<void>;
+  logger: Logger;
+}
+
+export type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable';
+
+export interface AgentTurnResult {
+  reply: string;
+  /** Assistant and tool messages produced this turn, to append to the session. */
+  newMessages: ChatMessage[];
+  /** Tool rounds executed. */
+  rounds: number;
+  outcome: AgentTurnOutcome;
+}
+
+export const PLAIN_COMMANDS_HINT =
+  'Plain commands still work: help, runs, status <run>, pause/resume/stop <run>, chart <run>.';
+
+export function unavailableReply(error: LlmError): string {
+  return `The model endpoint is unavailable right now (${shortReason(error)}). ${PLAIN_COMMANDS_HINT}`;
+}
+
+function shortReason(error: LlmError): string {
+  const message = error.message.split('\n')[0] ?? error.message;
+  return message.length > 160 ? `${message.slice(0, 160)}…` : message;
+}
+
+function maxRoundsReply(rounds: number, lastTools: string[], partialText: string): string {
+  const lines = [
+    `I stopped after ${rounds} tool rounds without finishing; the last step was ${lastTools.join(', ') || 'a tool call'}.`,
+    'Ask me to continue, or narrow the request.',
+  ];
+  if (partialText.trim() !== '') lines.unshift(partialText.trim());
+  return lines.join(' ');
+}
+
+/**
+ * One agent turn (ReAct): ask the model, run the tools it calls one by one, feed the results back,
+ * and repeat until it answers or `maxToolRounds` tool rounds are spent. LLM failures (after the
+ * provider's retries) become a plain "model unavailable" reply; this never throws for them. An
+ * aborted `context.signal` does throw.
+ */
+export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnResult> {
+  const { provider, registry, context, logger } = options;
+  const newMessages: ChatMessage[] = [];
+  // The working conversation also holds transient guard notes that are not saved to the session.
+  const working: ChatMessage[] = [...options.history];
+  const guard = createRepetitionGuard();
+  let rounds = 0;
+  let lastStatus: string | undefined;
+
+  const progress = async (status: string) => {
+    if (options.onProgress === undefined || status === lastStatus) return;
+    lastStatus = status;
+    try {
+      await options.onProgress(status);
+    } catch (error) {
+      logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'progress update failed');
+    }
+  };
+  const add = (message: ChatMessage) => {
+    working.push(message);
+    newMessages.push(message);
+  };
+
+  for (;;) {
+    await progress('thinking…');
+    let response: Awaited<ReturnType<LlmProvider['complete']>>;
+    try {
+      response = await provider.complete({
+        system: options.systemPrompt,
+        messages: trimHistory(working),
+        tools: registry.specs(),
+        reason: rounds === 0 ? 'turn' : 'tool_round',
+        ...(context.signal === undefined ? {} : { signal: context.signal }),
+      });
+    } catch (error) {
+      if (!(error instanceof LlmError)) throw error;
+      logger.warn({ threadId: context.threadId, rounds, err: error.message }, 'agent turn: llm unavailable');
+      return { reply: unavailableReply(error), newMessages, rounds, outcome: 'llm_unavailable' };
+    }
+
+    if (response.toolCalls.length === 0) {
+      const reply = response.text.trim() === '' ? '(The model returned an empty answer.)' : response.text;
+      add({ role: 'assistant', content: reply });
+      return { reply, newMessages, rounds, outcome: 'answered' };
+    }
+
+    if (rounds >= options.maxToolRounds) {
+      // The unanswered tool calls are left out: providers reject a tool call without its result.
+      const reply = maxRoundsReply(
+        rounds,
+        response.toolCalls.map((call) => call.name),
+        response.text,
+      );
+      add({ role: 'assistant', content: reply });
+      logger.info({ threadId: context.threadId, rounds }, 'agent turn: max tool rounds reached');
+      return { reply, newMessages, rounds, outcome: 'max_rounds' };
+    }
+
+    const assistant: AssistantMessage = { role: 'assistant', content: response.text, toolCalls: response.toolCalls };
+    add(assistant);
+    rounds += 1;
+    // Sequential on purpose: write tools may depend on each other and approvals are ordered.
+    for (const call of response.toolCalls) {
+      await progress(`running tool ${call.name}…`);
+      const result = await registry.execute(call, context);
+      logger.debug(
+        { threadId: context.threadId, tool: call.name, isError: result.isError, round: rounds },
+        'tool executed',
+      );
+      add({
+        role: 'tool',
+        toolCallId: call.id,
+        name: call.name,
+        content: result.content,
+        ...(result.isError ? { isError: true } : {}),
+      });
+      guard.record(call, result.content);
+    }
+    const repetition = guard.check();
+    if (repetition !== undefined) {
+      logger.info({ threadId: context.threadId, repetition, rounds }, 'agent turn: repetition guard fired');
+      const note: UserMessage = { role: 'user', author: 'system', content: REPETITION_NOTE };
+      working.push(note);
+    }
+  }
+}

@@ -1,0 +1,39 @@
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { LlmProvider } from './llm-provider.js';
+import { createAnthropicProvider } from './providers/anthropic-provider.js';
+import { DEFAULT_RETRY_POLICY } from './providers/llm-retry.js';
+import { createOpenAiProvider } from './providers/openai-provider.js';
+
+export interface CreateLlmProviderOptions {
+  logger: Logger;
+  /** Called once per HTTP request (retries included), with the request's reason. */
+  onCall?: (reason: string) => void;
+  /** Backoff base; tests shorten it. Defaults to 500 ms. */
+  retryBaseDelayMs?: number;
+  /** Cap for backoff and `retry-after`. Defaults to 30 s. */
+  retryMaxDelayMs?: number;
+}
+
+/** Pick the provider named by `SHEPHERD_LLM_PROVIDER`. */
+export function createLlmProvider(
+  llm: Pick<Config['llm'], 'provider' | 'baseUrl' | 'model' | 'apiKey' | 'timeoutMs' | 'maxRetries'>,
+  options: CreateLlmProviderOptions,
+): LlmProvider {
+  const retry = {
+    maxRetries: llm.maxRetries,
+    baseDelayMs: options.retryBaseDelayMs ?? DEFAULT_RETRY_POLICY.baseDelayMs,
+    maxDelayMs: options.retryMaxDelayMs ?? DEFAULT_RETRY_POLICY.maxDelayMs,
+  };
+  const logger = options.logger.child({ component: 'llm', provider: llm.provider });
+  const common = {
+    model: llm.model,
+    apiKey: llm.apiKey,
+    timeoutMs: llm.timeoutMs,
+    retry,
+    logger,
+    ...(options.onCall === undefined ? {} : { onCall: options.onCall }),
+  };
+  if (llm.provider === 'anthropic') return createAnthropicProvider({ ...common, baseUrl: llm.baseUrl });
+  return createOpenAiProvider({ ...common, baseUrl: llm.baseUrl });
+}

@@ -1,0 +1,23 @@
+import type { ChatMessage, ToolCall, ToolSpec } from './messages.js';
+
+export interface LlmRequest {
+  system: string;
+  messages: ChatMessage[];
+  tools: ToolSpec[];
+  /** Why this call is made (e.g. `turn`, `tool_round`, `triage`); counted by monitoring. */
+  reason: string;
+  signal?: AbortSignal;
+}
+
+export interface LlmResponse {
+  text: string;
+  toolCalls: ToolCall[];
+}
+
+/**
+ * The one narrow seam to a model endpoint. Implementations retry transient failures themselves and
+ * throw `LlmError` once they give up.
+ */
+export interface LlmProvider {
+  complete(request: LlmRequest): Promise<LlmResponse>;
+}

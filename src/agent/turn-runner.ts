@@ -1,0 +1,133 @@
+import type { Logger } from '../logger.js';
+import type { Batch, InboxItem } from '../queue/turn-inbox.js';
+import type { ChatMessage, UserMessage } from './messages.js';
+
+/** What the turn runner needs from the outside world; everything is injected. */
+export interface TurnRunnerDependencies {
+  loadHistory(threadId: string): Promise<ChatMessage[]>;
+  /** Posts into a thread; `key` makes a repeat after a crash a no-op. */
+  postOnce(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
+  edit(threadId: string, messageId: string, text: string): Promise<void>;
+  /** Plain commands that need no LLM; resolves `undefined` when the text is not a command. */
+  tryCommand(threadId: string, item: Extract<InboxItem, { type: 'message' }>): Promise<string | undefined>;
+  runAgent(options: {
+    threadId: string;
+    history: ChatMessage[];
+    actor: { id: string; name: string };
+    onProgress: (status: string) => void;
+  }): Promise<{ reply: string; newMessages: ChatMessage[] }>;
+  /** Commits the batch and appends the messages to the session, atomically. */
+  commit(threadId: string, batch: Batch, messages: ChatMessage[]): Promise<void>;
+  logger: Logger;
+  /** Minimum gap between two edits of the status message. */
+  statusIntervalMs?: number;
+  /** Replies up to this length replace the status message; longer ones are posted below it. */
+  inlineReplyLimit?: number;
+  now?: () => number;
+}
+
+/**
+ * Handles one batch of a thread's inbox: plain commands are answered directly, everything else goes to
+ * one agent turn whose progress is shown in a single status message, edited at most once a second.
+ */
+export function createTurnRunner(dependencies: TurnRunnerDependencies) {
+  const { logger } = dependencies;
+  const statusIntervalMs = dependencies.statusIntervalMs ?? 1000;
+  const inlineReplyLimit = dependencies.inlineReplyLimit ?? 1800;
+  const now = dependencies.now ?? Date.now;
+
+  return async function processBatch(threadId: string, batch: Batch): Promise<void> {
+    const sessionMessages: ChatMessage[] = [];
+    const forAgent: UserMessage[] = [];
+    let actor = { id: 'system', name: 'system' };
+
+    for (const [index, item] of batch.items.entries()) {
+      if (item.type === 'event') {
+        const message: UserMessage = { role: 'user', author: 'system', content: item.text };
+        sessionMessages.push(message);
+        forAgent.push(message);
+        continue;
+      }
+      const message: UserMessage = { role: 'user', author: item.user.name, authorId: item.user.id, content: item.text };
+      sessionMessages.push(message);
+      const commandReply = await dependencies.tryCommand(threadId, item);
+      if (commandReply !== undefined) {
+        if (commandReply.length > 0) {
+          await dependencies.postOnce(`${batch.batchId}:command:${index}`, threadId, commandReply);
+        }
+        sessionMessages.push({ role: 'assistant', content: commandReply || '(done)' });
+        continue;
+      }
+      forAgent.push(message);
+      actor = item.user;
+    }
+
+    if (forAgent.length > 0) {
+      const agentMessages = await runAgentWithStatus(threadId, batch.batchId, sessionMessages, actor);
+      sessionMessages.push(...agentMessages);
+    }
+    await dependencies.commit(threadId, batch, sessionMessages);
+  };
+
+  async function runAgentWithStatus(
+    threadId: string,
+    batchId: string,
+    newMessages: ChatMessage[],
+    actor: { id: string; name: string },
+  ): Promise<ChatMessage[]> {
+    const started = now();
+    // The status post is not awaited before the LLM call so it never delays the turn.
+    const statusPosted = dependencies.postOnce(`${batchId}:status`, threadId, 'thinking…').catch((error: unknown) => {
+      logger.warn({ threadId, err: String(error) }, 'could not post a status message');
+      return undefined;
+    });
+    let lastEditAt = 0;
+    let pendingStatus: string | undefined;
+    let pendingTimer: NodeJS.Timeout | undefined;
+    let editChain: Promise<unknown> = Promise.resolve();
+
+    const flushStatus = () => {
+      pendingTimer = undefined;
+      const text = pendingStatus;
+      pendingStatus = undefined;
+      if (text === undefined) return;
+      lastEditAt = now();
+      editChain = editChain
+        .then(() => statusPosted)
+        .then((posted) => (posted ? dependencies.edit(threadId, posted.messageId, text) : undefined))
+        .catch((error: unknown) => logger.debug({ threadId, err: String(error) }, 'status edit failed'));
+    };
+    const onProgress = (status: string) => {
+      pendingStatus = status;
+      if (pendingTimer !== undefined) return;
+      const wait = Math.max(0, lastEditAt + statusIntervalMs - now());
+      pendingTimer = setTimeout(flushStatus, wait);
+    };
+
+    const history = [...(await dependencies.loadHistory(threadId)), ...newMessages];
+    let reply: string;
+    let produced: ChatMessage[];
+    try {
+      const result = await dependencies.runAgent({ threadId, history, actor, onProgress });
+      reply = result.reply;
+      produced = result.newMessages;
+    } catch (error) {
+      // The agent loop reports LLM trouble itself; anything reaching here is a bug, still told plainly.
+      logger.error({ threadId, err: String(error) }, 'agent turn crashed');
+      reply = `Something went wrong while I was working on that (${String(error).slice(0, 200)}). Plain commands still work — try \`help\`.`;
+      produced = [{ role: 'assistant', content: reply }];
+    }
+    if (pendingTimer !== undefined) clearTimeout(pendingTimer);
+    pendingStatus = undefined;
+    await editChain;
+    const posted = await statusPosted;
+    const elapsed = ((now() - started) / 1000).toFixed(1);
+    if (posted && reply.length <= inlineReplyLimit) {
+      await dependencies.edit(threadId, posted.messageId, reply);
+    } else {
+      if (posted) await dependencies.edit(threadId, posted.messageId, `done in ${elapsed} s — answer below`);
+      await dependencies.postOnce(`${batchId}:reply`, threadId, reply);
+    }
+    return produced;
+  }
+}

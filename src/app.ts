@@ -1,0 +1,172 @@
+import type { Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { runAgentTurn } from './agent/agent-loop.js';
+import { createLlmProvider } from './agent/create-llm-provider.js';
+import type { LlmProvider } from './agent/llm-provider.js';
+import type { ChatMessage } from './agent/messages.js';
+import { createSessionStore } from './agent/session-store.js';
+import { loadSystemPrompt } from './agent/system-prompt.js';
+import { createTurnRunner } from './agent/turn-runner.js';
+import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
+import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
+import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
+import { createWebStore } from './bot/web/web-store.js';
+import type { Config } from './config.js';
+import type { Logger } from './logger.js';
+import { createQueueNotifier, createNotifyWorker, type QueueNotifier } from './queue/notify-queue.js';
+import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
+import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
+import { createRedis, createKeys } from './redis.js';
+import { createFeatures, type Features } from './features.js';
+
+/** Things tests and deployments may swap at the edges. */
+export interface AppOverrides {
+  provider?: LlmProvider;
+  /** Extra adapters (Slack, Discord, test doubles) alongside the playground. */
+  adapters?: ChatAdapter[];
+  /** Called for every LLM HTTP request, with its reason. */
+  onLlmCall?: (reason: string) => void;
+}
+
+export interface App {
+  readonly config: Config;
+  readonly redis: Redis;
+  readonly web: WebAdapter;
+  readonly notifier: QueueNotifier;
+  readonly inbox: TurnInbox;
+  readonly turnQueue: Queue;
+  readonly features: Features;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** Tells a thread's agent that something happened and starts a turn. */
+  pushEvent(threadId: string, eventId: string, text: string): Promise<void>;
+}
+
+/**
+ * Builds the whole bot from a config: adapters (role `bot`), workers (role `worker`), or both (`all`,
+ * the embedded default). Nothing here reads the environment.
+ */
+export function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): App {
+  const redis = createRedis(config.redisUrl);
+  const prefix = config.queuePrefix;
+  const keys = createKeys(prefix);
+  const runsAdapters = config.role !== 'worker';
+  const runsWorkers = config.role !== 'bot';
+
+  const webStore = createWebStore({ redis, prefix });
+  const web = createWebAdapter({
+    store: webStore,
+    redis,
+    host: config.host,
+    port: config.port,
+    botName: config.botName,
+    logger: logger.child({ component: 'web' }),
+  });
+  const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
+  for (const adapter of overrides.adapters ?? []) adapters.set(adapter.platform, adapter);
+  const lookup = (platform: Platform) => adapters.get(platform);
+
+  const notifier = createQueueNotifier({ connection: redis, prefix });
+  const inbox = createTurnInbox({ redis, prefix });
+  const turnQueue = createTurnQueue(redis, prefix);
+  const sessions = createSessionStore({ redis, prefix, logger });
+  const actions = createActionRouter();
+  const handlers = createInboundHandlers({ inbox, turnQueue, actions, logger });
+
+  const pushEvent = (threadId: string, eventId: string, text: string) =>
+    pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
+
+  const provider =
+    overrides.provider ??
+    createLlmProvider(config.llm, {
+      logger,
+      ...(overrides.onLlmCall === undefined ? {} : { onCall: overrides.onLlmCall }),
+    });
+
+  const features = createFeatures({ config, logger, redis, prefix, notifier, actions, pushEvent, provider });
+  const systemPrompt = loadSystemPrompt(config.botName);
+
+  const processBatch = createTurnRunner({
+    logger,
+    loadHistory: (threadId) => sessions.load(threadId),
+    postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
+    edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
+    tryCommand: (threadId, item) => features.commands.tryHandle(threadId, item),
+    runAgent: ({ threadId, history, actor, onProgress }) =>
+      runAgentTurn({
+        provider,
+        registry: features.tools,
+        systemPrompt,
+        history,
+        context: { threadId, actor },
+        maxToolRounds: config.llm.maxToolRounds,
+        onProgress,
+        logger: logger.child({ threadId }),
+      }),
+    commit: (threadId, batch, messages: ChatMessage[]) =>
+      inbox.commitBatch(threadId, batch, (multi) => {
+        if (messages.length === 0) return;
+        const key = keys.session(threadId);
+        multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
+        multi.ltrim(key, -1000, -1);
+      }),
+  });
+
+  const workers: Worker[] = [];
+  let started = false;
+
+  return {
+    config,
+    redis,
+    web,
+    notifier,
+    inbox,
+    turnQueue,
+    features,
+    pushEvent,
+    async start() {
+      if (started) return;
+      started = true;
+      if (runsWorkers) {
+        workers.push(
+          createTurnWorker({
+            connection: redis,
+            prefix,
+            inbox,
+            processBatch,
+            logger: logger.child({ component: 'turns' }),
+            concurrency: config.queue.turnConcurrency,
+            lockMs: config.queue.lockMs,
+          }),
+        );
+        workers.push(...(await features.startWorkers()));
+      }
+      if (runsAdapters) {
+        workers.push(
+          createNotifyWorker({ connection: redis, prefix, adapters: lookup, logger: logger.child({ component: 'notify' }) }),
+        );
+        for (const adapter of adapters.values()) await adapter.start(handlers);
+      }
+      logger.info(
+        {
+          role: config.role,
+          adapters: runsAdapters ? [...adapters.keys()] : [],
+          playground: runsAdapters ? web.address().url : undefined,
+        },
+        'shepherd started',
+      );
+    },
+    async stop() {
+      if (!started) return;
+      started = false;
+      // Adapters first (no new work), then workers finish or hand back their jobs, then connections.
+      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      await Promise.all(workers.map((worker) => worker.close()));
+      workers.length = 0;
+      await features.stop();
+      await notifier.close();
+      await turnQueue.close();
+      redis.disconnect();
+    },
+  };
+}

@@ -1,0 +1,70 @@
+import type { Card } from '../bot/chat-adapter.js';
+import type { Approval, Decision } from './approval-store.js';
+
+/** Longest script excerpt a card shows; the rest is cut with a note (platform limits are far above it). */
+export const EXCERPT_LIMIT = 2500;
+
+const KIND_TITLE: Record<Approval['kind'], string> = {
+  start: 'Approve training run',
+  resume: 'Approve resuming run',
+  'script-change': 'Approve script change',
+};
+
+export function formatUsd(value: number): string {
+  return `$${value % 1 === 0 ? value.toFixed(0) : value.toFixed(2)}`;
+}
+
+export function formatClock(isoTime: string): string {
+  return `${isoTime.slice(11, 16)} UTC`;
+}
+
+/** Cuts a long diff or script at a line boundary with a note saying how much was left out. */
+export function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
+  if (text.length <= limit) return text;
+  const cut = text.lastIndexOf('\n', limit);
+  const kept = text.slice(0, cut > limit / 2 ? cut : limit);
+  const omittedLines = text.slice(kept.length).split('\n').length;
+  return `${kept}\n… (${omittedLines} more lines not shown)`;
+}
+
+export function approvalCard(approval: Approval): Card {
+  const fields = [
+    { label: 'Requested by', value: approval.requester.name },
+    { label: 'Run', value: approval.runName },
+    { label: 'GPUs', value: String(approval.gpus) },
+    { label: 'Max hours', value: String(approval.maxHours) },
+    { label: 'Est. cost', value: formatUsd(approval.costUsd) },
+  ];
+  const lines: string[] = [];
+  if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  const label = approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
+  lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
+  return {
+    title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
+    text: lines.join('\n'),
+    fields,
+    actions: [
+      { actionId: `approve:${approval.id}`, label: 'Approve', style: 'primary' },
+      { actionId: `reject:${approval.id}`, label: 'Reject', style: 'danger' },
+    ],
+  };
+}
+
+export function decisionLine(decision: Decision): string {
+  switch (decision.decision) {
+    case 'approved':
+      return decision.auto
+        ? `Auto-approved at ${formatClock(decision.at)}${decision.note ? ` (${decision.note})` : ''}`
+        : `Approved by ${decision.user.name} at ${formatClock(decision.at)}`;
+    case 'rejected':
+      return `Rejected by ${decision.user.name} at ${formatClock(decision.at)}${decision.note ? `: ${decision.note}` : ''}`;
+    case 'expired':
+      return `Expired at ${formatClock(decision.at)} without a decision`;
+  }
+}
+
+/** The card after a decision: same content, the buttons replaced by the outcome line. */
+export function resolvedApprovalCard(approval: Approval, decision: Decision): Card {
+  const { actions: _actions, ...card } = approvalCard(approval);
+  return { ...card, resolved: decisionLine(decision) };
+}

@@ -1,0 +1,46 @@
+import type { ChatUser } from '../bot/chat-adapter.js';
+import type { Approval } from './approval-store.js';
+
+export interface ApprovalPolicy {
+  /** User ids allowed to approve; empty means anyone in the channel. */
+  approvers: readonly string[];
+  /** Whether the requester may approve their own job. */
+  selfApproval: boolean;
+  /** Jobs estimated at or under this cost are approved automatically; 0 turns it off. */
+  autoApproveUsd: number;
+}
+
+export type PolicyVerdict = { allowed: true } | { allowed: false; reason: string };
+
+function matchesUser(list: readonly string[], user: ChatUser): boolean {
+  return list.includes(user.id) || list.includes(user.name);
+}
+
+/** Who may decide: approvers approve or reject; the requester may always withdraw (reject) their own job. */
+export function checkDecision(
+  policy: ApprovalPolicy,
+  approval: Approval,
+  user: ChatUser,
+  decision: 'approved' | 'rejected',
+): PolicyVerdict {
+  const isRequester = user.id === approval.requester.id;
+  if (decision === 'rejected' && isRequester) return { allowed: true };
+  if (policy.approvers.length > 0 && !matchesUser(policy.approvers, user)) {
+    return {
+      allowed: false,
+      reason: `only approvers (${policy.approvers.join(', ')}) can ${decision === 'approved' ? 'approve' : 'reject'} this job`,
+    };
+  }
+  if (decision === 'approved' && isRequester && !policy.selfApproval) {
+    return { allowed: false, reason: 'team policy: you cannot approve your own job — ask a teammate' };
+  }
+  return { allowed: true };
+}
+
+export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: number): number {
+  return Math.round(gpus * maxHours * gpuHourUsd * 100) / 100;
+}
+
+export function isAutoApproved(policy: ApprovalPolicy, costUsd: number): boolean {
+  return policy.autoApproveUsd > 0 && costUsd <= policy.autoApproveUsd;
+}

@@ -1,0 +1,271 @@
+import { once } from 'node:events';
+import {
+  type ButtonInteraction,
+  type ChatInputCommandInteraction,
+  Client,
+  Events,
+  GatewayIntentBits,
+  MessageFlags,
+  Partials,
+  Routes,
+} from 'discord.js';
+import { z } from 'zod';
+import { PlatformError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import { DISCORD_LIMITS, type DiscordFile, renderCard, safeFilename, truncate } from './cards.js';
+import { registerGuildCommands } from './discord-commands.js';
+import { toPlatformError } from './discord-errors.js';
+import { createDiscordInbound } from './discord-inbound.js';
+import { targetChannelId } from './discord-threads.js';
+import { extractLongBlocks, splitContent } from './split-message.js';
+
+export interface DiscordAdapterConfig {
+  token: string;
+  /** REST base in the form `https://discord.com/api` (no version suffix); the gateway URL comes from it. */
+  apiUrl?: string | undefined;
+  /** When non-empty, the only servers the bot answers in (and registers `/shepherd` in). */
+  guildIds: readonly string[];
+  /** The name people mention; mentions of the bot reach the core as `@<botName>`. */
+  botName: string;
+  logger: Logger;
+  clock?: () => number;
+  /** How long `start()` waits for the gateway to become ready. */
+  readyTimeoutMs?: number;
+}
+
+export interface DiscordAdapter extends ChatAdapter {
+  readonly platform: 'discord';
+  /** The bot's user id, known after `start()`. */
+  botUserId(): string | undefined;
+}
+
+/** More messages than this for one post and the text goes into a file instead of flooding the thread. */
+const MAX_CHUNKS = 5;
+/** Interaction tokens live 15 minutes; stop using them a little earlier. */
+const INTERACTION_TOKEN_MS = 14 * 60_000;
+/** Bot posts never ping anyone by accident (an LLM may write `@everyone`). */
+const NO_PINGS = { parse: [] as string[] };
+const messageResponse = z.object({ id: z.string() });
+
+type DeferredInteraction = ButtonInteraction | ChatInputCommandInteraction;
+
+/**
+ * The Discord `ChatAdapter`. Posting methods use discord.js's REST client only, so they work in any process
+ * holding the token; `start()` connects the gateway for mentions, thread replies, DMs and button clicks.
+ */
+export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapter {
+  const logger = config.logger.child({ platform: 'discord' });
+  const clock = config.clock ?? Date.now;
+  const client = new Client({
+    intents: [
+      GatewayIntentBits.Guilds,
+      GatewayIntentBits.GuildMessages,
+      GatewayIntentBits.MessageContent,
+      GatewayIntentBits.DirectMessages,
+    ],
+    // DM channels are not cached before their first message; without this, DMs would be dropped.
+    partials: [Partials.Channel],
+    rest: {
+      ...(config.apiUrl === undefined ? {} : { api: config.apiUrl }),
+      // The notify queue retries 5xx and network errors with its own backoff; the REST client must not.
+      retries: 0,
+      // Short per-route waits are handled inside discord.js; long ones go back to the queue as Retry-After.
+      rejectOnRateLimit: (limit) => limit.timeToReset > 10_000,
+    },
+  });
+  client.rest.setToken(config.token);
+  const recentInteractions = new Map<string, { interaction: DeferredInteraction; expiresAt: number }>();
+
+  function rememberInteraction(threadId: string, userId: string, interaction: DeferredInteraction): void {
+    const now = clock();
+    for (const [key, entry] of recentInteractions) if (entry.expiresAt <= now) recentInteractions.delete(key);
+    recentInteractions.set(`${threadId}\n${userId}`, { interaction, expiresAt: now + INTERACTION_TOKEN_MS });
+  }
+
+  async function call<T>(operation: string, threadId: string, request: () => Promise<T>): Promise<T> {
+    try {
+      return await request();
+    } catch (error) {
+      const failure = toPlatformError(error, operation);
+      logger[failure.retryable ? 'warn' : 'error'](
+        { threadId, operation, code: failure.code, retryable: failure.retryable, err: failure },
+        failure.retryable ? 'Discord call failed; the notify queue may retry' : 'Discord call failed for good',
+      );
+      throw failure;
+    }
+  }
+
+  async function createMessage(threadId: string, body: Record<string, unknown>, files: DiscordFile[], operation: string) {
+    const channelId = targetChannelId(threadId);
+    const data = await call(operation, threadId, () =>
+      client.rest.post(Routes.channelMessages(channelId), { body, ...(files.length > 0 ? { files } : {}) }),
+    );
+    return messageResponse.parse(data).id;
+  }
+
+  async function patchMessage(
+    threadId: string,
+    messageId: string,
+    body: Record<string, unknown>,
+    files: DiscordFile[],
+    operation: string,
+  ): Promise<void> {
+    const channelId = targetChannelId(threadId);
+    await call(operation, threadId, () =>
+      client.rest.patch(Routes.channelMessage(channelId, messageId), {
+        body,
+        ...(files.length > 0 ? { files } : {}),
+      }),
+    );
+  }
+
+  async function postMessage(threadId: string, text: string): Promise<PostedMessage> {
+    targetChannelId(threadId);
+    const extracted = extractLongBlocks(text);
+    const files = [...extracted.files];
+    let chunks = splitContent(extracted.text);
+    if (chunks.length > MAX_CHUNKS) {
+      const note = `-# cut: ${text.length.toLocaleString('en-US')} characters — full text in \`message.md\``;
+      const head = splitContent(extracted.text, DISCORD_LIMITS.content - note.length - 1)[0] ?? '';
+      chunks = [`${head}\n${note}`];
+      files.push({ name: 'message.md', data: new TextEncoder().encode(text), contentType: 'text/markdown; charset=utf-8' });
+    }
+    let first: string | undefined;
+    for (const [index, chunk] of chunks.entries()) {
+      const last = index === chunks.length - 1;
+      const id = await createMessage(
+        threadId,
+        { content: chunk, allowed_mentions: NO_PINGS },
+        last ? files : [],
+        'post message',
+      );
+      first ??= id;
+    }
+    return { messageId: first ?? '' };
+  }
+
+  function renderOrThrow(card: Card) {
+    try {
+      const rendered = renderCard(card);
+      if (rendered.droppedActions > 0) {
+        logger.warn({ dropped: rendered.droppedActions }, 'card has more than 25 buttons; the rest are not shown');
+      }
+      return rendered;
+    } catch (error) {
+      throw new PlatformError('discord', 'card_invalid', `card cannot be shown on Discord: ${String(error)}`, {
+        retryable: false,
+        cause: error,
+      });
+    }
+  }
+
+  const adapter: DiscordAdapter = {
+    platform: 'discord',
+
+    botUserId: () => client.user?.id,
+
+    async start(handlers: InboundHandlers): Promise<void> {
+      const inbound = createDiscordInbound({
+        client,
+        handlers,
+        guildIds: config.guildIds,
+        botName: config.botName,
+        logger,
+        clock,
+        rememberInteraction,
+      });
+      client.on(Events.MessageCreate, (message) => void inbound.handleMessage(message));
+      client.on(Events.InteractionCreate, (interaction) => void inbound.handleInteraction(interaction));
+      client.on(Events.Error, (error) => logger.error({ err: error }, 'discord client error'));
+      client.on(Events.ShardError, (error) => logger.warn({ err: error }, 'gateway connection error'));
+      client.on(Events.ShardReconnecting, () => logger.info('gateway connection lost; reconnecting'));
+      client.on(Events.ShardResume, (_shard, replayed) => logger.info({ replayed }, 'gateway session resumed'));
+
+      const ready = once(client, Events.ClientReady, { signal: AbortSignal.timeout(config.readyTimeoutMs ?? 60_000) });
+      try {
+        await client.login(config.token);
+        await ready;
+      } catch (error) {
+        await client.destroy().catch(() => undefined);
+        throw toPlatformError(error, 'login');
+      }
+      const readyClient = client as Client<true>;
+      logger.info({ user: readyClient.user.tag, guilds: readyClient.guilds.cache.size }, 'connected to Discord');
+      const guildIds = config.guildIds.length > 0 ? config.guildIds : [...readyClient.guilds.cache.keys()];
+      await registerGuildCommands(readyClient, guildIds, config.botName, logger);
+      client.on(Events.GuildCreate, (guild) => {
+        if (config.guildIds.length === 0) void registerGuildCommands(readyClient, [guild.id], config.botName, logger);
+      });
+    },
+
+    async stop(): Promise<void> {
+      recentInteractions.clear();
+      await client.destroy();
+    },
+
+    postMessage,
+
+    async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
+      // An edit cannot grow into several messages, so it is cut to one.
+      const content = text.trim() === '' ? '\u200b' : truncate(text, DISCORD_LIMITS.content);
+      await patchMessage(threadId, messageId, { content, allowed_mentions: NO_PINGS }, [], 'edit message');
+    },
+
+    async postCard(threadId: string, card: Card): Promise<PostedMessage> {
+      const rendered = renderOrThrow(card);
+      const body = {
+        embeds: rendered.embeds,
+        components: rendered.components,
+        allowed_mentions: NO_PINGS,
+        ...(rendered.attachments.length > 0 ? { attachments: rendered.attachments } : {}),
+      };
+      return { messageId: await createMessage(threadId, body, rendered.files, 'post card') };
+    },
+
+    async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
+      const rendered = renderOrThrow(card);
+      // API v10 edits keep exactly the attachments listed, so the chart is re-sent with the new embed.
+      const body = { embeds: rendered.embeds, components: rendered.components, attachments: rendered.attachments };
+      await patchMessage(threadId, messageId, body, rendered.files, 'update card');
+    },
+
+    async upload(threadId: string, upload: Upload): Promise<PostedMessage> {
+      const name = safeFilename(upload.filename, 'file');
+      const isImage = upload.contentType.startsWith('image/');
+      const body: Record<string, unknown> = {
+        allowed_mentions: NO_PINGS,
+        attachments: [{ id: 0, filename: name, ...(upload.title === undefined ? {} : { description: upload.title }) }],
+      };
+      if (upload.comment !== undefined && upload.comment !== '') {
+        body.content = truncate(upload.comment, DISCORD_LIMITS.content);
+      }
+      if (isImage && upload.title !== undefined) {
+        body.embeds = [{ title: truncate(upload.title, DISCORD_LIMITS.embedTitle), image: { url: `attachment://${name}` } }];
+      }
+      const files = [{ name, data: upload.data, contentType: upload.contentType }];
+      return { messageId: await createMessage(threadId, body, files, 'upload') };
+    },
+
+    /**
+     * Discord has ephemeral messages only as interaction replies: while the user's last click or
+     * `/shepherd` in this thread is fresh, answer privately through it; otherwise post normally, mentioning them.
+     */
+    async postEphemeral(threadId: string, userId: string, text: string): Promise<void> {
+      const key = `${threadId}\n${userId}`;
+      const recent = recentInteractions.get(key);
+      if (recent !== undefined && recent.expiresAt > clock()) {
+        try {
+          await recent.interaction.followUp({ content: truncate(text, DISCORD_LIMITS.content), flags: MessageFlags.Ephemeral });
+          return;
+        } catch (error) {
+          recentInteractions.delete(key);
+          logger.debug({ err: error }, 'interaction token no longer usable; posting normally');
+        }
+      }
+      const content = truncate(`<@${userId}> ${text}`, DISCORD_LIMITS.content);
+      await createMessage(threadId, { content, allowed_mentions: { users: [userId] } }, [], 'post ephemeral');
+    },
+  };
+  return adapter;
+}

@@ -1,0 +1,84 @@
+import type { Queue } from 'bullmq';
+import type { Logger } from '../logger.js';
+import type { InboxItem, TurnInbox } from '../queue/turn-inbox.js';
+import { requestTurn } from '../queue/turn-worker.js';
+import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from './chat-adapter.js';
+import { decodeThreadId } from './chat-adapter.js';
+
+/** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
+export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
+
+/**
+ * Routes action ids of the form `verb:argument` (e.g. `approve:ap_1a2b`) to the handler registered for
+ * the verb. Cards carry only such ids, never data.
+ */
+export function createActionRouter() {
+  const handlers = new Map<string, ActionHandler>();
+  return {
+    register(verb: string, handler: ActionHandler) {
+      handlers.set(verb, handler);
+    },
+    async route(action: InboundAction): Promise<ActionOutcome> {
+      const separator = action.actionId.indexOf(':');
+      const verb = separator < 0 ? action.actionId : action.actionId.slice(0, separator);
+      const handler = handlers.get(verb);
+      if (handler === undefined) return { status: 'unknown', message: `unknown action ${action.actionId}` };
+      return handler(action, separator < 0 ? '' : action.actionId.slice(separator + 1));
+    },
+  };
+}
+
+export type ActionRouter = ReturnType<typeof createActionRouter>;
+
+export interface InboundOptions {
+  inbox: TurnInbox;
+  turnQueue: Queue;
+  actions: ActionRouter;
+  logger: Logger;
+}
+
+/**
+ * The core's side of every adapter: a message is de-duplicated, recorded in its thread's inbox and a turn
+ * requested — nothing waits on the LLM. Messages in threads without a session are ignored unless they
+ * address the bot.
+ */
+export function createInboundHandlers(options: InboundOptions): InboundHandlers {
+  const { inbox, turnQueue, actions, logger } = options;
+  return {
+    async onMessage(message: InboundMessage): Promise<boolean> {
+      const { platform } = decodeThreadId(message.threadId);
+      const item: InboxItem = {
+        type: 'message',
+        messageId: message.messageId,
+        deliveryId: message.deliveryId,
+        user: message.user,
+        text: message.text,
+        addressed: message.addressed,
+        receivedAt: message.receivedAt,
+      };
+      const result = await inbox.accept(message.threadId, item, {
+        addressed: message.addressed,
+        deliveryKey: `${platform}:${message.deliveryId}`,
+      });
+      if (result !== 'accepted') {
+        logger.debug({ threadId: message.threadId, deliveryId: message.deliveryId, result }, 'message not queued');
+        return false;
+      }
+      await requestTurn(turnQueue, message.threadId, message.deliveryId);
+      return true;
+    },
+    onAction: (action) => actions.route(action),
+  };
+}
+
+/** Tells the agent of a thread something happened (an approval decision, an alert) and starts a turn. */
+export async function pushSystemEvent(
+  inbox: TurnInbox,
+  turnQueue: Queue,
+  threadId: string,
+  eventId: string,
+  text: string,
+): Promise<void> {
+  await inbox.pushEvent(threadId, { type: 'event', eventId, text, receivedAt: Date.now() });
+  await requestTurn(turnQueue, threadId, `event-${eventId}`);
+}

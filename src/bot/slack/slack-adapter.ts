@@ -1,0 +1,417 @@
+/**
+ * The Slack `ChatAdapter`. Bolt does transport only (Socket Mode or signed HTTP, acks, routing);
+ * routing decisions live in `inbound.ts`, rendering in `cards.ts` / `mrkdwn.ts`, error mapping in
+ * `slack-errors.ts`. Every inbound delivery is acknowledged before any slow work.
+ */
+import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
+import { PlatformError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import {
+  type ChatAdapter,
+  type ChatUser,
+  type Card,
+  decodeThreadId,
+  encodeThreadId,
+  type InboundHandlers,
+  type PostedMessage,
+  type Upload,
+} from '../chat-adapter.js';
+import { createBoltLogger } from './bolt-logger.js';
+import { renderCard, renderTextMessages, type SlackMessageBody } from './cards.js';
+import {
+  type BotIdentity,
+  blockActionsSchema,
+  classifyEventCallback,
+  mentionedUsers,
+  slashCommandSchema,
+  toPlainText,
+} from './inbound.js';
+import { escapeMrkdwn, markdownToMrkdwn } from './mrkdwn.js';
+import { createRecentIds } from './recent-ids.js';
+import { toPlatformError } from './slack-errors.js';
+import { createUserDirectory } from './user-directory.js';
+
+export interface SlackAdapterConfig {
+  /** `xoxb-…` bot token; always required. */
+  botToken: string;
+  /** `xapp-…` app-level token with `connections:write`; when set, Socket Mode is used. */
+  appToken?: string | undefined;
+  /** Signing secret; required for HTTP mode (no app token). */
+  signingSecret?: string | undefined;
+  /** Web API base in the form `https://slack.com/api/`; also used for Socket Mode's `apps.connections.open`. */
+  apiUrl?: string | undefined;
+  /** Handle messages written by other bots. */
+  allowBots: boolean;
+  /** The bot's name, used in help and refusal texts. */
+  botName: string;
+  logger: Logger;
+  /**
+   * HTTP mode only: listen on this port (0 = ephemeral) and serve `/slack/events`. Leave it unset to
+   * mount `adapter.requestListener` on an existing server instead (route `/slack/events` to it).
+   */
+  httpPort?: number | undefined;
+  httpHost?: string | undefined;
+  /** The slash command name; default `/shepherd`. */
+  slashCommand?: string | undefined;
+  /** How long resolved user names are cached; default 10 minutes. */
+  userCacheTtlMs?: number | undefined;
+  /** Web API request timeout; default 30 s. */
+  requestTimeoutMs?: number | undefined;
+  /** Texts that would need more messages than this are cut and attached as a file; default 4. */
+  maxMessagesPerPost?: number | undefined;
+}
+
+export interface SlackAdapter extends ChatAdapter {
+  readonly platform: 'slack';
+  readonly mode: 'socket' | 'http';
+  /**
+   * HTTP mode: a Node request listener for `/slack/events` (events, interactivity and slash commands,
+   * signature-verified). Answers 503 until `start()` has run. Usable whether or not `httpPort` is set.
+   */
+  readonly requestListener: RequestListener;
+  /** The address the adapter's own HTTP server listens on (HTTP mode with `httpPort`), else undefined. */
+  httpAddress(): AddressInfo | undefined;
+  /** The identity learned from `auth.test` at start. */
+  identity(): { botUserId: string; botId: string | undefined } | undefined;
+  postEphemeral(threadId: string, userId: string, text: string): Promise<void>;
+}
+
+const DEFAULT_MAX_MESSAGES = 4;
+
+function slackThread(threadId: string): { channel: string; threadTs: string } {
+  const reference = decodeThreadId(threadId);
+  if (reference.platform !== 'slack') {
+    throw new PlatformError('slack', 'wrong_platform', `not a Slack thread: ${threadId}`, { retryable: false });
+  }
+  return { channel: reference.channel, threadTs: reference.thread };
+}
+
+export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
+  const logger = config.logger.child({ component: 'slack' });
+  const boltLogger = createBoltLogger(config.logger);
+  const mode: 'socket' | 'http' = config.appToken === undefined ? 'http' : 'socket';
+  if (mode === 'http' && config.signingSecret === undefined) {
+    throw new PlatformError('slack', 'config_invalid', 'Slack HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)', {
+      retryable: false,
+    });
+  }
+  const slackApiUrl = config.apiUrl ?? 'https://slack.com/api/';
+  const slashCommand = config.slashCommand ?? '/shepherd';
+  const maxMessages = Math.max(2, config.maxMessagesPerPost ?? DEFAULT_MAX_MESSAGES);
+  // Our own client: rate limits surface as errors so the notify queue (not the SDK) does the waiting.
+  const client = new webApi.WebClient(config.botToken, {
+    slackApiUrl,
+    logger: boltLogger,
+    rejectRateLimitedCalls: true,
+    retryConfig: { retries: 0 },
+    timeout: config.requestTimeoutMs ?? 30_000,
+  });
+  const users = createUserDirectory({
+    usersInfo: (arguments_) => client.users.info(arguments_),
+    logger,
+    ...(config.userCacheTtlMs === undefined ? {} : { ttlMs: config.userCacheTtlMs }),
+  });
+  const recentDeliveries = createRecentIds();
+
+  let app: App | undefined;
+  let httpReceiver: HTTPReceiver | undefined;
+  let listening: AddressInfo | undefined;
+  let bot: BotIdentity | undefined;
+
+  async function call<T>(context: string, threadId: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      const mapped = toPlatformError(error, context);
+      logger.warn({ threadId, code: mapped.code, retryable: mapped.retryable, call: context }, 'slack call failed');
+      throw mapped;
+    }
+  }
+
+  async function chatUser(userId: string): Promise<ChatUser> {
+    return { id: userId, name: await users.displayName(userId) };
+  }
+
+  async function plainText(rawText: string): Promise<string> {
+    const ids = mentionedUsers(rawText).slice(0, 20);
+    const names = new Map<string, string>();
+    await Promise.all(ids.map(async (id) => names.set(id, await users.displayName(id))));
+    return toPlainText(rawText, names);
+  }
+
+  async function postBody(channel: string, threadTs: string | undefined, body: SlackMessageBody): Promise<string> {
+    const response = await client.chat.postMessage({
+      channel,
+      ...(threadTs === undefined ? {} : { thread_ts: threadTs }),
+      text: body.text,
+      blocks: body.blocks,
+      unfurl_links: false,
+      unfurl_media: false,
+    });
+    if (response.ts === undefined) throw new Error('chat.postMessage returned no ts');
+    return response.ts;
+  }
+
+  async function uploadFile(threadId: string, upload: Upload): Promise<PostedMessage> {
+    const { channel, threadTs } = slackThread(threadId);
+    return call('files.uploadV2', threadId, async () => {
+      const response = await client.files.uploadV2({
+        channel_id: channel,
+        thread_ts: threadTs,
+        file: Buffer.from(upload.data),
+        filename: upload.filename,
+        title: upload.title ?? upload.filename,
+        ...(upload.comment === undefined ? {} : { initial_comment: markdownToMrkdwn(upload.comment) }),
+      });
+      // Upload v2 does not return the message ts; the file id names the upload instead.
+      const fileId = (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]?.files?.[0]?.id;
+      return { messageId: fileId ?? '' };
+    });
+  }
+
+  async function postEphemeral(threadId: string, userId: string, text: string): Promise<void> {
+    const { channel, threadTs } = slackThread(threadId);
+    await call('chat.postEphemeral', threadId, () =>
+      client.chat.postEphemeral({ channel, user: userId, thread_ts: threadTs, text: markdownToMrkdwn(text) }),
+    );
+  }
+
+  function registerListeners(target: App, handlers: InboundHandlers, identity: BotIdentity): void {
+    const onEvent = async ({ body, context }: { body: unknown; context: { retryNum?: number | undefined } }) => {
+      const decision = classifyEventCallback(body, identity);
+      if (decision.kind === 'ignore') {
+        logger.debug({ reason: decision.reason }, 'slack event ignored');
+        return;
+      }
+      // Checked before any await, so concurrent retries of one event cannot both pass.
+      if (!recentDeliveries.add(decision.deliveryId)) {
+        logger.info({ deliveryId: decision.deliveryId, retryNum: context.retryNum }, 'slack retry of a handled event skipped');
+        return;
+      }
+      try {
+        const [user, text] = await Promise.all([chatUser(decision.userId), plainText(decision.rawText)]);
+        await handlers.onMessage({
+          threadId: decision.threadId,
+          messageId: decision.messageId,
+          user,
+          text,
+          addressed: decision.addressed,
+          startsThread: decision.startsThread,
+          deliveryId: decision.deliveryId,
+          receivedAt: Date.now(),
+        });
+      } catch (error) {
+        logger.error({ err: error, threadId: decision.threadId }, 'slack message handling failed');
+      }
+    };
+    target.event('app_mention', onEvent);
+    target.event('message', onEvent);
+
+    target.action(/.*/, async ({ ack, body }) => {
+      await ack();
+      const parsed = blockActionsSchema.safeParse(body);
+      if (!parsed.success) {
+        logger.debug('slack interaction ignored: not a block action');
+        return;
+      }
+      const payload = parsed.data;
+      const action = payload.actions[0];
+      const channel = payload.channel?.id ?? payload.container?.channel_id;
+      const messageTs = payload.container?.message_ts ?? payload.message?.ts;
+      if (action === undefined || channel === undefined || messageTs === undefined) return;
+      const threadId = encodeThreadId({ platform: 'slack', channel, thread: payload.message?.thread_ts ?? messageTs });
+      try {
+        const outcome = await handlers.onAction({
+          threadId,
+          messageId: messageTs,
+          actionId: action.action_id,
+          user: await chatUser(payload.user.id),
+        });
+        if (outcome.message !== undefined && outcome.message !== '') {
+          // Refusals (and any accepted note) go only to the person who clicked.
+          await postEphemeral(threadId, payload.user.id, outcome.message);
+        }
+      } catch (error) {
+        logger.error({ err: error, threadId, actionId: action.action_id }, 'slack action handling failed');
+      }
+    });
+
+    target.command(slashCommand, async ({ ack, body, respond }) => {
+      await ack();
+      const parsed = slashCommandSchema.safeParse(body);
+      if (!parsed.success) return;
+      const command = parsed.data;
+      // A slash command has no thread; a visible root message gives the answer one to live in.
+      const invocation = `${command.command}${command.text === '' ? '' : ` ${command.text}`}`;
+      let rootTs: string;
+      try {
+        rootTs = await call('chat.postMessage', `slack:${command.channel_id}:-`, () =>
+          postBody(command.channel_id, undefined, {
+            text: `<@${command.user_id}> ran ${escapeMrkdwn(invocation)}`,
+            blocks: [
+              { type: 'section', text: { type: 'mrkdwn', text: `<@${command.user_id}> ran \`${escapeMrkdwn(invocation)}\`` } },
+            ],
+          }),
+        );
+      } catch (error) {
+        const code = error instanceof PlatformError ? error.code : 'error';
+        await respond({
+          response_type: 'ephemeral',
+          text: `I can't post in this conversation (${code}). Invite ${config.botName} to the channel, or DM me.`,
+        }).catch((respondError: unknown) => logger.warn({ err: respondError }, 'slack respond failed'));
+        return;
+      }
+      try {
+        await handlers.onMessage({
+          threadId: encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
+          messageId: rootTs,
+          user: await chatUser(command.user_id),
+          text: command.text,
+          addressed: true,
+          startsThread: true,
+          deliveryId: `slash:${command.trigger_id}`,
+          receivedAt: Date.now(),
+        });
+      } catch (error) {
+        logger.error({ err: error, channel: command.channel_id }, 'slack slash command handling failed');
+      }
+    });
+
+    target.error(async (error) => {
+      logger.error({ err: error }, 'slack listener error');
+    });
+  }
+
+  const requestListener: RequestListener = (request: IncomingMessage, response: ServerResponse) => {
+    if (httpReceiver === undefined) {
+      response.writeHead(503, { 'content-type': 'text/plain' });
+      response.end('slack adapter not started');
+      return;
+    }
+    httpReceiver.requestListener(request, response);
+  };
+
+  return {
+    platform: 'slack',
+    mode,
+    requestListener,
+
+    httpAddress: () => listening,
+    identity: () => (bot === undefined ? undefined : { botUserId: bot.botUserId, botId: bot.botId }),
+
+    async start(handlers: InboundHandlers): Promise<void> {
+      if (app !== undefined) throw new Error('slack adapter already started');
+      const auth = await call('auth.test', '-', () => client.auth.test());
+      if (auth.user_id === undefined) {
+        throw new PlatformError('slack', 'invalid_auth', 'auth.test returned no bot user id', { retryable: false });
+      }
+      bot = { botUserId: auth.user_id, botId: auth.bot_id, allowBots: config.allowBots };
+      const receiver =
+        mode === 'socket'
+          ? new SocketModeReceiver({
+              appToken: config.appToken ?? '',
+              logger: boltLogger,
+              // A fresh object: the socket client mutates it (it adds its own reconnect retry policy).
+              installerOptions: { clientOptions: { slackApiUrl } },
+            })
+          : new HTTPReceiver({
+              signingSecret: config.signingSecret ?? '',
+              endpoints: '/slack/events',
+              logger: boltLogger,
+              processBeforeResponse: false,
+            });
+      app = new App({
+        receiver,
+        token: config.botToken,
+        botId: auth.bot_id,
+        botUserId: auth.user_id,
+        // We ran auth.test ourselves; skipping Bolt's keeps the first event's ack free of a network call.
+        tokenVerificationEnabled: false,
+        clientOptions: { slackApiUrl },
+        logger: boltLogger,
+      });
+      registerListeners(app, handlers, bot);
+      if (receiver instanceof HTTPReceiver) {
+        httpReceiver = receiver;
+        if (config.httpPort !== undefined) {
+          const server = await receiver.start({ port: config.httpPort, host: config.httpHost ?? '127.0.0.1' });
+          listening = server.address() as AddressInfo;
+        }
+      } else {
+        await app.start();
+      }
+      logger.info({ mode, botUserId: bot.botUserId, address: listening }, 'slack adapter started');
+    },
+
+    async stop(): Promise<void> {
+      const current = app;
+      app = undefined;
+      if (current === undefined) return;
+      if (mode === 'socket' || listening !== undefined) await current.stop();
+      httpReceiver = undefined;
+      listening = undefined;
+    },
+
+    async postMessage(threadId: string, text: string): Promise<PostedMessage> {
+      const { channel, threadTs } = slackThread(threadId);
+      let messages = renderTextMessages(text);
+      const cut = messages.length > maxMessages;
+      if (cut) {
+        // Too long to read as chat: the first parts inline, the whole text as a file.
+        messages = messages.slice(0, maxMessages - 1);
+      }
+      let firstTs: string | undefined;
+      for (const body of messages) {
+        const ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+        firstTs ??= ts;
+      }
+      if (cut) {
+        await uploadFile(threadId, {
+          filename: 'full-message.txt',
+          data: new TextEncoder().encode(text),
+          contentType: 'text/plain',
+          title: 'Full message',
+          comment: `_(cut: the full text, ${text.length} characters, is attached)_`,
+        });
+      }
+      return { messageId: firstTs ?? '' };
+    },
+
+    async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
+      const { channel } = slackThread(threadId);
+      const [first] = renderTextMessages(text);
+      if (first === undefined) return;
+      await call('chat.update', threadId, () =>
+        client.chat.update({ channel, ts: messageId, text: first.text, blocks: first.blocks }),
+      );
+    },
+
+    async postCard(threadId: string, card: Card): Promise<PostedMessage> {
+      const { channel, threadTs } = slackThread(threadId);
+      if (card.image !== undefined) {
+        // The image goes into the thread first, so the card with its buttons stays the latest message.
+        await uploadFile(threadId, {
+          filename: card.image.filename,
+          data: card.image.png,
+          contentType: 'image/png',
+          title: card.image.alt,
+        });
+      }
+      const ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, renderCard(card)));
+      return { messageId: ts };
+    },
+
+    async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
+      const { channel } = slackThread(threadId);
+      const body = renderCard(card);
+      await call('chat.update', threadId, () =>
+        client.chat.update({ channel, ts: messageId, text: body.text, blocks: body.blocks }),
+      );
+    },
+
+    upload: uploadFile,
+    postEphemeral,
+  };
+}

@@ -1,0 +1,65 @@
+import { createHash } from 'node:crypto';
+import { PAGE_SCRIPT } from './page-script.js';
+import { PAGE_STYLE } from './page-style.js';
+
+function cspHash(source: string): string {
+  return `'sha256-${createHash('sha256').update(source, 'utf8').digest('base64')}'`;
+}
+
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (character) => `&#${character.charCodeAt(0)};`);
+}
+
+/**
+ * The playground page, built once at start. The inline script and style are allowed by hash in the
+ * Content-Security-Policy, so nothing else (no injected markup, no external asset) can run or load.
+ */
+export function renderPage(options: { botName: string }): { html: string; contentSecurityPolicy: string } {
+  const html = `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Shepherd playground</title>
+<style>${PAGE_STYLE}</style>
+</head>
+<body data-bot-name="${escapeHtml(options.botName)}">
+<header class="top">
+  <div class="brand">Shepherd <span>playground · mention @${escapeHtml(options.botName)}</span></div>
+  <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name"></label>
+  <span id="connection" class="status">connecting…</span>
+</header>
+<div class="layout">
+  <nav class="sidebar" aria-label="channels">
+    <form id="new-channel" class="new-channel">
+      <input id="new-channel-name" placeholder="new channel" maxlength="80" aria-label="new channel name">
+      <button type="submit" class="action">Add</button>
+    </form>
+    <div id="channels"></div>
+  </nav>
+  <main class="main">
+    <div id="thread-head" class="thread-head"></div>
+    <div id="messages" class="messages" aria-live="polite"></div>
+    <form id="composer" class="composer">
+      <textarea id="composer-text" rows="2" aria-label="message"></textarea>
+      <button type="submit" class="send">Send</button>
+    </form>
+    <div id="composer-error" class="error" role="alert"></div>
+  </main>
+</div>
+<script>${PAGE_SCRIPT}</script>
+</body>
+</html>
+`;
+  const contentSecurityPolicy = [
+    "default-src 'none'",
+    `script-src ${cspHash(PAGE_SCRIPT)}`,
+    `style-src ${cspHash(PAGE_STYLE)}`,
+    "img-src 'self'",
+    "connect-src 'self'",
+    "base-uri 'none'",
+    "form-action 'none'",
+    "frame-ancestors 'none'",
+  ].join('; ');
+  return { html, contentSecurityPolicy };
+}

@@ -1,0 +1,65 @@
+import { createHash } from 'node:crypto';
+import type { Redis } from 'ioredis';
+
+/*
+ * Lua scripts for the playground store. A message is created in one atomic round trip: the id, the
+ * message hash, the thread list, the channel indexes and the change event all happen together, so a
+ * thread's list order always matches id order and no half-written message is ever visible.
+ */
+
+/**
+ * KEYS[1] = id counter. ARGV: keyBase, channel, root ('' = new thread), user, text, ts, card, images,
+ * files, visibleTo, eventsChannel. Returns the new id, or an error reply `ERR_THREAD_UNKNOWN`.
+ */
+export const CREATE_MESSAGE_SCRIPT = `
+local base = ARGV[1]
+local channel = ARGV[2]
+local root = ARGV[3]
+if root ~= '' then
+  local existing = redis.call('HMGET', base .. ':msg:' .. root, 'channel', 'root')
+  if existing[1] ~= channel or existing[2] ~= root then return redis.error_reply('ERR_THREAD_UNKNOWN') end
+end
+local id = 'm' .. redis.call('INCR', KEYS[1])
+if root == '' then root = id end
+local key = base .. ':msg:' .. id
+redis.call('HSET', key, 'channel', channel, 'root', root, 'user', ARGV[4], 'text', ARGV[5], 'ts', ARGV[6])
+if ARGV[7] ~= '' then redis.call('HSET', key, 'card', ARGV[7]) end
+if ARGV[8] ~= '' then redis.call('HSET', key, 'images', ARGV[8]) end
+if ARGV[9] ~= '' then redis.call('HSET', key, 'files', ARGV[9]) end
+if ARGV[10] ~= '' then redis.call('HSET', key, 'visibleTo', ARGV[10]) end
+redis.call('RPUSH', base .. ':thread:' .. root, id)
+redis.call('ZADD', base .. ':threads:' .. channel, tonumber(ARGV[6]), root)
+redis.call('ZADD', base .. ':channels', 'NX', tonumber(ARGV[6]), channel)
+redis.call('PUBLISH', ARGV[11], cjson.encode({kind = 'message-create', channel = channel, root = root, messageId = id}))
+return id
+`;
+
+/**
+ * KEYS[1] = message hash. ARGV: editedAt, text ('' with hasText '0' = keep), hasText, card ('' = keep),
+ * eventsChannel. Returns 1, or 0 when the message does not exist.
+ */
+export const EDIT_MESSAGE_SCRIPT = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], 'editedAt', ARGV[1])
+if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'text', ARGV[2]) end
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'card', ARGV[4]) end
+local fields = redis.call('HMGET', KEYS[1], 'channel', 'root')
+local id = string.match(KEYS[1], ':msg:(.+)$')
+redis.call('PUBLISH', ARGV[5], cjson.encode({kind = 'message-edit', channel = fields[1], root = fields[2], messageId = id}))
+return 1
+`;
+
+/** Run a script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
+export function createScriptRunner(redis: Redis, script: string) {
+  const sha = createHash('sha1').update(script).digest('hex');
+  return async (keys: string[], args: (string | number)[]): Promise<unknown> => {
+    try {
+      return await redis.evalsha(sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+        return await redis.eval(script, keys.length, ...keys, ...args);
+      }
+      throw error;
+    }
+  };
+}

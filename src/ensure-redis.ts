@@ -1,0 +1,59 @@
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { Redis } from 'ioredis';
+import { BotError } from './errors.js';
+import type { Logger } from './logger.js';
+
+async function answers(url: string): Promise<boolean> {
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+    return (await client.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    client.disconnect();
+  }
+}
+
+/**
+ * Uses the Redis at `url` when it answers; otherwise, for a local URL, starts a `redis-server` found on
+ * PATH (no persistence, bound to 127.0.0.1) as a child that ends with the bot.
+ */
+export async function ensureRedis(
+  url: string,
+  options: { dataDir: string; logger: Logger },
+): Promise<{ url: string; stop(): Promise<void> }> {
+  if (await answers(url)) return { url, stop: async () => undefined };
+  const parsed = new URL(url);
+  const local = ['127.0.0.1', 'localhost', '::1'].includes(parsed.hostname);
+  const found = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
+  if (!local || !found) {
+    throw new BotError(
+      'redis_unavailable',
+      `no Redis answers at ${url}${local ? ' and no redis-server was found on PATH' : ''}; set REDIS_URL`,
+    );
+  }
+  const port = parsed.port === '' ? '6379' : parsed.port;
+  const directory = resolve(options.dataDir, 'redis');
+  mkdirSync(directory, { recursive: true });
+  const child: ChildProcess = spawn(
+    'redis-server',
+    ['--port', port, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', directory],
+    { stdio: 'ignore' },
+  );
+  options.logger.info({ port, pid: child.pid }, 'no Redis answered; started a local redis-server');
+  for (let attempt = 0; attempt < 50; attempt += 1) {
+    if (await answers(url)) break;
+    await new Promise((done) => setTimeout(done, 100));
+  }
+  if (!(await answers(url))) throw new BotError('redis_unavailable', `started redis-server but ${url} does not answer`);
+  return {
+    url,
+    async stop() {
+      if (child.exitCode === null && child.pid !== undefined) child.kill('SIGTERM');
+    },
+  };
+}

@@ -1,0 +1,45 @@
+import { createApp } from './app.js';
+import { loadConfig } from './config.js';
+import { ConfigError } from './errors.js';
+import { createLogger } from './logger.js';
+import { ensureRedis } from './ensure-redis.js';
+
+/** Entry point: the only place that reads `process.env`. */
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadConfig(process.env, { dotenvPath: '.env' });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`shepherd: ${error.message}\n`);
+      process.exit(2);
+    }
+    throw error;
+  }
+  const logger = createLogger(config.logLevel);
+  const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
+  const app = createApp(redis.url === config.redisUrl ? config : { ...config, redisUrl: redis.url }, logger);
+  await app.start();
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'shutting down: finishing running jobs');
+    const force = setTimeout(() => process.exit(1), 30_000);
+    force.unref();
+    try {
+      await app.stop();
+      await redis.stop();
+    } finally {
+      process.exit(0);
+    }
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`shepherd: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

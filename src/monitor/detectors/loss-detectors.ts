@@ -1,0 +1,89 @@
+import { finiteOnly, median, scaledMad } from '../robust.js';
+import type { SeriesState } from '../rolling-stats.js';
+import type { DetectorConfig } from '../types.js';
+
+/** Pure loss-curve detectors: spike (per point), divergence and plateau (per tick). */
+
+export interface SpikeVerdict {
+  spike: boolean;
+  median: number;
+  threshold: number;
+}
+
+/** Points needed before a spike can be judged (fewer makes the median meaningless). */
+export const MIN_SPIKE_HISTORY = 10;
+
+/**
+ * Is `value` a spike against the `previous` values (the rolling window before it)? Robust: above
+ * median + k·MAD *and* at least `spikeMinRatio` × the median (when the median is positive), so neither a
+ * perfectly flat curve (MAD 0) nor ordinary noise trips it.
+ */
+export function checkSpike(
+  previous: readonly number[],
+  value: number,
+  config: Pick<DetectorConfig, 'spikeWindow' | 'spikeMadK' | 'spikeMinRatio'>,
+): SpikeVerdict {
+  const window = finiteOnly(previous.slice(-config.spikeWindow));
+  if (window.length < Math.min(MIN_SPIKE_HISTORY, config.spikeWindow) || !Number.isFinite(value)) {
+    return { spike: false, median: Number.NaN, threshold: Number.NaN };
+  }
+  const center = median(window);
+  const spread = scaledMad(window, center);
+  let threshold = center + config.spikeMadK * spread;
+  if (center > 0) threshold = Math.max(threshold, center * config.spikeMinRatio);
+  else threshold = Math.max(threshold, center + Math.abs(center) * (config.spikeMinRatio - 1));
+  return { spike: value > threshold, median: center, threshold };
+}
+
+export interface DivergenceVerdict {
+  diverging: boolean;
+  from: number;
+  to: number;
+  rise: number;
+}
+
+/**
+ * Sustained rise: over the last `divergenceWindow` finite points, the median of the last third is at least
+ * `divergenceMinRise` (relative) above the median of the first third, and the middle third sits between them.
+ * A single spike moves none of the three medians.
+ */
+export function checkDivergence(
+  values: readonly number[],
+  config: Pick<DetectorConfig, 'divergenceWindow' | 'divergenceMinRise'>,
+): DivergenceVerdict {
+  const window = finiteOnly(values).slice(-config.divergenceWindow);
+  if (window.length < Math.max(config.divergenceWindow, 6)) return { diverging: false, from: 0, to: 0, rise: 0 };
+  const third = Math.floor(window.length / 3);
+  const first = median(window.slice(0, third));
+  const middle = median(window.slice(third, window.length - third));
+  const last = median(window.slice(window.length - third));
+  const rise = (last - first) / Math.max(Math.abs(first), 1e-12);
+  const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle;
+  return { diverging, from: first, to: last, rise };
+}
+
+export interface PlateauVerdict {
+  plateau: boolean;
+  best?: number;
+  sinceStep?: number;
+}
+
+/**
+ * No meaningful improvement: the smoothed best value (see rolling-stats) has not improved by
+ * `plateauMinImprovement` (relative) for `plateauWindow` steps, and the metric was watched that long.
+ */
+export function checkPlateau(
+  series: SeriesState,
+  lastStep: number,
+  firstStep: number,
+  config: Pick<DetectorConfig, 'plateauWindow'>,
+): PlateauVerdict {
+  if (series.best === undefined || series.bestStep === undefined) return { plateau: false };
+  const watched = lastStep - firstStep;
+  const since = lastStep - series.bestStep;
+  return {
+    plateau: watched >= config.plateauWindow && since >= config.plateauWindow,
+    best: series.best,
+    sinceStep: series.bestStep,
+  };
+}

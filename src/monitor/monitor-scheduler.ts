@@ -1,0 +1,80 @@
+import { type ConnectionOptions, Queue } from 'bullmq';
+import { QUEUE_NAMES } from '../queue/jobs.js';
+
+/**
+ * One BullMQ job scheduler per active run on the `monitor` queue, firing a `monitor-tick` job every
+ * `intervalS` seconds. `start` when a run starts, `stop` when it ends, `sync` after a restart.
+ */
+
+export const MONITOR_TICK_JOB_NAME = 'monitor-tick';
+const SCHEDULER_PREFIX = 'monitor:';
+
+export function monitorSchedulerId(runId: string): string {
+  return `${SCHEDULER_PREFIX}${runId}`;
+}
+
+export function createMonitorScheduler(options: { connection: ConnectionOptions; prefix: string; intervalS: number }) {
+  const queue = new Queue(QUEUE_NAMES.monitor, { connection: options.connection, prefix: options.prefix });
+  const every = Math.max(1, Math.round(options.intervalS * 1000));
+
+  async function listRunIds(): Promise<string[]> {
+    const runIds: string[] = [];
+    const pageSize = 500;
+    for (let start = 0; ; start += pageSize) {
+      const page = await queue.getJobSchedulers(start, start + pageSize - 1, true);
+      for (const scheduler of page) {
+        const id = scheduler.key;
+        if (id.startsWith(SCHEDULER_PREFIX)) runIds.push(id.slice(SCHEDULER_PREFIX.length));
+      }
+      if (page.length < pageSize) break;
+    }
+    return runIds;
+  }
+
+  return {
+    queue,
+    /** Create (or update) the run's scheduler; idempotent. */
+    async start(runId: string): Promise<void> {
+      await queue.upsertJobScheduler(
+        monitorSchedulerId(runId),
+        { every },
+        {
+          name: MONITOR_TICK_JOB_NAME,
+          data: { v: 1, runId },
+          opts: { removeOnComplete: 100, removeOnFail: 100 },
+        },
+      );
+    },
+    /** Remove the run's scheduler; true when one existed. */
+    async stop(runId: string): Promise<boolean> {
+      return queue.removeJobScheduler(monitorSchedulerId(runId));
+    },
+    /** Run ids that currently have a scheduler. */
+    listRunIds,
+    /** Make the schedulers match the active runs: add the missing ones, remove the stale ones. */
+    async sync(activeRunIds: Iterable<string>): Promise<{ added: string[]; removed: string[] }> {
+      const wanted = new Set(activeRunIds);
+      const existing = new Set(await listRunIds());
+      const added: string[] = [];
+      const removed: string[] = [];
+      for (const runId of wanted) {
+        if (!existing.has(runId)) {
+          await this.start(runId);
+          added.push(runId);
+        }
+      }
+      for (const runId of existing) {
+        if (!wanted.has(runId)) {
+          await this.stop(runId);
+          removed.push(runId);
+        }
+      }
+      return { added, removed };
+    },
+    async close(): Promise<void> {
+      await queue.close();
+    },
+  };
+}
+
+export type MonitorScheduler = ReturnType<typeof createMonitorScheduler>;

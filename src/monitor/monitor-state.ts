@@ -1,0 +1,55 @@
+import { z } from 'zod';
+import type { EpisodeBook } from './episodes.js';
+import type { MalformedBook } from './metric-line.js';
+import { createRollingState, deserialiseState, type RollingState, serialiseState } from './rolling-stats.js';
+
+/** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */
+export interface MonitorState {
+  v: 1;
+  rolling: RollingState;
+  episodes: EpisodeBook;
+  malformed: MalformedBook;
+  /** Last few KiB of output.log, redacted lazily when quoted. */
+  logTail: string;
+  /** Monitor clock (ms) of the first tick, the stall reference before any step. */
+  firstTickAt?: number;
+  ticks: number;
+}
+
+export const LOG_TAIL_CHARS = 8 * 1024;
+
+export function createMonitorState(): MonitorState {
+  return {
+    v: 1,
+    rolling: createRollingState(),
+    episodes: {},
+    malformed: { count: 0, reported: false },
+    logTail: '',
+    ticks: 0,
+  };
+}
+
+// A shallow shape check: the state is ours, but a stale or foreign value must not crash the monitor.
+const stateShape = z.object({
+  v: z.literal(1),
+  rolling: z.object({ v: z.literal(1), metrics: z.record(z.string(), z.unknown()) }).loose(),
+  episodes: z.record(z.string(), z.object({ active: z.boolean(), calm: z.number(), fired: z.number() })),
+  malformed: z.object({ count: z.number(), reported: z.boolean() }),
+  logTail: z.string(),
+  ticks: z.number(),
+});
+
+export function parseMonitorState(raw: string | null | undefined): MonitorState {
+  if (raw === null || raw === undefined) return createMonitorState();
+  try {
+    const value = deserialiseState(raw);
+    if (stateShape.safeParse(value).success) return value as MonitorState;
+  } catch {
+    // fall through to a fresh state
+  }
+  return createMonitorState();
+}
+
+export function serialiseMonitorState(state: MonitorState): string {
+  return serialiseState(state);
+}

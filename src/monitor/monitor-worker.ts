@@ -1,0 +1,79 @@
+import { type ConnectionOptions, type Job, UnrecoverableError, Worker } from 'bullmq';
+import type { Logger } from '../logger.js';
+import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
+import type { ProcessState } from '../runs/executor.js';
+import type { RunMeta } from '../runs/run-types.js';
+import type { Monitor, TickResult } from './monitor.js';
+import type { Incident } from './types.js';
+
+/**
+ * The worker of the `monitor` queue: for each tick job it loads the run, asks the executor for the process
+ * state, runs the monitor tick and hands each incident to `onIncident` (which posts the card; the monitor
+ * makes no LLM call). Delivered incidents are acknowledged; a failed delivery is retried on the next tick.
+ */
+export interface MonitorWorkerOptions {
+  connection: ConnectionOptions;
+  prefix: string;
+  monitor: Monitor;
+  loadRun: (runId: string) => Promise<RunMeta | undefined>;
+  pollProcess: (meta: RunMeta) => Promise<ProcessState>;
+  onIncident: (incident: Incident, meta: RunMeta) => Promise<void>;
+  onMalformed?: (runId: string, note: string, meta: RunMeta) => Promise<void>;
+  /** Called when the run no longer exists (e.g. remove its scheduler). */
+  onMissingRun?: (runId: string) => Promise<void>;
+  /** Called after every tick (progress charts, metrics). */
+  onTick?: (result: TickResult, meta: RunMeta) => Promise<void>;
+  logger: Logger;
+  concurrency?: number;
+}
+
+export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
+  const { monitor, logger } = options;
+  const worker = new Worker(
+    QUEUE_NAMES.monitor,
+    async (job: Job) => {
+      const parsed = monitorTickJob.safeParse(job.data);
+      if (!parsed.success) throw new UnrecoverableError(`invalid monitor tick payload: ${parsed.error.message}`);
+      const { runId } = parsed.data;
+      const meta = await options.loadRun(runId);
+      if (meta === undefined) {
+        logger.warn({ runId }, 'monitor tick for an unknown run');
+        await options.onMissingRun?.(runId);
+        return { skipped: 'unknown run' };
+      }
+      const processState = await options.pollProcess(meta);
+      const result = await monitor.tick(runId, meta, processState);
+      if (result.skipped === true) return { skipped: 'locked' };
+      if (result.malformed.note !== undefined && options.onMalformed !== undefined) {
+        await options.onMalformed(runId, result.malformed.note, meta).catch((error: unknown) => {
+          logger.error({ runId, err: error }, 'could not post the malformed-line note');
+        });
+      }
+      const delivered: string[] = [];
+      for (const incident of result.incidents) {
+        try {
+          await options.onIncident(incident, meta);
+          delivered.push(incident.id);
+        } catch (error) {
+          logger.error({ runId, incident: incident.id, err: error }, 'incident delivery failed; retrying next tick');
+        }
+      }
+      await monitor.ack(runId, delivered);
+      await options.onTick?.(result, meta);
+      return { incidents: delivered, newPoints: result.newPoints };
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency ?? 8,
+      // Ticks are cheap and periodic: a failed one is simply superseded by the next.
+      removeOnComplete: { count: 100 },
+      removeOnFail: { count: 100 },
+    },
+  );
+  worker.on('failed', (job, error) => {
+    logger.error({ runId: (job?.data as { runId?: unknown } | undefined)?.runId, err: error }, 'monitor tick failed');
+  });
+  worker.on('error', (error) => logger.error({ err: error }, 'monitor worker error'));
+  return worker;
+}

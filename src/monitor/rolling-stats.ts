@@ -1,0 +1,194 @@
+import type { MetricPoint } from './metric-line.js';
+import { median } from './robust.js';
+
+/**
+ * Bounded per-run statistics: for each metric a fixed-size window of the latest points (what the
+ * detectors look at) and a downsampled history with a hard cap (what incident charts draw). Everything is
+ * plain numbers so it serialises compactly to Redis and survives a worker restart.
+ */
+
+export interface SeriesState {
+  /** Steps and values of the latest points, oldest first, at most `windowSize`. */
+  steps: number[];
+  values: number[];
+  /** Downsampled history `[step, value]`: every `stride`-th point, compacted 2:1 when full. */
+  history: Array<[number, number]>;
+  stride: number;
+  /** Points seen since the last history sample. */
+  sinceSample: number;
+  count: number;
+  nonFinite: number;
+  /** Plateau reference: best smoothed value so far and the step where it last improved meaningfully. */
+  best?: number;
+  bestStep?: number;
+}
+
+export interface RollingState {
+  v: 1;
+  metrics: Record<string, SeriesState>;
+  points: number;
+  firstStep?: number;
+  lastStep?: number;
+  /** Monitor clock (ms) when the step last advanced; what stall detection measures from. */
+  lastStepAt?: number;
+  /** Recent intervals (ms) between advancing steps, for the median step interval. */
+  stepIntervals: number[];
+  firstSeenAt?: number;
+  lastMetrics: Record<string, number>;
+}
+
+export interface RollingLimits {
+  windowSize: number;
+  historyCap: number;
+  maxMetrics: number;
+  /** Relative improvement that resets the plateau reference. */
+  plateauMinImprovement: number;
+}
+
+export const DEFAULT_ROLLING_LIMITS: RollingLimits = {
+  windowSize: 500,
+  historyCap: 1000,
+  maxMetrics: 32,
+  plateauMinImprovement: 0.01,
+};
+
+const MAX_STEP_INTERVALS = 64;
+
+export function createRollingState(): RollingState {
+  return { v: 1, metrics: {}, points: 0, stepIntervals: [], lastMetrics: {} };
+}
+
+function newSeries(): SeriesState {
+  return { steps: [], values: [], history: [], stride: 1, sinceSample: 0, count: 0, nonFinite: 0 };
+}
+
+// Seven significant digits is plenty for alerting and charts and keeps the JSON small.
+function compact(value: number): number {
+  return Number.isFinite(value) ? Number(value.toPrecision(7)) : value;
+}
+
+
+/** Halve the history, keeping from each pair the non-finite point, else the larger value (loss spikes point
+ *  up, so they survive compaction). */
+function compactHistory(series: SeriesState): void {
+  const next: Array<[number, number]> = [];
+  for (let index = 0; index < series.history.length; index += 2) {
+    const first = series.history[index];
+    const second = series.history[index + 1];
+    if (first === undefined) break;
+    if (second === undefined) {
+      next.push(first);
+      break;
+    }
+    if (!Number.isFinite(first[1])) next.push(first);
+    else if (!Number.isFinite(second[1])) next.push(second);
+    else next.push(first[1] >= second[1] ? first : second);
+  }
+  series.history = next;
+  series.stride *= 2;
+}
+
+/** Add one point (its step already assigned). `now` is the monitor clock in ms. */
+export function addPoint(
+  state: RollingState,
+  point: MetricPoint & { step: number },
+  now: number,
+  limits: RollingLimits = DEFAULT_ROLLING_LIMITS,
+): void {
+  state.points++;
+  state.firstSeenAt ??= now;
+  state.firstStep ??= point.step;
+  if (state.lastStep === undefined || point.step > state.lastStep) {
+    if (state.lastStepAt !== undefined && state.lastStep !== undefined) {
+      state.stepIntervals.push(Math.max(0, now - state.lastStepAt));
+      if (state.stepIntervals.length > MAX_STEP_INTERVALS) state.stepIntervals.shift();
+    }
+    state.lastStep = point.step;
+    state.lastStepAt = now;
+  }
+  for (const [name, raw] of Object.entries(point.metrics)) {
+    let series = state.metrics[name];
+    if (series === undefined) {
+      if (Object.keys(state.metrics).length >= limits.maxMetrics) continue;
+      series = newSeries();
+      state.metrics[name] = series;
+    }
+    const value = compact(raw);
+    state.lastMetrics[name] = value;
+    series.count++;
+    if (!Number.isFinite(value)) series.nonFinite++;
+    series.steps.push(point.step);
+    series.values.push(value);
+    if (series.values.length > limits.windowSize) {
+      series.steps.shift();
+      series.values.shift();
+    }
+    series.sinceSample++;
+    // Non-finite points always go into the history so charts can mark them.
+    if (series.sinceSample >= series.stride || !Number.isFinite(value)) {
+      series.history.push([point.step, value]);
+      series.sinceSample = 0;
+      if (series.history.length > limits.historyCap) compactHistory(series);
+    }
+    updatePlateauReference(series, point.step, limits.plateauMinImprovement);
+  }
+}
+
+/** Smoothed (median of the last 5) value improves on the best by the minimum relative amount → reset. */
+function updatePlateauReference(series: SeriesState, step: number, minImprovement: number): void {
+  const recent = series.values.slice(-5).filter(Number.isFinite);
+  if (recent.length === 0) return;
+  const smoothed = median(recent);
+  if (series.best === undefined || series.bestStep === undefined) {
+    series.best = smoothed;
+    series.bestStep = step;
+    return;
+  }
+  if (smoothed < series.best - Math.abs(series.best) * minImprovement) {
+    series.best = smoothed;
+    series.bestStep = step;
+  }
+}
+
+/** Median wall-clock interval between advancing steps, undefined before two steps were seen. */
+export function medianStepIntervalMs(state: RollingState): number | undefined {
+  return state.stepIntervals.length === 0 ? undefined : median(state.stepIntervals);
+}
+
+/** Chart series from the stored history plus the window's newest points (step-sorted, de-duplicated). */
+export function chartSeries(state: RollingState, metric: string): Array<{ step: number; value: number }> {
+  const series = state.metrics[metric];
+  if (series === undefined) return [];
+  const byStep = new Map<number, number>();
+  for (const [step, value] of series.history) byStep.set(step, value);
+  // The window holds every recent point at full resolution; it overrides the sparser history there.
+  for (let index = 0; index < series.steps.length; index++) {
+    const step = series.steps[index];
+    const value = series.values[index];
+    if (step !== undefined && value !== undefined) byStep.set(step, value);
+  }
+  return [...byStep.entries()].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ step, value }));
+}
+
+const NON_FINITE_CODES: Record<string, number> = {
+  NaN: Number.NaN,
+  Inf: Number.POSITIVE_INFINITY,
+  '-Inf': Number.NEGATIVE_INFINITY,
+};
+
+/** JSON with non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON would turn them into null). */
+export function serialiseState(value: unknown): string {
+  return JSON.stringify(value, (_key, inner: unknown) => {
+    if (typeof inner === 'number' && !Number.isFinite(inner)) {
+      return Number.isNaN(inner) ? 'NaN' : inner > 0 ? 'Inf' : '-Inf';
+    }
+    return inner;
+  });
+}
+
+/** Inverse of `serialiseState`. Only our own Redis values go through here; the caller validates the shape. */
+export function deserialiseState(text: string): unknown {
+  return JSON.parse(text, (_key, inner: unknown) =>
+    typeof inner === 'string' && inner in NON_FINITE_CODES ? NON_FINITE_CODES[inner] : inner,
+  );
+}

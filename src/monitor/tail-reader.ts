@@ -1,0 +1,163 @@
+import { open, stat } from 'node:fs/promises';
+import type { Redis } from 'ioredis';
+
+/**
+ * Incremental reader of an append-only text file. Each call reads at most `maxBytes` from the saved byte
+ * offset, so the cost of a tick depends on what is new, never on the file's size. Only complete lines
+ * (ending in `\n`) are returned; a half-written last line stays for the next call. The file's identity
+ * (inode) and the offset detect replacement or truncation, after which it is read again from 0.
+ */
+
+/** Where a file has been read up to. Persist it only after the returned lines were processed. */
+export interface FileCursor {
+  /** Inode (as a string, inodes can exceed 2^53 on some filesystems). */
+  ino: string;
+  offset: number;
+}
+
+export interface TailChunk {
+  lines: string[];
+  /** The cursor to commit once `lines` are processed. Undefined when the file does not exist. */
+  cursor: FileCursor | undefined;
+  /** True when the file was replaced or truncated since the previous cursor (read again from 0). */
+  reset: boolean;
+  /** True when more complete data is waiting (the per-call byte cap was hit). */
+  more: boolean;
+  /** Lines longer than the cap that were skipped unread. */
+  oversized: number;
+  bytesRead: number;
+}
+
+export const DEFAULT_MAX_BYTES_PER_READ = 4 * 1024 * 1024;
+
+/** Read the complete lines appended after `cursor`. Pure file I/O; the caller owns the cursor. */
+export async function readNewLines(
+  path: string,
+  cursor: FileCursor | undefined,
+  maxBytes: number = DEFAULT_MAX_BYTES_PER_READ,
+): Promise<TailChunk> {
+  let handle: Awaited<ReturnType<typeof open>>;
+  try {
+    handle = await open(path, 'r');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+      return { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+    }
+    throw error;
+  }
+  try {
+    // bigint stats: inodes on XFS/NFS can exceed Number.MAX_SAFE_INTEGER.
+    const stats = await handle.stat({ bigint: true });
+    const ino = stats.ino.toString();
+    const size = Number(stats.size);
+    let offset = cursor?.offset ?? 0;
+    let reset = false;
+    if (cursor !== undefined && (cursor.ino !== ino || size < cursor.offset)) {
+      offset = 0;
+      reset = true;
+    }
+    const available = size - offset;
+    if (available <= 0) {
+      return { lines: [], cursor: { ino, offset }, reset, more: false, oversized: 0, bytesRead: 0 };
+    }
+    const length = Math.min(available, maxBytes);
+    const buffer = Buffer.allocUnsafe(length);
+    const { bytesRead } = await handle.read(buffer, 0, length, offset);
+    // 0x0A never occurs inside a multi-byte UTF-8 sequence, so cutting after it is always safe.
+    const lastNewline = buffer.lastIndexOf(0x0a, bytesRead - 1);
+    if (lastNewline === -1) {
+      if (bytesRead >= maxBytes) {
+        // One line longer than the whole cap: skip it rather than stall forever.
+        return {
+          lines: [],
+          cursor: { ino, offset: offset + bytesRead },
+          reset,
+          more: true,
+          oversized: 1,
+          bytesRead,
+        };
+      }
+      return { lines: [], cursor: { ino, offset }, reset, more: false, oversized: 0, bytesRead };
+    }
+    const text = buffer.toString('utf8', 0, lastNewline);
+    const lines = text.split('\n');
+    const consumed = lastNewline + 1;
+    return {
+      lines,
+      cursor: { ino, offset: offset + consumed },
+      reset,
+      more: offset + consumed < size && size - (offset + consumed) > 0 && bytesRead >= maxBytes,
+      oversized: 0,
+      bytesRead: consumed,
+    };
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Read the last `maxBytes` of a file (for the traceback of a crashed run). Empty when it is missing. */
+export async function readFileTail(path: string, maxBytes: number): Promise<string> {
+  let size: number;
+  try {
+    size = (await stat(path)).size;
+  } catch {
+    return '';
+  }
+  const handle = await open(path, 'r');
+  try {
+    const start = Math.max(0, size - maxBytes);
+    const buffer = Buffer.allocUnsafe(size - start);
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, start);
+    let text = buffer.toString('utf8', 0, bytesRead);
+    // Drop a partial first line (and a possibly cut multi-byte character) when we started mid-file.
+    if (start > 0) text = text.slice(text.indexOf('\n') + 1);
+    return text;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Cursors persisted in Redis, one hash per run (`<prefix>:monitor:<runId>`, field `cursor:<name>`).
+ * The monitor writes cursors in the same HSET as its statistics so both move together.
+ */
+export function createTailReader(options: { redis: Redis; prefix: string; maxBytes?: number }) {
+  const { redis, prefix } = options;
+  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES_PER_READ;
+  const key = (runId: string) => `${prefix}:monitor:${runId}`;
+  return {
+    key,
+    async loadCursor(runId: string, name: string): Promise<FileCursor | undefined> {
+      return parseCursor(await redis.hget(key(runId), `cursor:${name}`));
+    },
+    /** Read what is new in `path` since the committed cursor; call `commit` after processing. */
+    async read(runId: string, name: string, path: string): Promise<TailChunk> {
+      const cursor = await this.loadCursor(runId, name);
+      return readNewLines(path, cursor, maxBytes);
+    },
+    async commit(runId: string, name: string, cursor: FileCursor | undefined): Promise<void> {
+      if (cursor !== undefined) await redis.hset(key(runId), `cursor:${name}`, JSON.stringify(cursor));
+    },
+  };
+}
+
+export type TailReader = ReturnType<typeof createTailReader>;
+
+/** Parse a stored cursor; anything unreadable means "start from 0". */
+export function parseCursor(raw: string | null | undefined): FileCursor | undefined {
+  if (raw === null || raw === undefined) return undefined;
+  try {
+    const value: unknown = JSON.parse(raw);
+    if (
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as FileCursor).ino === 'string' &&
+      typeof (value as FileCursor).offset === 'number'
+    ) {
+      return { ino: (value as FileCursor).ino, offset: (value as FileCursor).offset };
+    }
+  } catch {
+    // fall through
+  }
+  return undefined;
+}

@@ -1,0 +1,201 @@
+import { createHash } from 'node:crypto';
+import { DelayedError, type Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
+import { PlatformError, RateLimitedError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { type AdapterLookup, adapterForThread, type Notifier } from '../notify/notifier.js';
+import { type CardPayload, NOTIFY_ATTEMPTS, NOTIFY_BACKOFF_MS, type NotifyJob, notifyJob, QUEUE_NAMES } from './jobs.js';
+
+/**
+ * Outbound platform calls go through the notify queue: 4 attempts with 1 s, 2 s, 4 s between them, a
+ * platform's Retry-After honoured without spending an attempt, and errors retrying cannot fix failing fast.
+ */
+
+export function cardToPayload(card: Card): CardPayload {
+  const { image, ...rest } = card;
+  return {
+    ...rest,
+    ...(image === undefined
+      ? {}
+      : { image: { pngBase64: Buffer.from(image.png).toString('base64'), filename: image.filename, alt: image.alt } }),
+  };
+}
+
+export function payloadToCard(payload: CardPayload): Card {
+  const { image, ...rest } = payload;
+  const card: Card = {};
+  if (rest.title !== undefined) card.title = rest.title;
+  if (rest.text !== undefined) card.text = rest.text;
+  if (rest.fields !== undefined) card.fields = rest.fields;
+  if (rest.resolved !== undefined) card.resolved = rest.resolved;
+  if (rest.actions !== undefined) {
+    card.actions = rest.actions.map((action) => ({
+      actionId: action.actionId,
+      label: action.label,
+      ...(action.style === undefined ? {} : { style: action.style }),
+    }));
+  }
+  if (image !== undefined) {
+    card.image = { png: Buffer.from(image.pngBase64, 'base64'), filename: image.filename, alt: image.alt };
+  }
+  return card;
+}
+
+export interface QueueNotifierOptions {
+  connection: Redis;
+  prefix: string;
+  /** How long a caller waits for a post to land (retries included) before giving up waiting. */
+  waitTimeoutMs?: number;
+}
+
+export interface QueueNotifier extends Notifier {
+  /** Like the Notifier methods, but a deterministic `key` makes a repeated request (after a crash) a no-op. */
+  postOnce(key: string, threadId: string, text: string): Promise<PostedMessage>;
+  close(): Promise<void>;
+}
+
+export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifier {
+  const queue = new Queue(QUEUE_NAMES.notify, { connection: options.connection, prefix: options.prefix });
+  const events = new QueueEvents(QUEUE_NAMES.notify, {
+    connection: options.connection.duplicate(),
+    prefix: options.prefix,
+  });
+  const waitTimeoutMs = options.waitTimeoutMs ?? 60_000;
+  const ready = events.waitUntilReady();
+
+  async function send(data: NotifyJob, jobId?: string): Promise<unknown> {
+    await ready;
+    const job = await queue.add(data.op, data, {
+      attempts: NOTIFY_ATTEMPTS,
+      backoff: { type: 'notify' },
+      removeOnComplete: { age: 3600, count: 5000 },
+      removeOnFail: { age: 24 * 3600 },
+      ...(jobId === undefined ? {} : { jobId }),
+    });
+    return job.waitUntilFinished(events, waitTimeoutMs);
+  }
+
+  const messageResult = async (data: NotifyJob, jobId?: string): Promise<PostedMessage> => {
+    const result = (await send(data, jobId)) as { messageId?: unknown } | undefined;
+    return { messageId: typeof result?.messageId === 'string' ? result.messageId : '' };
+  };
+
+  return {
+    post: (threadId, text) => messageResult({ v: 1, op: 'post', threadId, text }),
+    postOnce: (key, threadId, text) =>
+      messageResult(
+        { v: 1, op: 'post', threadId, text },
+        `post-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`,
+      ),
+    edit: async (threadId, messageId, text) => {
+      await send({ v: 1, op: 'edit', threadId, messageId, text });
+    },
+    postCard: (threadId, card) => messageResult({ v: 1, op: 'card', threadId, card: cardToPayload(card) }),
+    updateCard: async (threadId, messageId, card) => {
+      await send({ v: 1, op: 'update-card', threadId, messageId, card: cardToPayload(card) });
+    },
+    upload: (threadId, upload: Upload) =>
+      messageResult({
+        v: 1,
+        op: 'upload',
+        threadId,
+        filename: upload.filename,
+        contentType: upload.contentType,
+        dataBase64: Buffer.from(upload.data).toString('base64'),
+        ...(upload.title === undefined ? {} : { title: upload.title }),
+        ...(upload.comment === undefined ? {} : { comment: upload.comment }),
+      }),
+    ephemeral: async (threadId, userId, text) => {
+      await send({ v: 1, op: 'ephemeral', threadId, userId, text });
+    },
+    async close() {
+      await events.close();
+      await queue.close();
+    },
+  };
+}
+
+/** Performs one notify job against its adapter. Exported for direct use in tests. */
+export async function performNotify(lookup: AdapterLookup, data: NotifyJob): Promise<{ messageId?: string }> {
+  const adapter = adapterForThread(lookup, data.threadId);
+  switch (data.op) {
+    case 'post':
+      return adapter.postMessage(data.threadId, data.text);
+    case 'edit':
+      await adapter.editMessage(data.threadId, data.messageId, data.text);
+      return {};
+    case 'card':
+      return adapter.postCard(data.threadId, payloadToCard(data.card));
+    case 'update-card':
+      await adapter.updateCard(data.threadId, data.messageId, payloadToCard(data.card));
+      return {};
+    case 'upload':
+      return adapter.upload(data.threadId, {
+        filename: data.filename,
+        contentType: data.contentType,
+        data: Buffer.from(data.dataBase64, 'base64'),
+        ...(data.title === undefined ? {} : { title: data.title }),
+        ...(data.comment === undefined ? {} : { comment: data.comment }),
+      });
+    case 'ephemeral':
+      if (adapter.postEphemeral) await adapter.postEphemeral(data.threadId, data.userId, data.text);
+      else await adapter.postMessage(data.threadId, `<@${data.userId}> ${data.text}`);
+      return {};
+  }
+}
+
+export interface NotifyWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  adapters: AdapterLookup;
+  logger: Logger;
+  concurrency?: number;
+}
+
+export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
+  const { logger } = options;
+  const worker = new Worker(
+    QUEUE_NAMES.notify,
+    async (job: Job, token?: string) => {
+      const data = notifyJob.parse(job.data);
+      try {
+        return await performNotify(options.adapters, data);
+      } catch (error) {
+        if (error instanceof RateLimitedError) {
+          // Waiting out Retry-After is not a failed attempt: move the job back without spending one.
+          logger.warn({ threadId: data.threadId, retryAfterMs: error.retryAfterMs }, 'platform rate limit; waiting');
+          await job.moveToDelayed(Date.now() + error.retryAfterMs, token);
+          throw new DelayedError();
+        }
+        if (error instanceof PlatformError && !error.retryable) {
+          logger.error(
+            { threadId: data.threadId, op: data.op, code: error.code, err: error.message },
+            'platform refused a post; not retrying',
+          );
+          throw new UnrecoverableError(`${error.code}: ${error.message}`);
+        }
+        logger.warn(
+          { threadId: data.threadId, op: data.op, attempt: job.attemptsMade + 1, err: String(error) },
+          'post failed; will retry',
+        );
+        throw error;
+      }
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency ?? 8,
+      settings: {
+        backoffStrategy: (attemptsMade: number) =>
+          NOTIFY_BACKOFF_MS[Math.min(attemptsMade - 1, NOTIFY_BACKOFF_MS.length - 1)] ?? 4000,
+      },
+    },
+  );
+  worker.on('failed', (job, error) => {
+    if (job && job.attemptsMade >= NOTIFY_ATTEMPTS) {
+      logger.error({ jobId: job.id, threadId: job.data?.threadId, err: error.message }, 'post dropped after retries');
+    }
+  });
+  return worker;
+}

@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+
+/**
+ * The per-thread inbox that makes agent turns serial and lossless.
+ *
+ * Every inbound item is appended to `inbox:<thread>` and gets its own turn job. A turn job first takes
+ * the thread's lock (a lease renewed while it works); a job that finds the lock taken is delayed and
+ * tries again, so a message that lands just as a turn finishes is never stranded. The lock holder claims
+ * a batch (remembered in Redis so a retry after a crash re-processes exactly the same batch), and commits
+ * it — session append plus inbox trim — in one MULTI, so no item is handled twice or lost.
+ */
+
+export const inboxItemSchema = z.discriminatedUnion('type', [
+  z.object({
+    type: z.literal('message'),
+    messageId: z.string(),
+    deliveryId: z.string(),
+    user: z.object({ id: z.string(), name: z.string() }),
+    text: z.string(),
+    addressed: z.boolean(),
+    receivedAt: z.number(),
+  }),
+  z.object({
+    /** Something the system tells the agent (an approval decision, an alert); it starts a turn. */
+    type: z.literal('event'),
+    eventId: z.string(),
+    text: z.string(),
+    receivedAt: z.number(),
+  }),
+]);
+export type InboxItem = z.infer<typeof inboxItemSchema>;
+
+const batchSchema = z.object({ batchId: z.string(), count: z.number().int().positive() });
+export type Batch = z.infer<typeof batchSchema> & { items: InboxItem[] };
+
+const ACCEPT_SCRIPT = `
+-- KEYS[1] delivery key, KEYS[2] known-sessions set, KEYS[3] inbox
+-- ARGV[1] item json, ARGV[2] thread id, ARGV[3] addressed ("1"/"0"), ARGV[4] delivery ttl seconds
+if redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[4])) == false then return 'duplicate' end
+if ARGV[3] ~= '1' and redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return 'ignored' end
+redis.call('SADD', KEYS[2], ARGV[2])
+redis.call('RPUSH', KEYS[3], ARGV[1])
+return 'accepted'
+`;
+
+const RELEASE_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+const EXTEND_SCRIPT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
+return 0
+`;
+
+export type AcceptResult = 'accepted' | 'ignored' | 'duplicate';
+
+export interface TurnInbox {
+  /** Records an inbound item; `ignored` when not addressed and the thread has no session. */
+  accept(
+    threadId: string,
+    item: InboxItem,
+    options: { addressed: boolean; deliveryKey: string },
+  ): Promise<AcceptResult>;
+  /** Appends a system event for a thread that already has a session (approval results, alerts). */
+  pushEvent(threadId: string, item: InboxItem): Promise<void>;
+  hasSession(threadId: string): Promise<boolean>;
+  tryLock(threadId: string, leaseMs: number): Promise<string | undefined>;
+  extendLock(threadId: string, token: string, leaseMs: number): Promise<boolean>;
+  releaseLock(threadId: string, token: string): Promise<void>;
+  /** The batch to work on: the one a crashed attempt claimed, or up to `max` fresh items. */
+  claimBatch(threadId: string, max: number): Promise<Batch | undefined>;
+  /** Removes the batch from the inbox, in the same MULTI as `extra` writes (the session append). */
+  commitBatch(threadId: string, batch: Batch, extra?: (multi: ReturnType<Redis['multi']>) => void): Promise<void>;
+  length(threadId: string): Promise<number>;
+}
+
+export function createTurnInbox(options: { redis: Redis; prefix: string; deliveryTtlS?: number }): TurnInbox {
+  const { redis, prefix } = options;
+  const deliveryTtlS = options.deliveryTtlS ?? 24 * 3600;
+  const known = `${prefix}:sessions`;
+  const inboxKey = (threadId: string) => `${prefix}:inbox:${threadId}`;
+  const lockKey = (threadId: string) => `${prefix}:turn-lock:${threadId}`;
+  const batchKey = (threadId: string) => `${prefix}:turn-batch:${threadId}`;
+
+  return {
+    async accept(threadId, item, { addressed, deliveryKey }) {
+      const result = await redis.eval(
+        ACCEPT_SCRIPT,
+        3,
+        `${prefix}:delivery:${deliveryKey}`,
+        known,
+        inboxKey(threadId),
+        JSON.stringify(item),
+        threadId,
+        addressed ? '1' : '0',
+        String(deliveryTtlS),
+      );
+      return result as AcceptResult;
+    },
+    async pushEvent(threadId, item) {
+      await redis.multi().sadd(known, threadId).rpush(inboxKey(threadId), JSON.stringify(item)).exec();
+    },
+    async hasSession(threadId) {
+      return (await redis.sismember(known, threadId)) === 1;
+    },
+    async tryLock(threadId, leaseMs) {
+      const token = randomBytes(8).toString('hex');
+      const ok = await redis.set(lockKey(threadId), token, 'PX', leaseMs, 'NX');
+      return ok === 'OK' ? token : undefined;
+    },
+    async extendLock(threadId, token, leaseMs) {
+      return (await redis.eval(EXTEND_SCRIPT, 1, lockKey(threadId), token, String(leaseMs))) === 1;
+    },
+    async releaseLock(threadId, token) {
+      await redis.eval(RELEASE_SCRIPT, 1, lockKey(threadId), token);
+    },
+    async claimBatch(threadId, max) {
+      const existing = await redis.get(batchKey(threadId));
+      let batch: z.infer<typeof batchSchema> | undefined;
+      if (existing !== null) {
+        const parsed = batchSchema.safeParse(safeJson(existing));
+        if (parsed.success) batch = parsed.data;
+      }
+      if (batch === undefined) {
+        const length = await redis.llen(inboxKey(threadId));
+        if (length === 0) return undefined;
+        batch = { batchId: randomBytes(6).toString('hex'), count: Math.min(length, max) };
+        await redis.set(batchKey(threadId), JSON.stringify(batch));
+      }
+      const raw = await redis.lrange(inboxKey(threadId), 0, batch.count - 1);
+      const items: InboxItem[] = [];
+      for (const entry of raw) {
+        const parsed = inboxItemSchema.safeParse(safeJson(entry));
+        // A corrupt entry is dropped with the batch rather than wedging the thread forever.
+        if (parsed.success) items.push(parsed.data);
+      }
+      return { ...batch, count: raw.length, items };
+    },
+    async commitBatch(threadId, batch, extra) {
+      const multi = redis.multi();
+      extra?.(multi);
+      multi.ltrim(inboxKey(threadId), batch.count, -1);
+      multi.del(batchKey(threadId));
+      await multi.exec();
+    },
+    length: (threadId) => redis.llen(inboxKey(threadId)),
+  };
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}

@@ -1,0 +1,89 @@
+import { DelayedError, type Job, Queue, Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Logger } from '../logger.js';
+import { agentTurnJob, QUEUE_NAMES } from './jobs.js';
+import type { Batch, TurnInbox } from './turn-inbox.js';
+
+/** How long a turn job waits before trying a busy thread's lock again. */
+const LOCKED_RETRY_MS = 150;
+/** The most inbox items one agent turn takes in. */
+const MAX_BATCH = 50;
+
+export type BatchProcessor = (threadId: string, batch: Batch) => Promise<void>;
+
+export interface TurnWorkerOptions {
+  connection: Redis;
+  prefix: string;
+  inbox: TurnInbox;
+  processBatch: BatchProcessor;
+  logger: Logger;
+  concurrency: number;
+  /** Lease of a job and of a thread's lock; a crashed worker's work is picked up after it. */
+  lockMs: number;
+}
+
+/** Creates the queue producers use to ask for a turn. */
+export function createTurnQueue(connection: Redis, prefix: string): Queue {
+  return new Queue(QUEUE_NAMES.turns, { connection, prefix });
+}
+
+/** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
+export async function requestTurn(queue: Queue, threadId: string, key: string): Promise<void> {
+  await queue.add(
+    'agent-turn',
+    { v: 1, threadId },
+    {
+      jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`,
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: { age: 3600, count: 10_000 },
+      removeOnFail: { age: 24 * 3600 },
+    },
+  );
+}
+
+/**
+ * Runs agent turns with at most one turn per thread at a time, across any number of worker processes.
+ * Items that arrive during a turn are picked up by the loop below or by their own (delayed) job.
+ */
+export function createTurnWorker(options: TurnWorkerOptions): Worker {
+  const { inbox, logger, lockMs } = options;
+  const worker = new Worker(
+    QUEUE_NAMES.turns,
+    async (job: Job, token?: string) => {
+      const { threadId } = agentTurnJob.parse(job.data);
+      const lock = await inbox.tryLock(threadId, lockMs);
+      if (lock === undefined) {
+        await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
+        throw new DelayedError();
+      }
+      const renew = setInterval(() => {
+        inbox.extendLock(threadId, lock, lockMs).catch((error: unknown) => {
+          logger.warn({ threadId, err: String(error) }, 'could not extend a thread lock');
+        });
+      }, Math.max(200, Math.floor(lockMs / 3)));
+      try {
+        for (;;) {
+          const batch = await inbox.claimBatch(threadId, MAX_BATCH);
+          if (batch === undefined) break;
+          await options.processBatch(threadId, batch);
+        }
+      } finally {
+        clearInterval(renew);
+        await inbox.releaseLock(threadId, lock);
+      }
+    },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      concurrency: options.concurrency,
+      lockDuration: lockMs,
+      stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
+      maxStalledCount: 5,
+    },
+  );
+  worker.on('failed', (job, error) => {
+    logger.error({ jobId: job?.id, threadId: job?.data?.threadId, err: error.message }, 'agent turn job failed');
+  });
+  return worker;
+}

@@ -1,0 +1,64 @@
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import { type AuditLog, createAuditLog } from './audit-log.js';
+import type { Executor } from './executor.js';
+import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
+import { detectGpus, type GpuInfo } from './gpu-inventory.js';
+import { createLocalExecutor } from './local-executor.js';
+import type { RunEventHandler } from './run-events.js';
+import { createRunService, type RunService } from './run-service.js';
+import { createRunStore, type RunStore } from './run-store.js';
+
+export interface RunsRuntime {
+  service: RunService;
+  store: RunStore;
+  audit: AuditLog;
+  allocator: GpuAllocator;
+  executor: Executor;
+  gpus: GpuInfo[];
+}
+
+/**
+ * Wire the runs core from config: store, GPU inventory + allocator, audit log, executor (local unless
+ * one is passed, e.g. the Slurm executor) and the run service. Call `service.reconcile()` once at start-up.
+ */
+export async function createRunsRuntime(options: {
+  config: Config;
+  redis: Redis;
+  logger: Logger;
+  /** Environment inherited by local runs (pass `process.env` from main). */
+  environment: Readonly<Record<string, string | undefined>>;
+  executor?: Executor;
+  onEvent?: RunEventHandler;
+  clock?: () => Date;
+}): Promise<RunsRuntime> {
+  const { config, redis, logger } = options;
+  const prefix = config.queuePrefix;
+  const store = createRunStore({ dataDir: config.dataDir, logger });
+  const gpus = await detectGpus({ configured: config.runs.gpus, logger });
+  const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
+  const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
+  const executor =
+    options.executor ??
+    createLocalExecutor({
+      python: config.runs.python,
+      runsDir: store.runsDir,
+      environment: options.environment,
+      gpuInventory: allocator.inventory,
+      logger,
+    });
+  const service = createRunService({
+    config,
+    redis,
+    prefix,
+    executor,
+    allocator,
+    store,
+    audit,
+    logger,
+    ...(options.clock === undefined ? {} : { clock: options.clock }),
+    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+  });
+  return { service, store, audit, allocator, executor, gpus };
+}

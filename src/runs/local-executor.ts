@@ -1,0 +1,222 @@
+import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { loadavg } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { RunError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
+import {
+  groupExistsBySignal,
+  hasProcFs,
+  liveProcessGroups,
+  readProcessStat,
+} from './process-table.js';
+import { appendRunFile, RUN_FILES } from './run-store.js';
+import type { RunMeta } from './run-types.js';
+
+/** Directory holding `shepherd.py` and the launcher; prepended to every run's PYTHONPATH. */
+export const PYTHON_RUNTIME_DIR = fileURLToPath(new URL('./python/', import.meta.url));
+const LAUNCHER = path.join(PYTHON_RUNTIME_DIR, 'shepherd_launcher.py');
+
+const exitStatusSchema = z.object({
+  launch: z.number().int(),
+  exitCode: z.number().int().nullable(),
+  signal: z.string().nullable(),
+  terminated: z.boolean(),
+});
+type ExitStatus = z.infer<typeof exitStatusSchema>;
+
+export interface LocalExecutorOptions {
+  /** `runs.python` from config. */
+  python: string;
+  /** Absolute runs directory (`RunStore.runsDir`). */
+  runsDir: string;
+  /** Environment every run inherits (the caller passes `process.env`; nothing here reads it). */
+  environment: Readonly<Record<string, string | undefined>>;
+  /** Host GPU indices, for `clusterInfo`. */
+  gpuInventory: readonly number[];
+  logger: Logger;
+}
+
+/** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
+export function exitStatusToState(status: ExitStatus): ProcessState {
+  if (status.terminated) {
+    const state: ProcessState = { kind: 'signaled', signal: 'SIGTERM' };
+    if (status.exitCode !== null) state.exitCode = status.exitCode;
+    return state;
+  }
+  if (status.signal !== null) {
+    const state: ProcessState = { kind: 'signaled', signal: status.signal };
+    if (status.signal === 'SIGKILL') state.exitCode = 137;
+    return state;
+  }
+  return { kind: 'exited', exitCode: status.exitCode ?? 1 };
+}
+
+function gpuLabel(indices: readonly number[]): string {
+  return indices.length === 0 ? 'cpu' : `gpus ${indices.join(',')}`;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Runs a training script as a local process group: `python -u shepherd_launcher.py N train.py`, which
+ * starts `python -u train.py` and writes `exit_status.json` when it ends.
+ */
+export function createLocalExecutor(options: LocalExecutorOptions): Executor {
+  const procAvailable = hasProcFs();
+  const runDirOf = (runId: string) => path.join(options.runsDir, runId);
+
+  async function readExitStatus(runId: string): Promise<ExitStatus | undefined> {
+    try {
+      const text = await readFile(path.join(runDirOf(runId), RUN_FILES.exitStatus), 'utf8');
+      const parsed = exitStatusSchema.safeParse(JSON.parse(text));
+      return parsed.success ? parsed.data : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Is the run's process group still there (and really ours)? */
+  function groupAlive(meta: RunMeta, groups: Set<number> | undefined): boolean {
+    const pgid = meta.pgid ?? meta.pid;
+    if (pgid === undefined) return false;
+    if (!procAvailable || groups === undefined) return groupExistsBySignal(pgid);
+    const leader = readProcessStat(pgid);
+    if (leader !== undefined && meta.processStartTime !== undefined && leader.startTime !== meta.processStartTime) {
+      // The pid now belongs to another process: our group is gone.
+      return false;
+    }
+    return groups.has(pgid);
+  }
+
+  async function stateOf(meta: RunMeta, groups: Set<number> | undefined): Promise<ProcessState> {
+    const status = await readExitStatus(meta.id);
+    if (status !== undefined && status.launch === meta.launchCount) return exitStatusToState(status);
+    if (meta.pid === undefined) return { kind: 'unknown', reason: 'run was never launched' };
+    if (groupAlive(meta, groups)) return { kind: 'alive' };
+    // The exit status may have landed between the two checks.
+    const late = await readExitStatus(meta.id);
+    if (late !== undefined && late.launch === meta.launchCount) return exitStatusToState(late);
+    return { kind: 'unknown', reason: 'process is gone without an exit record (killed with its launcher?)' };
+  }
+
+  async function launch(request: LaunchRequest): Promise<LaunchResult> {
+    const { meta, runDir, gpuIndices } = request;
+    const launchNumber = meta.launchCount;
+    await rm(path.join(runDir, RUN_FILES.exitStatus), { force: true });
+    await rm(path.join(runDir, RUN_FILES.finish), { force: true });
+    await appendRunFile(
+      runDir,
+      RUN_FILES.output,
+      `=== launch ${launchNumber} at ${new Date().toISOString()} (script v${meta.scriptVersion}, ${gpuLabel(gpuIndices)}) ===`,
+    );
+    const inherited = options.environment.PYTHONPATH;
+    const environment: Record<string, string> = {};
+    for (const [key, value] of Object.entries(options.environment)) {
+      if (value !== undefined) environment[key] = value;
+    }
+    Object.assign(environment, {
+      SHEPHERD_RUN_DIR: runDir,
+      SHEPHERD_RUN_ID: meta.id,
+      SHEPHERD_RUN_NAME: meta.name,
+      SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
+      CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
+      PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
+      PYTHONUNBUFFERED: '1',
+    });
+    // The log is opened in append mode and handed to the child: nothing ever truncates it.
+    const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
+    try {
+      const child = spawn(options.python, ['-u', LAUNCHER, String(launchNumber), RUN_FILES.script], {
+        cwd: runDir,
+        env: environment,
+        detached: true,
+        stdio: ['ignore', logFd, logFd],
+      });
+      const pid = await new Promise<number>((resolve, reject) => {
+        child.once('spawn', () => {
+          if (child.pid === undefined) reject(new Error('spawn returned no pid'));
+          else resolve(child.pid);
+        });
+        child.once('error', reject);
+      }).catch((error: unknown) => {
+        throw new RunError('launch_failed', `could not start ${options.python}: ${String(error)}`, {
+          cause: error,
+        });
+      });
+      // Libuv still reaps the child when it exits; unref so a long run never keeps this process up.
+      child.unref();
+      child.on('error', (error) => options.logger.warn({ err: error, runId: meta.id }, 'run process error'));
+      const result: LaunchResult = { pid, pgid: pid };
+      const stat = procAvailable ? readProcessStat(pid) : undefined;
+      if (stat !== undefined) result.processStartTime = stat.startTime;
+      options.logger.info({ runId: meta.id, pid, gpus: gpuIndices }, 'run launched');
+      return result;
+    } finally {
+      closeSync(logFd);
+    }
+  }
+
+  async function poll(runs: RunMeta[]): Promise<Map<string, ProcessState>> {
+    const groups = procAvailable ? liveProcessGroups() : undefined;
+    const states = new Map<string, ProcessState>();
+    for (const meta of runs) states.set(meta.id, await stateOf(meta, groups));
+    return states;
+  }
+
+  async function waitForGroupGone(meta: RunMeta, timeoutMs: number): Promise<boolean> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (!groupAlive(meta, procAvailable ? liveProcessGroups() : undefined)) return true;
+      if (Date.now() >= deadline) return false;
+      await sleep(100);
+    }
+  }
+
+  function signalGroup(meta: RunMeta, signal: NodeJS.Signals): void {
+    const pgid = meta.pgid ?? meta.pid;
+    if (pgid === undefined) return;
+    try {
+      process.kill(-pgid, signal);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
+    }
+  }
+
+  async function terminate(
+    meta: RunMeta,
+    terminateOptions: { graceMs: number; reason: 'pause' | 'stop' },
+  ): Promise<ProcessState> {
+    const before = await stateOf(meta, procAvailable ? liveProcessGroups() : undefined);
+    if (before.kind !== 'alive') return before;
+    options.logger.info({ runId: meta.id, reason: terminateOptions.reason }, 'sending SIGTERM to run');
+    signalGroup(meta, 'SIGTERM');
+    let killed = false;
+    if (!(await waitForGroupGone(meta, terminateOptions.graceMs))) {
+      options.logger.warn({ runId: meta.id }, 'run ignored SIGTERM for the grace period; sending SIGKILL');
+      signalGroup(meta, 'SIGKILL');
+      killed = true;
+      if (!(await waitForGroupGone(meta, 10_000))) {
+        throw new RunError('terminate_failed', `process group ${meta.pgid} of run ${meta.name} survived SIGKILL`);
+      }
+    }
+    const status = await readExitStatus(meta.id);
+    if (status !== undefined && status.launch === meta.launchCount) return exitStatusToState(status);
+    return killed ? { kind: 'signaled', signal: 'SIGKILL', exitCode: 137 } : { kind: 'signaled', signal: 'SIGTERM' };
+  }
+
+  async function clusterInfo(): Promise<ClusterInfo> {
+    return {
+      executor: 'local',
+      gpusTotal: options.gpuInventory.length,
+      gpusFree: options.gpuInventory.length,
+      hostLoad: loadavg(),
+    };
+  }
+
+  return { kind: 'local', allocatesGpus: false, launch, poll, terminate, clusterInfo };
+}

@@ -1,0 +1,255 @@
+"""Shepherd runtime helper for training scripts (stdlib only, one file).
+
+Shepherd puts this directory on PYTHONPATH of every run, so a script does ``import shepherd``.
+
+    shepherd.log_metrics(step=10, loss=0.42, lr=3e-4)   # one line in metrics.jsonl
+    shepherd.log("warming up")                          # timestamped line in output.log
+    shepherd.save_checkpoint(10, "ckpt/step10.pt")      # remembered in resume.json
+    shepherd.resume_info()                              # {"step": 10, "checkpoint": "ckpt/step10.pt", ...}
+    shepherd.on_stop(lambda: save(step))                # SIGTERM (pause/stop): save, then exit 0
+    shepherd.finish()                                   # flush and write the final marker
+
+Without Shepherd (no SHEPHERD_RUN_DIR in the environment) everything prints to stdout and no file is
+written, so the same script runs on a laptop.
+
+Files in $SHEPHERD_RUN_DIR:
+  metrics.jsonl  {"ts": <epoch seconds>, "step": <int>, "<name>": <number>, ...} per line; NaN and
+                 infinities are written as Python's json writes them (NaN, Infinity, -Infinity).
+  resume.json    last save_checkpoint() call, written atomically; never wiped by a relaunch.
+  finish.json    {"ts", "step", "stopped"} written by finish(); stopped=true when ended by SIGTERM.
+"""
+
+import atexit
+import datetime
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+import traceback
+
+__all__ = [
+    "config",
+    "finish",
+    "log",
+    "log_metrics",
+    "on_stop",
+    "resume_info",
+    "run_dir",
+    "run_id",
+    "save_checkpoint",
+]
+
+_RUN_DIR = os.environ.get("SHEPHERD_RUN_DIR") or None
+_RUN_ID = os.environ.get("SHEPHERD_RUN_ID") or None
+_RESERVED = ("ts", "step")
+
+_metrics_file = None
+_last_step = None
+_warned = set()
+_memory_resume = None
+_stop_callbacks = []
+_stopping = False
+_finished = False
+
+
+def run_dir():
+    """The run directory, or None when running outside Shepherd."""
+    return _RUN_DIR
+
+
+def run_id():
+    """The Shepherd run id, or None when running outside Shepherd."""
+    return _RUN_ID
+
+
+def config():
+    """The run's config dict (``config`` of start_training, passed as SHEPHERD_RUN_CONFIG), or {}."""
+    raw = os.environ.get("SHEPHERD_RUN_CONFIG")
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        _warn("SHEPHERD_RUN_CONFIG is not valid JSON; ignoring it")
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _now_iso():
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _warn(message):
+    print("[shepherd] warning: " + message, file=sys.stderr, flush=True)
+
+
+def log(message):
+    """Print a timestamped line to stdout (which Shepherd appends to output.log)."""
+    print("[{}] {}".format(_now_iso(), message), flush=True)
+
+
+def _as_number(value):
+    # bool is an int subclass but "True" is not a metric; numpy/torch scalars expose .item().
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    item = getattr(value, "item", None)
+    if callable(item):
+        try:
+            inner = item()
+        except Exception:
+            return None
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return inner
+    return None
+
+
+def _metrics():
+    global _metrics_file
+    if _metrics_file is None:
+        _metrics_file = open(os.path.join(_RUN_DIR, "metrics.jsonl"), "a", encoding="utf-8")
+    return _metrics_file
+
+
+def log_metrics(step=None, **metrics):
+    """Append one metrics line. Non-numeric values are reported in output.log and left out of the line."""
+    global _last_step
+    if step is None:
+        step = 0 if _last_step is None else _last_step + 1
+    number = _as_number(step)
+    if number is None:
+        _warn("log_metrics step {!r} is not a number; line skipped".format(step))
+        return
+    step = int(number) if float(number).is_integer() else number
+    line = {"ts": round(time.time(), 3), "step": step}
+    for key, value in metrics.items():
+        if key in _RESERVED:
+            _warn("metric name {!r} is reserved; value left out of metrics.jsonl".format(key))
+            continue
+        numeric = _as_number(value)
+        if numeric is None:
+            if key not in _warned:
+                _warned.add(key)
+                shown = repr(value)
+                shown = shown if len(shown) <= 60 else shown[:57] + "..."
+                _warn(
+                    "metric {!r} at step {} is not a number ({}: {}); left out of metrics.jsonl "
+                    "(further non-numeric values of {!r} are not reported)".format(
+                        key, step, type(value).__name__, shown, key
+                    )
+                )
+            continue
+        line[key] = numeric
+    text = json.dumps(line)
+    _last_step = step
+    if _RUN_DIR is None:
+        print("[metrics] " + text, flush=True)
+        return
+    handle = _metrics()
+    handle.write(text + "\n")
+    handle.flush()
+
+
+def _write_json_atomic(path, value):
+    directory = os.path.dirname(path)
+    fd, temporary = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, default=str)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def save_checkpoint(step, path=None, **extra):
+    """Record that ``step`` is complete and its checkpoint is at ``path``; resume_info() returns it."""
+    global _memory_resume
+    state = dict(extra)
+    state.update({"step": step, "checkpoint": path, "ts": round(time.time(), 3)})
+    if _RUN_DIR is None:
+        _memory_resume = state
+        log("checkpoint saved at step {}{}".format(step, "" if path is None else ": " + str(path)))
+        return
+    _write_json_atomic(os.path.join(_RUN_DIR, "resume.json"), state)
+    log("checkpoint saved at step {}{}".format(step, "" if path is None else ": " + str(path)))
+
+
+def resume_info():
+    """{"step": last completed step or None, "checkpoint": path or None, ...extra from save_checkpoint}."""
+    state = None
+    if _RUN_DIR is None:
+        state = _memory_resume
+    else:
+        try:
+            with open(os.path.join(_RUN_DIR, "resume.json"), encoding="utf-8") as handle:
+                state = json.load(handle)
+        except FileNotFoundError:
+            state = None
+        except ValueError:
+            _warn("resume.json is unreadable; starting from scratch")
+            state = None
+    result = {"step": None, "checkpoint": None}
+    if isinstance(state, dict):
+        result.update(state)
+    return result
+
+
+def _handle_stop(signum, frame):
+    global _stopping
+    if _stopping:
+        return
+    _stopping = True
+    log("received {}; saving state before stopping".format(signal.Signals(signum).name))
+    failed = False
+    for callback in list(_stop_callbacks):
+        try:
+            callback()
+        except Exception:
+            failed = True
+            traceback.print_exc()
+    finish(stopped=True)
+    # Exit 0 (or 1 if the stop callback failed); Shepherd's launcher records that SIGTERM was received,
+    # which is how "stopped by Shepherd" is told apart from a crash.
+    sys.exit(1 if failed else 0)
+
+
+def on_stop(callback):
+    """Call ``callback`` on SIGTERM (pause/stop from Shepherd), then exit cleanly with code 0."""
+    _stop_callbacks.append(callback)
+    signal.signal(signal.SIGTERM, _handle_stop)
+    return callback
+
+
+def finish(stopped=False, **summary):
+    """Flush metrics and write the final marker (finish.json). Safe to call more than once."""
+    global _finished
+    if _metrics_file is not None:
+        _metrics_file.flush()
+    if _finished:
+        return
+    _finished = True
+    marker = dict(summary)
+    marker.update({"ts": round(time.time(), 3), "step": _last_step, "stopped": bool(stopped)})
+    if _RUN_DIR is None:
+        print("[shepherd] finished: " + json.dumps(marker, default=str), flush=True)
+        return
+    _write_json_atomic(os.path.join(_RUN_DIR, "finish.json"), marker)
+
+
+@atexit.register
+def _close():
+    if _metrics_file is not None:
+        try:
+            _metrics_file.flush()
+            _metrics_file.close()
+        except OSError:
+            pass

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { RUN_STATUSES, type RunMeta } from './run-types.js';
+
+const user = z.object({ id: z.string(), name: z.string() });
+
+/** zod schema for `meta.json`; a file that does not match is reported, never half-trusted. */
+export const runMetaSchema = z.object({
+  schemaVersion: z.literal(1),
+  id: z.string().min(1),
+  name: z.string().min(1),
+  threadId: z.string(),
+  requester: user,
+  status: z.enum(RUN_STATUSES),
+  statusReason: z.string().optional(),
+  gpus: z.number().int().nonnegative(),
+  gpuIndices: z.array(z.number().int().nonnegative()),
+  maxHours: z.number().positive(),
+  modelId: z.string().optional(),
+  config: z.record(z.string(), z.unknown()).optional(),
+  scriptVersion: z.number().int().positive(),
+  executor: z.enum(['local', 'slurm']),
+  pid: z.number().int().optional(),
+  pgid: z.number().int().optional(),
+  processStartTime: z.string().optional(),
+  jobId: z.string().optional(),
+  launchCount: z.number().int().nonnegative(),
+  queuedAt: z.string().optional(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  startedAt: z.string().optional(),
+  endedAt: z.string().optional(),
+  exitCode: z.number().int().optional(),
+  exitSignal: z.string().optional(),
+  lastStep: z.number().optional(),
+});
+
+/** Parse an untrusted value into a `RunMeta`; throws a zod error naming the bad fields. */
+export function parseRunMeta(value: unknown): RunMeta {
+  const parsed = runMetaSchema.parse(value);
+  // zod marks absent optionals as `undefined`-able; drop them so the object fits exactOptionalPropertyTypes.
+  const clean = Object.fromEntries(Object.entries(parsed).filter(([, inner]) => inner !== undefined));
+  return clean as unknown as RunMeta;
+}

@@ -1,0 +1,248 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { createTwoFilesPatch } from 'diff';
+import { RunError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { writeFileAtomic } from './atomic-file.js';
+import { parseRunMeta } from './run-meta-schema.js';
+import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
+
+/**
+ * The run directory is the source of truth for a run:
+ * `<dataDir>/runs/<id>/{meta.json, metrics.jsonl, output.log, train.py, train_v1.py, …, audit.jsonl, resume.json}`.
+ */
+
+export const RUN_FILES = {
+  meta: 'meta.json',
+  metrics: 'metrics.jsonl',
+  output: 'output.log',
+  script: 'train.py',
+  audit: 'audit.jsonl',
+  resume: 'resume.json',
+  exitStatus: 'exit_status.json',
+  finish: 'finish.json',
+} as const;
+
+/** What `createRun` needs; the store fills id, timestamps and bookkeeping. */
+export interface NewRunInput {
+  name: string;
+  script: string;
+  threadId: string;
+  requester: { id: string; name: string };
+  gpus: number;
+  maxHours: number;
+  executor: 'local' | 'slurm';
+  modelId?: string;
+  config?: Record<string, unknown>;
+}
+
+export interface ScriptUpdate {
+  meta: RunMeta;
+  /** Unified diff from the previous version to the new one. */
+  diff: string;
+  /** File name the previous version was archived under (`train_v1.py`). */
+  archivedAs: string;
+}
+
+export interface RunStore {
+  readonly runsDir: string;
+  runDir(runId: string): string;
+  /** Create the directory, `train.py` and `meta.json` (status `pending_approval`). Not name-locked: callers serialise. */
+  createRun(input: NewRunInput, now: Date): Promise<RunMeta>;
+  readMeta(runId: string): Promise<RunMeta>;
+  writeMeta(meta: RunMeta): Promise<void>;
+  /** All runs, newest first. Unreadable directories are logged and skipped. */
+  listRuns(): Promise<RunMeta[]>;
+  /** By id, then by name (an active run first, else the newest). Throws `run_not_found` listing known runs. */
+  findRun(reference: string): Promise<RunMeta>;
+  readScript(runId: string, version?: number): Promise<string>;
+  /** Archive `train.py` as `train_v<n>.py`, write the new source, bump `scriptVersion`, return the diff. */
+  updateScript(runId: string, source: string, now: Date): Promise<ScriptUpdate>;
+}
+
+/** Lowercase, dashes, at most 48 characters; never empty. */
+export function slugifyRunName(name: string): string {
+  const slug = name
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/-{2,}/g, '-')
+    .replace(/^[-.]+|[-.]+$/g, '')
+    .slice(0, 48)
+    .replace(/[-.]+$/g, '');
+  return slug === '' ? 'run' : slug;
+}
+
+/** `r-MMDD-xxxx`: short enough to type, random enough not to clash (mkdir decides on a clash). */
+export function newRunId(now: Date): string {
+  const month = String(now.getUTCMonth() + 1).padStart(2, '0');
+  const day = String(now.getUTCDate()).padStart(2, '0');
+  return `r-${month}${day}-${randomBytes(2).toString('hex')}`;
+}
+
+const RUN_ID_PATTERN = /^r-\d{4}-[0-9a-f]{4,}$/;
+
+export function createRunStore(options: { dataDir: string; logger: Logger }): RunStore {
+  const runsDir = path.resolve(options.dataDir, 'runs');
+  const runDir = (runId: string) => {
+    if (!/^[A-Za-z0-9._-]+$/.test(runId) || runId.startsWith('.')) {
+      throw new RunError('run_not_found', `invalid run id ${JSON.stringify(runId)}`);
+    }
+    return path.join(runsDir, runId);
+  };
+
+  async function readMeta(runId: string): Promise<RunMeta> {
+    let text: string;
+    try {
+      text = await readFile(path.join(runDir(runId), RUN_FILES.meta), 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw new RunError('run_not_found', `no run with id ${runId}`);
+      }
+      throw error;
+    }
+    try {
+      return parseRunMeta(JSON.parse(text));
+    } catch (error) {
+      throw new RunError('run_meta_invalid', `meta.json of run ${runId} is invalid`, { cause: error });
+    }
+  }
+
+  async function writeMeta(meta: RunMeta): Promise<void> {
+    await writeFileAtomic(path.join(runDir(meta.id), RUN_FILES.meta), `${JSON.stringify(meta, null, 2)}\n`);
+  }
+
+  async function listRuns(): Promise<RunMeta[]> {
+    let entries: string[];
+    try {
+      entries = await readdir(runsDir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+    const metas: RunMeta[] = [];
+    for (const entry of entries) {
+      if (entry.startsWith('.')) continue;
+      try {
+        metas.push(await readMeta(entry));
+      } catch (error) {
+        options.logger.warn({ runId: entry, err: error }, 'skipping unreadable run directory');
+      }
+    }
+    return metas.sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.id.localeCompare(a.id));
+  }
+
+  async function uniqueName(requested: string): Promise<string> {
+    const base = slugifyRunName(requested);
+    const taken = new Set(
+      (await listRuns()).filter((meta) => !TERMINAL_STATUSES.has(meta.status)).map((meta) => meta.name),
+    );
+    // A name that looks like a run id would make `findRun` ambiguous.
+    let candidate = RUN_ID_PATTERN.test(base) ? `run-${base}` : base;
+    for (let suffix = 2; taken.has(candidate); suffix += 1) candidate = `${base}-${suffix}`;
+    return candidate;
+  }
+
+  async function createRun(input: NewRunInput, now: Date): Promise<RunMeta> {
+    await mkdir(runsDir, { recursive: true });
+    const name = await uniqueName(input.name);
+    let id = newRunId(now);
+    for (let attempt = 0; ; attempt += 1) {
+      try {
+        await mkdir(runDir(id));
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST' || attempt > 20) throw error;
+        id = newRunId(now);
+      }
+    }
+    const iso = now.toISOString();
+    const meta: RunMeta = {
+      schemaVersion: 1,
+      id,
+      name,
+      threadId: input.threadId,
+      requester: input.requester,
+      status: 'pending_approval',
+      gpus: input.gpus,
+      gpuIndices: [],
+      maxHours: input.maxHours,
+      scriptVersion: 1,
+      executor: input.executor,
+      launchCount: 0,
+      createdAt: iso,
+      updatedAt: iso,
+    };
+    if (input.modelId !== undefined) meta.modelId = input.modelId;
+    if (input.config !== undefined) meta.config = input.config;
+    await writeFileAtomic(path.join(runDir(id), RUN_FILES.script), input.script);
+    await writeMeta(meta);
+    return meta;
+  }
+
+  async function findRun(reference: string): Promise<RunMeta> {
+    const wanted = reference.trim();
+    if (RUN_ID_PATTERN.test(wanted)) {
+      try {
+        return await readMeta(wanted);
+      } catch (error) {
+        if (!(error instanceof RunError) || error.code !== 'run_not_found') throw error;
+      }
+    }
+    const runs = await listRuns();
+    const slug = slugifyRunName(wanted);
+    const matches = runs.filter((meta) => meta.name === wanted || meta.name === slug);
+    const active = matches.find((meta) => !TERMINAL_STATUSES.has(meta.status));
+    const found = active ?? matches[0];
+    if (found !== undefined) return found;
+    const known = runs.slice(0, 20).map((meta) => meta.name);
+    const list = known.length === 0 ? '(none yet)' : known.join(', ');
+    throw new RunError('run_not_found', `no run named ${wanted}; runs: ${list}`);
+  }
+
+  async function readScript(runId: string, version?: number): Promise<string> {
+    const meta = await readMeta(runId);
+    const file =
+      version === undefined || version === meta.scriptVersion ? RUN_FILES.script : `train_v${version}.py`;
+    try {
+      return await readFile(path.join(runDir(runId), file), 'utf8');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw new RunError('script_not_found', `run ${meta.name} has no script version ${version}`);
+      }
+      throw error;
+    }
+  }
+
+  async function updateScript(runId: string, source: string, now: Date): Promise<ScriptUpdate> {
+    const meta = await readMeta(runId);
+    const directory = runDir(runId);
+    const current = path.join(directory, RUN_FILES.script);
+    const previous = await readFile(current, 'utf8');
+    const archivedAs = `train_v${meta.scriptVersion}.py`;
+    const nextVersion = meta.scriptVersion + 1;
+    // Order matters for crash safety: archive first (rename is atomic), then the new file, then meta.
+    await rename(current, path.join(directory, archivedAs));
+    await writeFileAtomic(current, source);
+    const next: RunMeta = { ...meta, scriptVersion: nextVersion, updatedAt: now.toISOString() };
+    await writeMeta(next);
+    const diff = createTwoFilesPatch(
+      `train_v${meta.scriptVersion}.py`,
+      `train_v${nextVersion}.py`,
+      previous,
+      source,
+      undefined,
+      undefined,
+      { context: 3 },
+    );
+    return { meta: next, diff, archivedAs };
+  }
+
+  return { runsDir, runDir, createRun, readMeta, writeMeta, listRuns, findRun, readScript, updateScript };
+}
+
+/** Append a line to a run file (used for audit.jsonl and launch headers). */
+export async function appendRunFile(directory: string, file: string, line: string): Promise<void> {
+  await writeFile(path.join(directory, file), line.endsWith('\n') ? line : `${line}\n`, { flag: 'a' });
+}

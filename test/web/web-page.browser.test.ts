@@ -1,0 +1,113 @@
+import { existsSync } from 'node:fs';
+import { type Browser, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Playground, startPlayground } from './playground-fixture.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+const hasChromium = existsSync(CHROMIUM);
+
+// Without Chromium this suite reports as skipped under this name; install it with `apt-get install -y chromium`.
+describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHROMIUM})`, () => {
+  let playground: Playground;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    playground = await startPlayground('web-page');
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: [
+        '--no-sandbox',
+        '--disable-background-networking',
+        '--disable-gpu',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await playground?.close();
+  });
+
+  it('posts a mention, shows the reply live, and resolves a card through its button', async () => {
+    const { adapter, handlers } = playground;
+    // The fake core: a mention gets a reply and an approval card; an accepted click resolves the card.
+    handlers.onMessageHook = (message) => {
+      if (!message.addressed) return;
+      setTimeout(async () => {
+        await adapter.postMessage(message.threadId, `Hi ${message.user.name}, here is the plan.`);
+        await adapter.postCard(message.threadId, {
+          title: 'Approve run tiny-train?',
+          text: `requested by ${message.user.name}`,
+          fields: [{ label: 'GPUs', value: '0' }],
+          actions: [
+            { actionId: 'approve:ap_1', label: 'Approve', style: 'primary' },
+            { actionId: 'reject:ap_1', label: 'Reject', style: 'danger' },
+          ],
+        });
+      }, 50);
+    };
+    handlers.onActionHook = (action) => {
+      if (handlers.actionOutcome.status !== 'accepted') return;
+      void adapter.updateCard(action.threadId, action.messageId, {
+        title: 'Approve run tiny-train?',
+        resolved: `Approved by ${action.user.name}`,
+      });
+    };
+
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const pageErrors: string[] = [];
+    page.on('pageerror', (error) => pageErrors.push(error.message));
+    page.on('console', (message) => {
+      if (message.type() === 'error') pageErrors.push(message.text());
+    });
+
+    await page.goto(`${playground.url}/`);
+    await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.fill('#composer-text', '@shepherd run examples/tiny_train.py --gpus 0');
+    await page.press('#composer-text', 'Enter');
+
+    // The reply and the card arrive over Server-Sent Events, without a reload.
+    await page
+      .locator('.message.bot .text', { hasText: 'Hi alice, here is the plan.' })
+      .waitFor({ timeout: 10_000 });
+    const approve = page.locator('button[data-action-id="approve:ap_1"]');
+    await approve.waitFor({ timeout: 10_000 });
+    expect(await page.locator('.card h3').textContent()).toBe('Approve run tiny-train?');
+    expect(await page.locator('.card dd').textContent()).toBe('0');
+    expect(await page.locator('.thread-link .preview').first().textContent()).toContain(
+      '@shepherd run examples',
+    );
+
+    // Team policy says no self-approval: the page shows the core's 403 text inline.
+    handlers.actionOutcome = { status: 'forbidden', message: 'you cannot approve your own run' };
+    await approve.click();
+    await page
+      .locator('.card-note.error', { hasText: 'you cannot approve your own run' })
+      .waitFor({ timeout: 10_000 });
+
+    // Bob approves.
+    await page.fill('#user-name', 'bob');
+    handlers.actionOutcome = { status: 'accepted', message: 'Approved.' };
+    await approve.click();
+    try {
+    await page.locator('.card .outcome', { hasText: 'Approved by bob' }).waitFor({ timeout: 10_000 });
+    } catch (e) { throw new Error(JSON.stringify({a: handlers.actions, html: await page.locator('#messages').innerHTML(), pageErrors})); }
+    expect(await page.locator('button[data-action-id]').count()).toBe(0);
+
+    expect(handlers.messages[0]).toMatchObject({
+      addressed: true,
+      startsThread: true,
+      user: { id: 'alice', name: 'alice' },
+    });
+    expect(handlers.actions.map((action) => [action.user.id, action.actionId])).toEqual([
+      ['alice', 'approve:ap_1'],
+      ['bob', 'approve:ap_1'],
+    ]);
+    expect(handlers.actions[1]?.threadId).toBe(handlers.messages[0]?.threadId);
+    expect(pageErrors).toEqual([]);
+    await context.close();
+  });
+});
