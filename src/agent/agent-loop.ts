@@ -118,7 +118,11 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       return { reply, newMessages, rounds, outcome: 'max_rounds' };
     }
 
-    const assistant: AssistantMessage = { role: 'assistant', content: response.text, toolCalls: response.toolCalls };
+    const assistant: AssistantMessage = {
+      role: 'assistant',
+      content: response.text,
+      toolCalls: response.toolCalls,
+    };
     add(assistant);
     rounds += 1;
     // Sequential on purpose: write tools may depend on each other and approvals are ordered.

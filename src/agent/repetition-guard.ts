@@ -38,7 +38,11 @@ export function callSignature(call: Pick<ToolCall, 'name' | 'arguments'>, result
 /** Pure check over a sequence of call signatures, newest last. */
 export function detectRepetition(signatures: readonly string[]): 'identical' | 'cycle' | undefined {
   const count = signatures.length;
-  if (count >= 3 && signatures[count - 1] === signatures[count - 2] && signatures[count - 2] === signatures[count - 3]) {
+  if (
+    count >= 3 &&
+    signatures[count - 1] === signatures[count - 2] &&
+    signatures[count - 2] === signatures[count - 3]
+  ) {
     return 'identical';
   }
   for (let period = 2; period <= 5; period += 1) {

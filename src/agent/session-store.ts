@@ -43,7 +43,10 @@ export function createSessionStore(options: SessionStoreOptions): SessionStore {
         }
         const result = chatMessageSchema.safeParse(parsed);
         if (!result.success) {
-          logger?.warn({ threadId, index, issues: result.error.issues.length }, 'session entry invalid; skipped');
+          logger?.warn(
+            { threadId, index, issues: result.error.issues.length },
+            'session entry invalid; skipped',
+          );
           continue;
         }
         messages.push(result.data as ChatMessage);

@@ -48,7 +48,12 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
         forAgent.push(message);
         continue;
       }
-      const message: UserMessage = { role: 'user', author: item.user.name, authorId: item.user.id, content: item.text };
+      const message: UserMessage = {
+        role: 'user',
+        author: item.user.name,
+        authorId: item.user.id,
+        content: item.text,
+      };
       sessionMessages.push(message);
       const commandReply = await dependencies.tryCommand(threadId, item);
       if (commandReply !== undefined) {
@@ -77,10 +82,12 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
   ): Promise<ChatMessage[]> {
     const started = now();
     // The status post is not awaited before the LLM call so it never delays the turn.
-    const statusPosted = dependencies.postOnce(`${batchId}:status`, threadId, 'thinking…').catch((error: unknown) => {
-      logger.warn({ threadId, err: String(error) }, 'could not post a status message');
-      return undefined;
-    });
+    const statusPosted = dependencies
+      .postOnce(`${batchId}:status`, threadId, 'thinking…')
+      .catch((error: unknown) => {
+        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
+        return undefined;
+      });
     let lastEditAt = 0;
     let pendingStatus: string | undefined;
     let pendingTimer: NodeJS.Timeout | undefined;

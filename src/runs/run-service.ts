@@ -120,7 +120,10 @@ export function endingOf(state: ProcessState): Ending {
       return ending;
     }
     default:
-      return { status: 'failed', reason: state.reason ?? 'process ended in an unknown way' };
+      return {
+        status: 'failed',
+        reason: ('reason' in state ? state.reason : undefined) ?? 'process ended in an unknown way',
+      };
   }
 }
 

@@ -8,7 +8,9 @@ const helpInput = z.object({
     .describe('Which part to explain; leave out for the overview of everything.'),
 });
 
-function sections(botName: string): Record<'overview' | 'runs' | 'approvals' | 'monitoring' | 'commands', string> {
+function sections(
+  botName: string,
+): Record<'overview' | 'runs' | 'approvals' | 'monitoring' | 'commands', string> {
   return {
     overview: [
       `${botName} runs ML training jobs from this chat thread. Anyone in the thread can talk to it; it sees who said what.`,

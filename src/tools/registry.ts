@@ -38,7 +38,9 @@ export interface ToolRegistry {
 }
 
 /** Identity helper that infers the input type for `execute` from the schema. */
-export function defineTool<Input extends z.ZodType>(definition: ToolDefinition<Input>): ToolDefinition<Input> {
+export function defineTool<Input extends z.ZodType>(
+  definition: ToolDefinition<Input>,
+): ToolDefinition<Input> {
   return definition;
 }
 

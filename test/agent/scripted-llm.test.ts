@@ -1,7 +1,11 @@
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type ScriptedLlmServer, startScriptedAnthropic, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import {
+  type ScriptedLlmServer,
+  startScriptedAnthropic,
+  startScriptedOpenAi,
+} from '../helpers/scripted-llm/index.js';
 
 /** The scripted servers must speak the real wire formats: the official SDKs are the judges. */
 
@@ -27,7 +31,10 @@ describe('scripted OpenAI server', () => {
     expect(first.choices[0]?.finish_reason).toBe('tool_calls');
 
     // Empty queue → fallback text.
-    const second = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] });
+    const second = await client.chat.completions.create({
+      model: 'm',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(second.choices[0]?.message.content).toBe('ok');
     expect(server.requests.map((request) => request.lastUserText)).toEqual(['[alice] list runs', 'hi']);
   });
@@ -69,7 +76,10 @@ describe('scripted OpenAI server', () => {
     await expect(
       client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'a' }] }),
     ).rejects.toMatchObject({ status: 400 });
-    const reply = await client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'b' }] });
+    const reply = await client.chat.completions.create({
+      model: 'm',
+      messages: [{ role: 'user', content: 'b' }],
+    });
     expect(reply.choices[0]?.message.content).toBe('echo: b');
   });
 });
@@ -92,7 +102,10 @@ describe('scripted Anthropic server', () => {
   it('streams text and tool input deltas', async () => {
     server = await startScriptedAnthropic();
     const client = new Anthropic({ baseURL: server.url.replace(/\/v1$/, ''), apiKey: 'x', maxRetries: 0 });
-    server.enqueue({ text: 'A streamed answer.', toolCalls: [{ name: 'stop_training', arguments: { run: 'r1' } }] });
+    server.enqueue({
+      text: 'A streamed answer.',
+      toolCalls: [{ name: 'stop_training', arguments: { run: 'r1' } }],
+    });
     const final = await client.messages
       .stream({ model: 'm', max_tokens: 100, messages: [{ role: 'user', content: 'stop r1' }] })
       .finalMessage();

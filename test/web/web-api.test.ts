@@ -481,3 +481,21 @@ describe('other routes', () => {
     ]);
   });
 });
+
+describe('adapter lifecycle', () => {
+  it('fails to start on a taken port with a PlatformError and leaks no connection', async () => {
+    const { createWebAdapter } = await import('../../src/bot/web/web-adapter.js');
+    const { createLogger } = await import('../../src/logger.js');
+    const second = createWebAdapter({
+      store: playground.store,
+      redis: playground.redis,
+      host: '127.0.0.1',
+      port: playground.adapter.address().port,
+      botName: 'shepherd',
+      logger: createLogger('silent'),
+    });
+    await expect(second.start(playground.handlers)).rejects.toMatchObject({ code: 'listen_failed' });
+    expect(() => second.address()).toThrow(/not started/);
+    await second.stop();
+  });
+});

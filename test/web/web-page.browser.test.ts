@@ -61,7 +61,9 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     const pageErrors: string[] = [];
     page.on('pageerror', (error) => pageErrors.push(error.message));
     page.on('console', (message) => {
-      if (message.type() === 'error') pageErrors.push(message.text());
+      // The 403 above is logged by the browser as a failed resource; anything else is a real error.
+      if (message.type() === 'error' && !message.text().includes('status of 403'))
+        pageErrors.push(message.text());
     });
 
     await page.goto(`${playground.url}/`);
@@ -92,9 +94,7 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     await page.fill('#user-name', 'bob');
     handlers.actionOutcome = { status: 'accepted', message: 'Approved.' };
     await approve.click();
-    try {
     await page.locator('.card .outcome', { hasText: 'Approved by bob' }).waitFor({ timeout: 10_000 });
-    } catch (e) { throw new Error(JSON.stringify({a: handlers.actions, html: await page.locator('#messages').innerHTML(), pageErrors})); }
     expect(await page.locator('button[data-action-id]').count()).toBe(0);
 
     expect(handlers.messages[0]).toMatchObject({

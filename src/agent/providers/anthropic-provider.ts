@@ -87,7 +87,10 @@ export function toAnthropicMessages(messages: ChatMessage[]): MessageParam[] {
   }
   // The API requires the conversation to open with a user turn.
   if (mapped[0]?.role === 'assistant') {
-    mapped.unshift({ role: 'user', content: [{ type: 'text', text: '[system] (earlier conversation trimmed)' }] });
+    mapped.unshift({
+      role: 'user',
+      content: [{ type: 'text', text: '[system] (earlier conversation trimmed)' }],
+    });
   }
   return mapped;
 }

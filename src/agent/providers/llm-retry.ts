@@ -24,7 +24,9 @@ export interface ClassifiedFailure {
 
 /** The error classes both SDKs export with the same hierarchy. */
 export interface SdkErrorClasses {
-  APIError: abstract new (...parameters: never[]) => Error & { status?: number | undefined; headers?: unknown };
+  APIError: abstract new (
+    ...parameters: never[]
+  ) => Error & { status?: number | undefined; headers?: unknown };
   APIConnectionError: abstract new (...parameters: never[]) => Error;
   APIConnectionTimeoutError: abstract new (...parameters: never[]) => Error;
   APIUserAbortError: abstract new (...parameters: never[]) => Error;
@@ -43,7 +45,8 @@ export function retryAfterFromHeaders(headers: unknown, now: number = Date.now()
   if (headers === null || typeof headers !== 'object' || !('get' in headers)) return undefined;
   const get = (headers as { get(name: string): string | null }).get.bind(headers);
   const milliseconds = Number(get('retry-after-ms'));
-  if (get('retry-after-ms') !== null && Number.isFinite(milliseconds) && milliseconds >= 0) return milliseconds;
+  if (get('retry-after-ms') !== null && Number.isFinite(milliseconds) && milliseconds >= 0)
+    return milliseconds;
   const value = get('retry-after');
   if (value === null) return undefined;
   const seconds = Number(value);
@@ -53,7 +56,11 @@ export function retryAfterFromHeaders(headers: unknown, now: number = Date.now()
 }
 
 /** Map an SDK error to an `LlmError`: 408/429/5xx, timeouts and connection errors are retryable. */
-export function classifySdkError(error: unknown, classes: SdkErrorClasses, provider: string): ClassifiedFailure {
+export function classifySdkError(
+  error: unknown,
+  classes: SdkErrorClasses,
+  provider: string,
+): ClassifiedFailure {
   if (error instanceof classes.APIUserAbortError) throw new LlmAbortedError(error);
   if (error instanceof classes.APIConnectionTimeoutError) {
     return { error: new LlmError(`${provider} request timed out`, { isRetryable: true, cause: error }) };
@@ -139,7 +146,12 @@ export async function withLlmRetries<T>(attempt: () => Promise<T>, options: Retr
       const canRetry = failure.error.isRetryable && retry < options.policy.maxRetries;
       if (!canRetry) {
         options.logger.warn(
-          { provider: options.provider, reason: options.reason, attempts: retry + 1, err: failure.error.message },
+          {
+            provider: options.provider,
+            reason: options.reason,
+            attempts: retry + 1,
+            err: failure.error.message,
+          },
           'llm call failed',
         );
         throw failure.error;
@@ -149,7 +161,13 @@ export async function withLlmRetries<T>(attempt: () => Promise<T>, options: Retr
           ? backoffDelay(retry, options.policy)
           : Math.min(options.policy.maxDelayMs, failure.retryAfterMs);
       options.logger.info(
-        { provider: options.provider, reason: options.reason, retry: retry + 1, delayMs: delay, err: failure.error.message },
+        {
+          provider: options.provider,
+          reason: options.reason,
+          retry: retry + 1,
+          delayMs: delay,
+          err: failure.error.message,
+        },
         'llm call failed; retrying',
       );
       await sleep(delay, options.signal);

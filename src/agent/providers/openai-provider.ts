@@ -1,14 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import OpenAI, {
-  APIConnectionError,
-  APIConnectionTimeoutError,
-  APIError,
-  APIUserAbortError,
-} from 'openai';
-import type {
-  ChatCompletionMessageParam,
-  ChatCompletionTool,
-} from 'openai/resources/chat/completions';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
+import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import type { Logger } from '../../logger.js';
 import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
 import { type ChatMessage, formatUserContent, type ToolCall, type ToolSpec } from '../messages.js';

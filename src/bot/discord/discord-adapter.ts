@@ -183,6 +183,8 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       client.on(Events.ShardResume, (_shard, replayed) => logger.info({ replayed }, 'gateway session resumed'));
 
       const ready = once(client, Events.ClientReady, { signal: AbortSignal.timeout(config.readyTimeoutMs ?? 60_000) });
+      // If login itself fails, nobody awaits `ready`; its later timeout must not become an unhandled rejection.
+      ready.catch(() => undefined);
       try {
         await client.login(config.token);
         await ready;

@@ -3,6 +3,7 @@
  * text goes through textContent, never innerHTML. (Written without template literals so it can live in
  * String.raw below.)
  */
+// biome-ignore lint/complexity/noUselessStringRaw: a backslash added later must reach the browser as written
 export const PAGE_SCRIPT = String.raw`
 'use strict';
 (function () {
@@ -146,6 +147,7 @@ export const PAGE_SCRIPT = String.raw`
       return;
     }
     state.messages.forEach(function (message) { box.append(renderMessage(message)); });
+    labelEphemeral();
     if (nearBottom) box.scrollTop = box.scrollHeight;
   }
 
@@ -157,7 +159,9 @@ export const PAGE_SCRIPT = String.raw`
     meta.append(make('span', 'author', message.user), make('time', 'time', formatTime(message.ts)));
     if (message.editedAt) meta.append(make('span', 'edited', '(edited)'));
     if (message.visibleTo) {
-      meta.append(make('span', 'only', message.visibleTo === userName() ? 'only visible to you' : 'only visible to ' + message.visibleTo));
+      var only = make('span', 'only');
+      only.dataset.visibleTo = message.visibleTo;
+      meta.append(only);
     }
     item.append(meta);
     if (message.text) item.append(make('div', 'text', message.text));
@@ -177,6 +181,15 @@ export const PAGE_SCRIPT = String.raw`
       item.append(link);
     });
     return item;
+  }
+
+  // Relabel in place (no re-render): a re-render while a button is being clicked would swallow the click.
+  function labelEphemeral() {
+    var me = userName();
+    document.querySelectorAll('.only').forEach(function (node) {
+      var target = node.dataset.visibleTo;
+      node.textContent = target === me ? 'only visible to you' : 'only visible to ' + target;
+    });
   }
 
   function renderCard(message) {
@@ -283,9 +296,9 @@ export const PAGE_SCRIPT = String.raw`
 
   var nameInput = byId('user-name');
   try { nameInput.value = localStorage.getItem('shepherd-playground-user') || nameInput.value; } catch (error) { /* storage may be off */ }
-  nameInput.addEventListener('change', function () {
+  nameInput.addEventListener('input', function () {
     try { localStorage.setItem('shepherd-playground-user', userName()); } catch (error) { /* storage may be off */ }
-    renderThread();
+    labelEphemeral();
   });
   byId('composer').addEventListener('submit', sendMessage);
   byId('composer-text').addEventListener('keydown', function (event) {

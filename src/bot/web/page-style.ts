@@ -1,4 +1,5 @@
 /** The playground page's stylesheet: neutral colours that follow the system's light or dark setting. */
+// biome-ignore lint/complexity/noUselessStringRaw: a backslash added later must reach the browser as written
 export const PAGE_STYLE = String.raw`
 :root {
   color-scheme: light dark;

@@ -108,14 +108,29 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         page: renderPage({ botName: options.botName }),
       });
       const created = createServer(listener);
-      server = created;
-      await new Promise<void>((resolve, reject) => {
-        created.once('error', reject);
-        created.listen(options.port, options.host, () => {
-          created.off('error', reject);
-          resolve();
+      try {
+        await new Promise<void>((resolve, reject) => {
+          created.once('error', reject);
+          created.listen(options.port, options.host, () => {
+            created.off('error', reject);
+            resolve();
+          });
         });
-      });
+      } catch (error) {
+        // E.g. the port is taken: release the subscriber so a failed start leaks nothing.
+        await events.stop();
+        events = undefined;
+        throw new PlatformError(
+          'web',
+          'listen_failed',
+          `playground cannot listen on ${options.host}:${options.port}`,
+          {
+            retryable: false,
+            cause: error,
+          },
+        );
+      }
+      server = created;
       const info = created.address() as AddressInfo;
       const urlHost = info.address.includes(':') ? `[${info.address}]` : info.address;
       bound = { host: info.address, port: info.port, url: `http://${urlHost}:${info.port}` };

@@ -294,6 +294,10 @@ export function createWebRequestHandler(
       response.end(page.html);
       return;
     }
+    if (method === 'GET' && path === '/favicon.ico') {
+      response.writeHead(204).end();
+      return;
+    }
     if (method === 'GET' && path === '/healthz') {
       sendJson(response, 200, { ok: true, time: now() });
       return;

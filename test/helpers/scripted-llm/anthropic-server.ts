@@ -119,11 +119,16 @@ const anthropicFormat: WireFormat = {
           content_block: { type: 'tool_use', id: toolId, name: call.name, input: {} },
         },
       });
-      const json = typeof call.arguments === 'string' ? JSON.stringify(inputObject(call)) : argumentsText(call);
+      const json =
+        typeof call.arguments === 'string' ? JSON.stringify(inputObject(call)) : argumentsText(call);
       for (const part of chunks(json)) {
         events.push({
           event: 'content_block_delta',
-          data: { type: 'content_block_delta', index, delta: { type: 'input_json_delta', partial_json: part } },
+          data: {
+            type: 'content_block_delta',
+            index,
+            delta: { type: 'input_json_delta', partial_json: part },
+          },
         });
       }
       events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
@@ -132,7 +137,11 @@ const anthropicFormat: WireFormat = {
     events.push(
       {
         event: 'message_delta',
-        data: { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null }, usage: { output_tokens: 5 } },
+        data: {
+          type: 'message_delta',
+          delta: { stop_reason: stopReason, stop_sequence: null },
+          usage: { output_tokens: 5 },
+        },
       },
       { event: 'message_stop', data: { type: 'message_stop' } },
     );

@@ -15,7 +15,10 @@ function textOf(content: unknown): string | undefined {
   if (typeof content === 'string') return content;
   if (Array.isArray(content)) {
     const texts = content
-      .filter((part): part is { type: 'text'; text: string } => part?.type === 'text' && typeof part.text === 'string')
+      .filter(
+        (part): part is { type: 'text'; text: string } =>
+          part?.type === 'text' && typeof part.text === 'string',
+      )
       .map((part) => part.text);
     return texts.length > 0 ? texts.join('') : undefined;
   }
@@ -93,7 +96,9 @@ const openAiFormat: WireFormat = {
     toolCalls.forEach((call, index) => {
       events.push(
         chunk({
-          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }],
+          tool_calls: [
+            { index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } },
+          ],
         }),
       );
       for (const part of chunks(call.function.arguments)) {

@@ -1,0 +1,24 @@
+import { buildChart, type ChartInput } from './chart-config.js';
+import { renderLocal } from './render-local.js';
+import { renderWithQuickChart } from './render-quickchart.js';
+
+export type { ChartInput } from './chart-config.js';
+export type { SeriesPoint } from './lttb.js';
+export { ChartRenderError, isPng } from './render-quickchart.js';
+
+/**
+ * Render a metrics chart to PNG bytes: in-process when `quickchartUrl` is `local` (the default, no metric
+ * leaves the machine), otherwise by the QuickChart server at that URL.
+ */
+export async function renderChart(
+  input: ChartInput,
+  options: { quickchartUrl: string; fetch?: typeof fetch; timeoutMs?: number } = { quickchartUrl: 'local' },
+): Promise<Uint8Array> {
+  const built = buildChart(input);
+  if (options.quickchartUrl === 'local') return renderLocal(built);
+  return renderWithQuickChart(built, {
+    url: options.quickchartUrl,
+    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
+    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+  });
+}

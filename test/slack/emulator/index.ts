@@ -1,0 +1,25 @@
+/** The Slack emulator's public surface; see emulator.ts for the behaviour of each method. */
+export {
+  type AckRecord,
+  type EmulatedUser,
+  type Fault,
+  type RecordedCall,
+  type SignedResponse,
+  type SlackEmulator,
+  type SlackEmulatorOptions,
+  type StoredMessage,
+  type StoredUpload,
+  startSlackEmulator,
+} from './emulator.js';
+export {
+  type BlockActionInput,
+  blockActionsPayload,
+  encodeDelivery,
+  eventCallback,
+  type HttpDelivery,
+  type MessageEventInput,
+  messageEvent,
+  type SlashCommandInput,
+  signSlackRequest,
+  slashCommandPayload,
+} from './payloads.js';

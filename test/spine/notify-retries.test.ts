@@ -1,0 +1,99 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Worker } from 'bullmq';
+import { Redis } from 'ioredis';
+import type { ChatAdapter } from '../../src/bot/chat-adapter.js';
+import { PlatformError, RateLimitedError } from '../../src/errors.js';
+import { createLogger } from '../../src/logger.js';
+import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
+import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+
+/** A chat platform double at the port: each postMessage call runs the next scripted behaviour. */
+function scriptedAdapter(behaviours: Array<() => void>) {
+  const attempts: number[] = [];
+  const adapter: ChatAdapter = {
+    platform: 'slack',
+    start: async () => undefined,
+    stop: async () => undefined,
+    async postMessage() {
+      attempts.push(Date.now());
+      const behaviour = behaviours.shift();
+      behaviour?.();
+      return { messageId: `msg-${attempts.length}` };
+    },
+    editMessage: async () => undefined,
+    postCard: async () => ({ messageId: 'card' }),
+    updateCard: async () => undefined,
+    upload: async () => ({ messageId: 'file' }),
+  };
+  return { adapter, attempts };
+}
+
+describe('notify queue retries', () => {
+  let redis: Redis;
+  let prefix: string;
+  let notifier: QueueNotifier;
+  let worker: Worker | undefined;
+
+  beforeAll(() => {
+    redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+  });
+  afterEach(async () => {
+    await worker?.close();
+    await notifier?.close();
+    await deleteKeysWithPrefix(prefix);
+  });
+  afterAll(() => redis.disconnect());
+
+  function setUp(adapter: ChatAdapter) {
+    prefix = uniquePrefix('notify');
+    notifier = createQueueNotifier({ connection: redis, prefix, waitTimeoutMs: 20_000 });
+    worker = createNotifyWorker({
+      connection: redis,
+      prefix,
+      adapters: (platform) => (platform === adapter.platform ? adapter : undefined),
+      logger: createLogger('silent'),
+    });
+  }
+
+  it('retries a failing post and delivers it on attempt 3 after about 1 s + 2 s', async () => {
+    const failure = () => {
+      throw new PlatformError('slack', 'internal_error', 'HTTP 500', { retryable: true });
+    };
+    const { adapter, attempts } = scriptedAdapter([failure, failure, () => undefined]);
+    setUp(adapter);
+    const posted = await notifier.post('slack:C1:1700000000.000100', 'hello');
+    expect(posted.messageId).toBe('msg-3');
+    expect(attempts).toHaveLength(3);
+    const [first = 0, second = 0, third = 0] = attempts;
+    expect(second - first).toBeGreaterThanOrEqual(950);
+    expect(second - first).toBeLessThan(1900);
+    expect(third - second).toBeGreaterThanOrEqual(1950);
+    expect(third - second).toBeLessThan(3500);
+  });
+
+  it('does not retry an error that retrying cannot fix', async () => {
+    const { adapter, attempts } = scriptedAdapter([
+      () => {
+        throw new PlatformError('slack', 'channel_not_found', 'channel_not_found', { retryable: false });
+      },
+    ]);
+    setUp(adapter);
+    await expect(notifier.post('slack:C404:1.2', 'hello')).rejects.toThrow(/channel_not_found/);
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(attempts).toHaveLength(1);
+  });
+
+  it('waits for Retry-After on a rate limit without spending an attempt', async () => {
+    const limited = () => {
+      throw new RateLimitedError('slack', 1200);
+    };
+    // Four rate limits then success: more than the 4 attempts, so waiting must not count as attempts.
+    const { adapter, attempts } = scriptedAdapter([limited, limited, limited, limited, () => undefined]);
+    setUp(adapter);
+    const posted = await notifier.post('slack:C1:1.2', 'hello');
+    expect(posted.messageId).toBe('msg-5');
+    for (let index = 1; index < attempts.length; index += 1) {
+      expect((attempts[index] ?? 0) - (attempts[index - 1] ?? 0)).toBeGreaterThanOrEqual(1150);
+    }
+  });
+});
