@@ -12,12 +12,13 @@ import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bo
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import type { Config } from './config.js';
+import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
-import { createQueueNotifier, createNotifyWorker, type QueueNotifier } from './queue/notify-queue.js';
+import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
-import { createRedis, createKeys } from './redis.js';
-import { createFeatures, type Features } from './features.js';
+import { createKeys, createRedis } from './redis.js';
+import type { Executor } from './runs/executor.js';
 
 /** Things tests and deployments may swap at the edges. */
 export interface AppOverrides {
@@ -26,6 +27,10 @@ export interface AppOverrides {
   adapters?: ChatAdapter[];
   /** Called for every LLM HTTP request, with its reason. */
   onLlmCall?: (reason: string) => void;
+  /** Where training runs execute (default: from `SHEPHERD_EXECUTOR`). */
+  executor?: Executor;
+  /** Environment inherited by training processes; main passes `process.env`. */
+  runEnvironment?: Readonly<Record<string, string | undefined>>;
 }
 
 export interface App {
@@ -46,7 +51,7 @@ export interface App {
  * Builds the whole bot from a config: adapters (role `bot`), workers (role `worker`), or both (`all`,
  * the embedded default). Nothing here reads the environment.
  */
-export function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): App {
+export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
   const redis = createRedis(config.redisUrl);
   const prefix = config.queuePrefix;
   const keys = createKeys(prefix);
@@ -83,7 +88,18 @@ export function createApp(config: Config, logger: Logger, overrides: AppOverride
       ...(overrides.onLlmCall === undefined ? {} : { onCall: overrides.onLlmCall }),
     });
 
-  const features = createFeatures({ config, logger, redis, prefix, notifier, actions, pushEvent, provider });
+  const features = await createFeatures({
+    config,
+    logger,
+    redis,
+    prefix,
+    notifier,
+    actions,
+    pushEvent,
+    provider,
+    runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
+    ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
+  });
   const systemPrompt = loadSystemPrompt(config.botName);
 
   const processBatch = createTurnRunner({
@@ -143,7 +159,12 @@ export function createApp(config: Config, logger: Logger, overrides: AppOverride
       }
       if (runsAdapters) {
         workers.push(
-          createNotifyWorker({ connection: redis, prefix, adapters: lookup, logger: logger.child({ component: 'notify' }) }),
+          createNotifyWorker({
+            connection: redis,
+            prefix,
+            adapters: lookup,
+            logger: logger.child({ component: 'notify' }),
+          }),
         );
         for (const adapter of adapters.values()) await adapter.start(handlers);
       }

@@ -49,7 +49,8 @@ export async function ensureRedis(
     if (await answers(url)) break;
     await new Promise((done) => setTimeout(done, 100));
   }
-  if (!(await answers(url))) throw new BotError('redis_unavailable', `started redis-server but ${url} does not answer`);
+  if (!(await answers(url)))
+    throw new BotError('redis_unavailable', `started redis-server but ${url} does not answer`);
   return {
     url,
     async stop() {

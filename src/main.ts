@@ -1,8 +1,8 @@
 import { createApp } from './app.js';
 import { loadConfig } from './config.js';
+import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
-import { ensureRedis } from './ensure-redis.js';
 
 /** Entry point: the only place that reads `process.env`. */
 async function main(): Promise<void> {
@@ -18,7 +18,7 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
   const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
-  const app = createApp(redis.url === config.redisUrl ? config : { ...config, redisUrl: redis.url }, logger);
+  const app = await createApp(config, logger, { runEnvironment: process.env });
   await app.start();
 
   let stopping = false;
@@ -40,6 +40,8 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  process.stderr.write(`shepherd: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.stderr.write(
+    `shepherd: failed to start: ${error instanceof Error ? error.stack : String(error)}\n`,
+  );
   process.exit(1);
 });

@@ -37,7 +37,8 @@ export function approvalCard(approval: Approval): Card {
   ];
   const lines: string[] = [];
   if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
-  const label = approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
+  const label =
+    approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
   lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,

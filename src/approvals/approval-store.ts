@@ -45,7 +45,11 @@ export const decisionSchema = z.object({
 export type Decision = z.infer<typeof decisionSchema>;
 
 export interface ApprovalStore {
-  create(input: Omit<Approval, 'schemaVersion' | 'id' | 'createdAt' | 'expiresAt'>, ttlMs: number, now: Date): Promise<Approval>;
+  create(
+    input: Omit<Approval, 'schemaVersion' | 'id' | 'createdAt' | 'expiresAt'>,
+    ttlMs: number,
+    now: Date,
+  ): Promise<Approval>;
   get(approvalId: string): Promise<Approval | undefined>;
   setCardMessage(approvalId: string, messageId: string): Promise<void>;
   /** Records the decision if none exists yet; returns the winning decision and whether it was this one. */

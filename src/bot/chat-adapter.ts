@@ -16,7 +16,8 @@ const PLATFORMS: ReadonlySet<string> = new Set(['web', 'slack', 'discord']);
 
 /** Encode a thread reference as the `platform:channel:thread` string used as a session key. */
 export function encodeThreadId(reference: ThreadRef): string {
-  if (reference.channel.includes(':')) throw new Error(`channel id may not contain ":": ${reference.channel}`);
+  if (reference.channel.includes(':'))
+    throw new Error(`channel id may not contain ":": ${reference.channel}`);
   return `${reference.platform}:${reference.channel}:${reference.thread}`;
 }
 

@@ -61,7 +61,10 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
         deliveryKey: `${platform}:${message.deliveryId}`,
       });
       if (result !== 'accepted') {
-        logger.debug({ threadId: message.threadId, deliveryId: message.deliveryId, result }, 'message not queued');
+        logger.debug(
+          { threadId: message.threadId, deliveryId: message.deliveryId, result },
+          'message not queued',
+        );
         return false;
       }
       await requestTurn(turnQueue, message.threadId, message.deliveryId);

@@ -43,11 +43,15 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
       return rest.length === 0 ? { name: 'runs' } : undefined;
     case 'status':
       if (rest.length === 0) return { name: 'status' };
-      return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '') ? { name: 'status', run: rest[0] as string } : undefined;
+      return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
+        ? { name: 'status', run: rest[0] as string }
+        : undefined;
     case 'pause':
     case 'resume':
     case 'stop':
-      return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '') ? { name: verb, run: rest[0] as string } : undefined;
+      return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
+        ? { name: verb, run: rest[0] as string }
+        : undefined;
     case 'run':
       return parseRun(rest);
     case 'chart':
@@ -71,7 +75,8 @@ function parseRun(tokens: string[]): PlainCommand | undefined {
       if (!/^\d+$/.test(value)) return invalid('run', `--gpus must be a whole number, got "${value}"`);
       command.gpus = Number(value);
     } else if (key === '--name') {
-      if (!RUN_REFERENCE.test(value)) return invalid('run', `--name may use letters, digits, "-", "_" and "." only`);
+      if (!RUN_REFERENCE.test(value))
+        return invalid('run', `--name may use letters, digits, "-", "_" and "." only`);
       command.runName = value;
     } else if (key === '--hours' || key === '--max-hours') {
       const hours = Number(value);

@@ -18,7 +18,12 @@ export type EpisodeBook = Record<string, EpisodeState>;
  * Record one observation of the condition under `key`. Returns true exactly when a new episode begins,
  * i.e. when the caller should raise the incident.
  */
-export function observeEpisode(book: EpisodeBook, key: string, condition: boolean, recoveryNeeded = 1): boolean {
+export function observeEpisode(
+  book: EpisodeBook,
+  key: string,
+  condition: boolean,
+  recoveryNeeded = 1,
+): boolean {
   let state = book[key];
   if (state === undefined) {
     if (!condition) return false;

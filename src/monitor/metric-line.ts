@@ -98,7 +98,8 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 export function parseMetricLine(line: string): MetricLineResult {
   const trimmed = line.trim();
   if (trimmed.length === 0) return { ok: false, reason: 'empty line' };
-  if (trimmed.length > MAX_LINE_CHARS) return { ok: false, reason: `line longer than ${MAX_LINE_CHARS} chars` };
+  if (trimmed.length > MAX_LINE_CHARS)
+    return { ok: false, reason: `line longer than ${MAX_LINE_CHARS} chars` };
   let value: unknown;
   try {
     value = JSON.parse(rewriteNonFinite(trimmed), reviver);

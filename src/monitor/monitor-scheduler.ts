@@ -13,7 +13,11 @@ export function monitorSchedulerId(runId: string): string {
   return `${SCHEDULER_PREFIX}${runId}`;
 }
 
-export function createMonitorScheduler(options: { connection: ConnectionOptions; prefix: string; intervalS: number }) {
+export function createMonitorScheduler(options: {
+  connection: ConnectionOptions;
+  prefix: string;
+  intervalS: number;
+}) {
   const queue = new Queue(QUEUE_NAMES.monitor, { connection: options.connection, prefix: options.prefix });
   const every = Math.max(1, Math.round(options.intervalS * 1000));
 

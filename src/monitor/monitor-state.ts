@@ -1,7 +1,12 @@
 import { z } from 'zod';
 import type { EpisodeBook } from './episodes.js';
 import type { MalformedBook } from './metric-line.js';
-import { createRollingState, deserialiseState, type RollingState, serialiseState } from './rolling-stats.js';
+import {
+  createRollingState,
+  decodeRollingState,
+  encodeRollingState,
+  type RollingState,
+} from './rolling-stats.js';
 
 /** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */
 export interface MonitorState {
@@ -42,8 +47,12 @@ const stateShape = z.object({
 export function parseMonitorState(raw: string | null | undefined): MonitorState {
   if (raw === null || raw === undefined) return createMonitorState();
   try {
-    const value = deserialiseState(raw);
-    if (stateShape.safeParse(value).success) return value as MonitorState;
+    const value: unknown = JSON.parse(raw);
+    if (stateShape.safeParse(value).success) {
+      const state = value as MonitorState;
+      decodeRollingState(state.rolling);
+      return state;
+    }
   } catch {
     // fall through to a fresh state
   }
@@ -51,5 +60,5 @@ export function parseMonitorState(raw: string | null | undefined): MonitorState 
 }
 
 export function serialiseMonitorState(state: MonitorState): string {
-  return serialiseState(state);
+  return JSON.stringify({ ...state, rolling: encodeRollingState(state.rolling) });
 }

@@ -33,7 +33,8 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
     QUEUE_NAMES.monitor,
     async (job: Job) => {
       const parsed = monitorTickJob.safeParse(job.data);
-      if (!parsed.success) throw new UnrecoverableError(`invalid monitor tick payload: ${parsed.error.message}`);
+      if (!parsed.success)
+        throw new UnrecoverableError(`invalid monitor tick payload: ${parsed.error.message}`);
       const { runId } = parsed.data;
       const meta = await options.loadRun(runId);
       if (meta === undefined) {
@@ -55,7 +56,10 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
           await options.onIncident(incident, meta);
           delivered.push(incident.id);
         } catch (error) {
-          logger.error({ runId, incident: incident.id, err: error }, 'incident delivery failed; retrying next tick');
+          logger.error(
+            { runId, incident: incident.id, err: error },
+            'incident delivery failed; retrying next tick',
+          );
         }
       }
       await monitor.ack(runId, delivered);
@@ -72,7 +76,10 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
     },
   );
   worker.on('failed', (job, error) => {
-    logger.error({ runId: (job?.data as { runId?: unknown } | undefined)?.runId, err: error }, 'monitor tick failed');
+    logger.error(
+      { runId: (job?.data as { runId?: unknown } | undefined)?.runId, err: error },
+      'monitor tick failed',
+    );
   });
   worker.on('error', (error) => logger.error({ err: error }, 'monitor worker error'));
   return worker;

@@ -19,7 +19,13 @@ import {
 } from './monitor-state.js';
 import { redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
-import { addPoint, chartSeries, DEFAULT_ROLLING_LIMITS, medianStepIntervalMs, type RollingLimits } from './rolling-stats.js';
+import {
+  addPoint,
+  chartSeries,
+  DEFAULT_ROLLING_LIMITS,
+  medianStepIntervalMs,
+  type RollingLimits,
+} from './rolling-stats.js';
 import { DEFAULT_MAX_BYTES_PER_READ, parseCursor, readFileTail, readNewLines } from './tail-reader.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident, type IncidentKind } from './types.js';
@@ -59,6 +65,8 @@ export interface TickResult {
 const LOCK_MS = 60_000;
 const CRASH_LOG_BYTES = 64 * 1024;
 const MAX_OUTBOX = 50;
+/** Parsed states kept in memory between ticks (a few tens of KiB each). */
+const MAX_CACHED_RUNS = 2000;
 
 const SEVERITY: Record<IncidentKind, Incident['severity']> = {
   crash: 'critical',
@@ -83,6 +91,8 @@ export function createMonitor(options: MonitorOptions) {
   const stateKey = (runId: string) => `${prefix}:monitor:${runId}`;
   const outboxKey = (runId: string) => `${prefix}:monitor-outbox:${runId}`;
   const lockKey = (runId: string) => `${prefix}:monitor-lock:${runId}`;
+  const cache = new Map<string, { revision: string; state: MonitorState }>();
+  let revisionCounter = 0;
 
   async function loadState(runId: string): Promise<MonitorState> {
     return parseMonitorState(await redis.hget(stateKey(runId), 'state'));
@@ -90,20 +100,31 @@ export function createMonitor(options: MonitorOptions) {
 
   async function tickLocked(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
     const now = clock();
-    const [metricsCursorRaw, logCursorRaw, stateRaw] = await redis.hmget(
+    const [metricsCursorRaw, logCursorRaw, revision] = await redis.hmget(
       stateKey(runId),
       'cursor:metrics',
       'cursor:log',
-      'state',
+      'rev',
     );
-    const state = parseMonitorState(stateRaw);
+    // Reuse our own parsed copy when Redis still holds the revision we wrote (the usual case with one
+    // worker); otherwise, e.g. after another worker ticked this run, read the state again.
+    const cached = cache.get(runId);
+    cache.delete(runId);
+    const state =
+      cached !== undefined && revision !== null && cached.revision === revision
+        ? cached.state
+        : parseMonitorState(await redis.hget(stateKey(runId), 'state'));
     state.ticks++;
     state.firstTickAt ??= now;
     const runDir = options.runDir(meta);
     const metricsPath = join(runDir, 'metrics.jsonl');
     const logPath = join(runDir, 'output.log');
     const fresh: Incident[] = [];
-    const raise = (kind: IncidentKind, key: string, fields: Omit<Incident, 'id' | 'runId' | 'kind' | 'severity' | 'at'>) => {
+    const raise = (
+      kind: IncidentKind,
+      key: string,
+      fields: Omit<Incident, 'id' | 'runId' | 'kind' | 'severity' | 'at'>,
+    ) => {
       fresh.push({
         id: `${runId}:${key}#${episodeCount(state.episodes, key)}`,
         runId,
@@ -122,10 +143,14 @@ export function createMonitor(options: MonitorOptions) {
       const fresher = createMonitorState();
       state.rolling = fresher.rolling;
       state.episodes = episodes;
-      options.logger?.info({ runId }, 'metrics.jsonl was replaced or truncated; reading it again from the start');
+      options.logger?.info(
+        { runId },
+        'metrics.jsonl was replaced or truncated; reading it again from the start',
+      );
     }
     let malformedCount = metricsChunk.oversized;
-    let firstReason: string | undefined = metricsChunk.oversized > 0 ? 'line longer than the read cap' : undefined;
+    let firstReason: string | undefined =
+      metricsChunk.oversized > 0 ? 'line longer than the read cap' : undefined;
     let sample: string | undefined;
     let newPoints = 0;
     for (const line of metricsChunk.lines) {
@@ -174,7 +199,10 @@ export function createMonitor(options: MonitorOptions) {
     }
     const note = recordMalformed(state.malformed, malformedCount, firstReason, sample);
     if (malformedCount > 0) {
-      options.logger?.warn({ runId, malformed: malformedCount, reason: firstReason }, 'malformed metric lines skipped');
+      options.logger?.warn(
+        { runId, malformed: malformedCount, reason: firstReason },
+        'malformed metric lines skipped',
+      );
     }
 
     // --- output.log (bounded tail, for triage snapshots) -----------------------------------------
@@ -201,7 +229,9 @@ export function createMonitor(options: MonitorOptions) {
           highlightSteps: [from, lastStep],
         });
       }
-      if (isEpisodeActive(state.episodes, `divergence:${name}`)) continue;
+      // A diverging or NaN loss is not also "plateaued": one alert for one problem.
+      if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
+        continue;
       const lastStep = rolling.lastStep ?? 0;
       const plateau = checkPlateau(series, lastStep, rolling.firstStep ?? lastStep, detectors);
       if (observeEpisode(state.episodes, `plateau:${name}`, plateau.plateau)) {
@@ -236,7 +266,8 @@ export function createMonitor(options: MonitorOptions) {
     // --- process end (only once the metrics are drained, so the summary is final) -----------------
     if ((processState.kind === 'exited' || processState.kind === 'signaled') && !metricsChunk.more) {
       const launch = meta.launchCount;
-      const durationMs = (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) - (startedAt ?? state.firstTickAt);
+      const durationMs =
+        (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) - (startedAt ?? state.firstTickAt);
       const stepText = rolling.lastStep === undefined ? '' : ` at step ${rolling.lastStep}`;
       if (isCleanFinish(processState)) {
         if (observeEpisode(state.episodes, `finished:${launch}`, true)) {
@@ -269,13 +300,19 @@ export function createMonitor(options: MonitorOptions) {
 
     // --- commit: cursors, state and new incidents move together -------------------------------------
     const transaction = redis.multi();
-    const fields: Record<string, string> = { state: serialiseMonitorState(state) };
+    const newRevision = `${process.pid}.${++revisionCounter}.${now}`;
+    const fields: Record<string, string> = { state: serialiseMonitorState(state), rev: newRevision };
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
     transaction.hset(stateKey(runId), fields);
     for (const incident of fresh) transaction.hset(outboxKey(runId), incident.id, JSON.stringify(incident));
     transaction.hgetall(outboxKey(runId));
     const results = await transaction.exec();
+    cache.set(runId, { revision: newRevision, state });
+    if (cache.size > MAX_CACHED_RUNS) {
+      const oldest = cache.keys().next().value;
+      if (oldest !== undefined) cache.delete(oldest);
+    }
     const outboxRaw = (results?.at(-1)?.[1] ?? {}) as Record<string, string>;
     const incidents = parseOutbox(outboxRaw);
     if (incidents.length > MAX_OUTBOX) {
@@ -287,7 +324,10 @@ export function createMonitor(options: MonitorOptions) {
 
     const malformed: TickResult['malformed'] = { count: malformedCount };
     if (note !== undefined) malformed.note = note;
-    const progress: TickResult['progress'] = { points: rolling.points, lastMetrics: { ...rolling.lastMetrics } };
+    const progress: TickResult['progress'] = {
+      points: rolling.points,
+      lastMetrics: { ...rolling.lastMetrics },
+    };
     if (rolling.lastStep !== undefined) progress.lastStep = rolling.lastStep;
     return { incidents, newPoints, malformed, progress, backlog: metricsChunk.more || logChunk.more };
   }
@@ -301,7 +341,14 @@ export function createMonitor(options: MonitorOptions) {
       const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
       const locked = await redis.set(lockKey(runId), token, 'PX', LOCK_MS, 'NX');
       if (locked === null) {
-        return { incidents: [], newPoints: 0, malformed: { count: 0 }, progress: { points: 0, lastMetrics: {} }, backlog: false, skipped: true };
+        return {
+          incidents: [],
+          newPoints: 0,
+          malformed: { count: 0 },
+          progress: { points: 0, lastMetrics: {} },
+          backlog: false,
+          skipped: true,
+        };
       }
       try {
         return await tickLocked(runId, meta, processState);
@@ -322,11 +369,15 @@ export function createMonitor(options: MonitorOptions) {
     },
 
     /** Chart series (downsampled history + recent window) for the given metrics, or all tracked ones. */
-    async series(runId: string, metrics?: string[]): Promise<Record<string, Array<{ step: number; value: number }>>> {
+    async series(
+      runId: string,
+      metrics?: string[],
+    ): Promise<Record<string, Array<{ step: number; value: number }>>> {
       const state = await loadState(runId);
       const names = metrics ?? Object.keys(state.rolling.metrics);
       const output: Record<string, Array<{ step: number; value: number }>> = {};
-      for (const name of names) if (state.rolling.metrics[name] !== undefined) output[name] = chartSeries(state.rolling, name);
+      for (const name of names)
+        if (state.rolling.metrics[name] !== undefined) output[name] = chartSeries(state.rolling, name);
       return output;
     },
 
@@ -350,6 +401,7 @@ export function createMonitor(options: MonitorOptions) {
 
     /** Delete everything the monitor keeps for a run (after it ended and its last tick ran). */
     async forget(runId: string): Promise<void> {
+      cache.delete(runId);
       await redis.del(stateKey(runId), outboxKey(runId), lockKey(runId));
     },
   };

@@ -67,7 +67,6 @@ function compact(value: number): number {
   return Number.isFinite(value) ? Number(value.toPrecision(7)) : value;
 }
 
-
 /** Halve the history, keeping from each pair the non-finite point, else the larger value (loss spikes point
  *  up, so they survive compaction). */
 function compactHistory(series: SeriesState): void {
@@ -176,19 +175,53 @@ const NON_FINITE_CODES: Record<string, number> = {
   '-Inf': Number.NEGATIVE_INFINITY,
 };
 
-/** JSON with non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON would turn them into null). */
-export function serialiseState(value: unknown): string {
-  return JSON.stringify(value, (_key, inner: unknown) => {
-    if (typeof inner === 'number' && !Number.isFinite(inner)) {
-      return Number.isNaN(inner) ? 'NaN' : inner > 0 ? 'Inf' : '-Inf';
-    }
-    return inner;
-  });
+function encodeNumber(value: number): number | string {
+  if (Number.isFinite(value)) return value;
+  return Number.isNaN(value) ? 'NaN' : value > 0 ? 'Inf' : '-Inf';
 }
 
-/** Inverse of `serialiseState`. Only our own Redis values go through here; the caller validates the shape. */
-export function deserialiseState(text: string): unknown {
-  return JSON.parse(text, (_key, inner: unknown) =>
-    typeof inner === 'string' && inner in NON_FINITE_CODES ? NON_FINITE_CODES[inner] : inner,
-  );
+function decodeNumber(value: unknown): number {
+  if (typeof value === 'number') return value;
+  return typeof value === 'string' ? (NON_FINITE_CODES[value] ?? Number.NaN) : Number.NaN;
+}
+
+function hasNonFinite(values: readonly number[]): boolean {
+  for (const value of values) if (!Number.isFinite(value)) return true;
+  return false;
+}
+
+/**
+ * A copy of the rolling state whose non-finite numbers are the strings "NaN", "Inf", "-Inf" (plain JSON
+ * would turn them into null). Only arrays that hold one are rewritten, so the usual case costs a scan.
+ * Plain loops instead of a JSON replacer/reviver: this runs on every tick of every run.
+ */
+export function encodeRollingState(state: RollingState): unknown {
+  const metrics: Record<string, unknown> = {};
+  for (const [name, series] of Object.entries(state.metrics)) {
+    let encoded: Record<string, unknown> = series as unknown as Record<string, unknown>;
+    if (series.nonFinite > 0) {
+      const historyValues = series.history.map((pair) => pair[1]);
+      encoded = { ...series };
+      if (hasNonFinite(series.values)) encoded.values = series.values.map(encodeNumber);
+      if (hasNonFinite(historyValues))
+        encoded.history = series.history.map(([step, value]) => [step, encodeNumber(value)]);
+    }
+    metrics[name] = encoded;
+  }
+  const lastMetrics: Record<string, number | string> = {};
+  for (const [name, value] of Object.entries(state.lastMetrics)) lastMetrics[name] = encodeNumber(value);
+  return { ...state, metrics, lastMetrics };
+}
+
+/** Inverse of `encodeRollingState`, in place on freshly parsed JSON. */
+export function decodeRollingState(value: RollingState): RollingState {
+  for (const series of Object.values(value.metrics)) {
+    if (!(series.nonFinite > 0)) continue;
+    for (let index = 0; index < series.values.length; index++) {
+      if (typeof series.values[index] !== 'number') series.values[index] = decodeNumber(series.values[index]);
+    }
+    for (const pair of series.history) if (typeof pair[1] !== 'number') pair[1] = decodeNumber(pair[1]);
+  }
+  for (const [name, raw] of Object.entries(value.lastMetrics)) value.lastMetrics[name] = decodeNumber(raw);
+  return value;
 }

@@ -82,14 +82,18 @@ export function buildTriageSnapshot(input: {
     metrics: [],
     logTail: redactSecrets(input.logTail.slice(-LOG_TAIL_CHARS)),
   };
-  if (meta.startedAt !== undefined) snapshot.duration = formatDuration(input.now - Date.parse(meta.startedAt));
+  if (meta.startedAt !== undefined)
+    snapshot.duration = formatDuration(input.now - Date.parse(meta.startedAt));
   if (rolling.lastStep !== undefined) snapshot.lastStep = rolling.lastStep;
   if (input.incident !== undefined) {
     snapshot.incident = { kind: input.incident.kind, summary: input.incident.summary };
     if (input.incident.crashClass !== undefined) snapshot.incident.crashClass = input.incident.crashClass;
     if (input.incident.traceback !== undefined) snapshot.traceback = input.incident.traceback;
   }
-  if (snapshot.traceback === undefined && (input.processState.kind === 'exited' || input.processState.kind === 'signaled')) {
+  if (
+    snapshot.traceback === undefined &&
+    (input.processState.kind === 'exited' || input.processState.kind === 'signaled')
+  ) {
     snapshot.traceback = extractTraceback(input.logTail);
   }
   const names = Object.keys(rolling.metrics)
@@ -102,7 +106,8 @@ export function buildTriageSnapshot(input: {
     const quarter = Math.max(1, Math.floor(finite.length / 4));
     const early = median(finite.slice(0, quarter));
     const late = median(finite.slice(-quarter));
-    const change = Number.isFinite(early) && early !== 0 ? ((late - early) / Math.abs(early)) * 100 : Number.NaN;
+    const change =
+      Number.isFinite(early) && early !== 0 ? ((late - early) / Math.abs(early)) * 100 : Number.NaN;
     const recent = series.values
       .slice(-RECENT_POINTS)
       .map((value, index, list) => {
@@ -122,7 +127,8 @@ export function buildTriageSnapshot(input: {
       recent,
     });
   }
-  if (input.script !== undefined) snapshot.script = truncateMiddle(redactSecrets(input.script), MAX_SCRIPT_CHARS);
+  if (input.script !== undefined)
+    snapshot.script = truncateMiddle(redactSecrets(input.script), MAX_SCRIPT_CHARS);
   return snapshot;
 }
 

@@ -37,7 +37,10 @@ export function parseTriageAnswer(text: string): ParseOutcome {
   const fence = /^```json[ \t]*\n([\s\S]*?)\n?```$/.exec(body);
   if (fence !== null) body = (fence[1] ?? '').trim();
   if (!body.startsWith('{') || !body.endsWith('}')) {
-    return { ok: false, reason: 'the answer must be one JSON object (optionally inside a single ```json fence)' };
+    return {
+      ok: false,
+      reason: 'the answer must be one JSON object (optionally inside a single ```json fence)',
+    };
   }
   let value: unknown;
   try {
@@ -59,7 +62,9 @@ export async function loadTriagePrompt(path: string | URL = DEFAULT_PROMPT_PATH)
 
 export function buildTriagePrompt(template: string, snapshot: TriageSnapshot): string {
   const rendered = renderTriageSnapshot(snapshot);
-  return template.includes('{{snapshot}}') ? template.replace('{{snapshot}}', () => rendered) : `${template}\n\n${rendered}`;
+  return template.includes('{{snapshot}}')
+    ? template.replace('{{snapshot}}', () => rendered)
+    : `${template}\n\n${rendered}`;
 }
 
 const CORRECTION = (reason: string) =>
@@ -102,7 +107,13 @@ export async function triage(options: {
           attempts: attempt,
         };
       }
-      return { decision: 'FIX', diagnosis: answer.diagnosis, script: answer.script ?? '', parsed: true, attempts: attempt };
+      return {
+        decision: 'FIX',
+        diagnosis: answer.diagnosis,
+        script: answer.script ?? '',
+        parsed: true,
+        attempts: attempt,
+      };
     }
     return { decision: answer.decision, diagnosis: answer.diagnosis, parsed: true, attempts: attempt };
   }
@@ -129,7 +140,11 @@ export async function checkPythonSyntax(source: string, python = 'python3'): Pro
         { timeout: 30_000, env: { PYTHONDONTWRITEBYTECODE: '1', PATH: process.env.PATH ?? '/usr/bin:/bin' } },
         (error, _stdout, stderr) => {
           if (error === null) resolve({ ok: true });
-          else resolve({ ok: false, error: (stderr || error.message).replaceAll(file, 'train.py').trim().slice(-2000) });
+          else
+            resolve({
+              ok: false,
+              error: (stderr || error.message).replaceAll(file, 'train.py').trim().slice(-2000),
+            });
         },
       );
     });

@@ -29,7 +29,8 @@ export function adapterForThread(lookup: AdapterLookup, threadId: string): ChatA
 export function createDirectNotifier(lookup: AdapterLookup): Notifier {
   return {
     post: (threadId, text) => adapterForThread(lookup, threadId).postMessage(threadId, text),
-    edit: (threadId, messageId, text) => adapterForThread(lookup, threadId).editMessage(threadId, messageId, text),
+    edit: (threadId, messageId, text) =>
+      adapterForThread(lookup, threadId).editMessage(threadId, messageId, text),
     postCard: (threadId, card) => adapterForThread(lookup, threadId).postCard(threadId, card),
     updateCard: (threadId, messageId, card) =>
       adapterForThread(lookup, threadId).updateCard(threadId, messageId, card),

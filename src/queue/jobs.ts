@@ -48,7 +48,13 @@ export const notifyJob = z.discriminatedUnion('op', [
   z.object({ v: z.literal(1), op: z.literal('post'), threadId, text: z.string() }),
   z.object({ v: z.literal(1), op: z.literal('edit'), threadId, messageId: z.string(), text: z.string() }),
   z.object({ v: z.literal(1), op: z.literal('card'), threadId, card: cardSchema }),
-  z.object({ v: z.literal(1), op: z.literal('update-card'), threadId, messageId: z.string(), card: cardSchema }),
+  z.object({
+    v: z.literal(1),
+    op: z.literal('update-card'),
+    threadId,
+    messageId: z.string(),
+    card: cardSchema,
+  }),
   z.object({
     v: z.literal(1),
     op: z.literal('upload'),

@@ -5,7 +5,14 @@ import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
 import { PlatformError, RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type AdapterLookup, adapterForThread, type Notifier } from '../notify/notifier.js';
-import { type CardPayload, NOTIFY_ATTEMPTS, NOTIFY_BACKOFF_MS, type NotifyJob, notifyJob, QUEUE_NAMES } from './jobs.js';
+import {
+  type CardPayload,
+  NOTIFY_ATTEMPTS,
+  NOTIFY_BACKOFF_MS,
+  type NotifyJob,
+  notifyJob,
+  QUEUE_NAMES,
+} from './jobs.js';
 
 /**
  * Outbound platform calls go through the notify queue: 4 attempts with 1 s, 2 s, 4 s between them, a
@@ -18,7 +25,13 @@ export function cardToPayload(card: Card): CardPayload {
     ...rest,
     ...(image === undefined
       ? {}
-      : { image: { pngBase64: Buffer.from(image.png).toString('base64'), filename: image.filename, alt: image.alt } }),
+      : {
+          image: {
+            pngBase64: Buffer.from(image.png).toString('base64'),
+            filename: image.filename,
+            alt: image.alt,
+          },
+        }),
   };
 }
 
@@ -164,7 +177,10 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
       } catch (error) {
         if (error instanceof RateLimitedError) {
           // Waiting out Retry-After is not a failed attempt: move the job back without spending one.
-          logger.warn({ threadId: data.threadId, retryAfterMs: error.retryAfterMs }, 'platform rate limit; waiting');
+          logger.warn(
+            { threadId: data.threadId, retryAfterMs: error.retryAfterMs },
+            'platform rate limit; waiting',
+          );
           await job.moveToDelayed(Date.now() + error.retryAfterMs, token);
           throw new DelayedError();
         }
@@ -194,7 +210,10 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   );
   worker.on('failed', (job, error) => {
     if (job && job.attemptsMade >= NOTIFY_ATTEMPTS) {
-      logger.error({ jobId: job.id, threadId: job.data?.threadId, err: error.message }, 'post dropped after retries');
+      logger.error(
+        { jobId: job.id, threadId: job.data?.threadId, err: error.message },
+        'post dropped after retries',
+      );
     }
   });
   return worker;

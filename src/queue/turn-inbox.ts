@@ -73,7 +73,11 @@ export interface TurnInbox {
   /** The batch to work on: the one a crashed attempt claimed, or up to `max` fresh items. */
   claimBatch(threadId: string, max: number): Promise<Batch | undefined>;
   /** Removes the batch from the inbox, in the same MULTI as `extra` writes (the session append). */
-  commitBatch(threadId: string, batch: Batch, extra?: (multi: ReturnType<Redis['multi']>) => void): Promise<void>;
+  commitBatch(
+    threadId: string,
+    batch: Batch,
+    extra?: (multi: ReturnType<Redis['multi']>) => void,
+  ): Promise<void>;
   length(threadId: string): Promise<number>;
 }
 

@@ -57,11 +57,14 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
         throw new DelayedError();
       }
-      const renew = setInterval(() => {
-        inbox.extendLock(threadId, lock, lockMs).catch((error: unknown) => {
-          logger.warn({ threadId, err: String(error) }, 'could not extend a thread lock');
-        });
-      }, Math.max(200, Math.floor(lockMs / 3)));
+      const renew = setInterval(
+        () => {
+          inbox.extendLock(threadId, lock, lockMs).catch((error: unknown) => {
+            logger.warn({ threadId, err: String(error) }, 'could not extend a thread lock');
+          });
+        },
+        Math.max(200, Math.floor(lockMs / 3)),
+      );
       try {
         for (;;) {
           const batch = await inbox.claimBatch(threadId, MAX_BATCH);
@@ -83,7 +86,10 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
     },
   );
   worker.on('failed', (job, error) => {
-    logger.error({ jobId: job?.id, threadId: job?.data?.threadId, err: error.message }, 'agent turn job failed');
+    logger.error(
+      { jobId: job?.id, threadId: job?.data?.threadId, err: error.message },
+      'agent turn job failed',
+    );
   });
   return worker;
 }

@@ -20,7 +20,10 @@ export interface AuditEntry {
 /** Throws `illegal_transition` unless the status machine allows `from → to`. */
 export function assertTransition(from: RunStatus, to: RunStatus, runName: string): void {
   if (!ALLOWED_TRANSITIONS[from].includes(to)) {
-    throw new RunError('illegal_transition', `run ${runName} is ${from.replace('_', ' ')}; it cannot become ${to}`);
+    throw new RunError(
+      'illegal_transition',
+      `run ${runName} is ${from.replace('_', ' ')}; it cannot become ${to}`,
+    );
   }
 }
 

@@ -44,7 +44,7 @@ const SPECIAL_NUMBERS: Record<string, number> = {
   Infinity: Number.POSITIVE_INFINITY,
   '-Infinity': Number.NEGATIVE_INFINITY,
 };
-const SPECIAL_MARKER = '\u0000special:';
+const SPECIAL_MARKER = '@@shepherd-special@@';
 
 /**
  * Parse a metrics line as Python's `json` writes it (bare `NaN`, `Infinity`, `-Infinity` allowed).

@@ -8,12 +8,7 @@ import { z } from 'zod';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
-import {
-  groupExistsBySignal,
-  hasProcFs,
-  liveProcessGroups,
-  readProcessStat,
-} from './process-table.js';
+import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -86,7 +81,11 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     if (pgid === undefined) return false;
     if (!procAvailable || groups === undefined) return groupExistsBySignal(pgid);
     const leader = readProcessStat(pgid);
-    if (leader !== undefined && meta.processStartTime !== undefined && leader.startTime !== meta.processStartTime) {
+    if (
+      leader !== undefined &&
+      meta.processStartTime !== undefined &&
+      leader.startTime !== meta.processStartTime
+    ) {
       // The pid now belongs to another process: our group is gone.
       return false;
     }
@@ -201,12 +200,17 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       signalGroup(meta, 'SIGKILL');
       killed = true;
       if (!(await waitForGroupGone(meta, 10_000))) {
-        throw new RunError('terminate_failed', `process group ${meta.pgid} of run ${meta.name} survived SIGKILL`);
+        throw new RunError(
+          'terminate_failed',
+          `process group ${meta.pgid} of run ${meta.name} survived SIGKILL`,
+        );
       }
     }
     const status = await readExitStatus(meta.id);
     if (status !== undefined && status.launch === meta.launchCount) return exitStatusToState(status);
-    return killed ? { kind: 'signaled', signal: 'SIGKILL', exitCode: 137 } : { kind: 'signaled', signal: 'SIGTERM' };
+    return killed
+      ? { kind: 'signaled', signal: 'SIGKILL', exitCode: 137 }
+      : { kind: 'signaled', signal: 'SIGTERM' };
   }
 
   async function clusterInfo(): Promise<ClusterInfo> {

@@ -17,7 +17,10 @@ export function parseProcStat(text: string): ProcessStat | undefined {
   const close = text.lastIndexOf(')');
   if (close < 0) return undefined;
   // Fields after the name: state(3) ppid(4) pgrp(5) … starttime(22).
-  const fields = text.slice(close + 2).trim().split(/\s+/);
+  const fields = text
+    .slice(close + 2)
+    .trim()
+    .split(/\s+/);
   const state = fields[0];
   const pgid = fields[2];
   const startTime = fields[19];

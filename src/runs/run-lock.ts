@@ -41,9 +41,12 @@ export function createRunLock(options: { redis: Redis; prefix: string; ttlMs?: n
     if (!(await acquire(key, token, lockOptions.waitMs ?? 120_000))) {
       throw new RunError('run_busy', `run ${name} is busy with another change; try again in a moment`);
     }
-    const renew = setInterval(() => {
-      options.redis.eval(RENEW_SCRIPT, 1, key, token, String(ttlMs)).catch(() => undefined);
-    }, Math.max(ttlMs / 3, 100));
+    const renew = setInterval(
+      () => {
+        options.redis.eval(RENEW_SCRIPT, 1, key, token, String(ttlMs)).catch(() => undefined);
+      },
+      Math.max(ttlMs / 3, 100),
+    );
     try {
       return await work();
     } finally {

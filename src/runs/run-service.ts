@@ -9,7 +9,13 @@ import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
 import type { ClusterInfo, Executor, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
-import { describeGpus, plural, type RunEvent, type RunEventHandler, type RunEventType } from './run-events.js';
+import {
+  describeGpus,
+  plural,
+  type RunEvent,
+  type RunEventHandler,
+  type RunEventType,
+} from './run-events.js';
 import { createRunLock } from './run-lock.js';
 import { RUN_FILES, type RunStore, type ScriptUpdate } from './run-store.js';
 import type { RunMeta, RunStatus } from './run-types.js';
@@ -203,7 +209,9 @@ export function createRunService(options: RunServiceOptions): RunService {
 
   async function readResume(runId: string): Promise<ResumeInfo | undefined> {
     try {
-      const raw: unknown = JSON.parse(await readFile(path.join(store.runDir(runId), RUN_FILES.resume), 'utf8'));
+      const raw: unknown = JSON.parse(
+        await readFile(path.join(store.runDir(runId), RUN_FILES.resume), 'utf8'),
+      );
       if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
       const record = raw as Record<string, unknown>;
       return {
@@ -270,7 +278,11 @@ export function createRunService(options: RunServiceOptions): RunService {
   async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
     await allocator.release(meta.id);
     const ending = endingOf(state);
-    const patch: Partial<RunMeta> = { gpuIndices: [], endedAt: now().toISOString(), ...(await lastStepOf(meta)) };
+    const patch: Partial<RunMeta> = {
+      gpuIndices: [],
+      endedAt: now().toISOString(),
+      ...(await lastStepOf(meta)),
+    };
     const clear: Array<keyof RunMeta> = ['exitCode', 'exitSignal'];
     if (ending.exitCode !== undefined) patch.exitCode = ending.exitCode;
     if (ending.exitSignal !== undefined) patch.exitSignal = ending.exitSignal;
@@ -312,7 +324,8 @@ export function createRunService(options: RunServiceOptions): RunService {
     }
     const total = allocator.inventory.length;
     if (!executor.allocatesGpus && request.gpus > total) {
-      const has = total === 0 ? 'this host has no GPUs (use gpus: 0 to run on CPU)' : `this host has ${total}`;
+      const has =
+        total === 0 ? 'this host has no GPUs (use gpus: 0 to run on CPU)' : `this host has ${total}`;
       throw new RunError('gpus_unavailable', `asked for ${plural(request.gpus, 'GPU')} but ${has}`);
     }
     // Name uniqueness is a read-then-write over all runs: serialise creations across processes.
@@ -350,7 +363,10 @@ export function createRunService(options: RunServiceOptions): RunService {
   async function approve(run: string, by: Actor): Promise<RunMeta> {
     return withRun(run, async (meta) => {
       if (meta.status !== 'pending_approval') {
-        throw new RunError('illegal_transition', `run ${meta.name} is not waiting for approval (it is ${meta.status})`);
+        throw new RunError(
+          'illegal_transition',
+          `run ${meta.name} is not waiting for approval (it is ${meta.status})`,
+        );
       }
       const queued = await setStatus(meta, 'queued', { by, reason: 'approved' });
       return launchQueued(queued, by);
@@ -466,7 +482,10 @@ export function createRunService(options: RunServiceOptions): RunService {
           patch: { gpuIndices: [], ...(await lastStepOf(meta)) },
         });
       } else if (meta.status !== 'queued') {
-        current = await setStatus(meta, 'queued', { by, reason: `restart with script v${meta.scriptVersion}` });
+        current = await setStatus(meta, 'queued', {
+          by,
+          reason: `restart with script v${meta.scriptVersion}`,
+        });
       }
       return launchQueued(current, by);
     });
@@ -484,7 +503,8 @@ export function createRunService(options: RunServiceOptions): RunService {
       if (state === undefined) continue;
       if (state.kind === 'alive' || state.kind === 'pending') {
         alive.push(meta);
-        const reason = state.kind === 'pending' ? (state.reason ?? 'waiting in the executor queue') : undefined;
+        const reason =
+          state.kind === 'pending' ? (state.reason ?? 'waiting in the executor queue') : undefined;
         if (meta.statusReason === reason) continue;
         await tryWithRun(meta.id, async (fresh) => {
           if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return;

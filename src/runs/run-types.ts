@@ -12,7 +12,12 @@ export const RUN_STATUSES = [
 
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
-export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set(['stopped', 'completed', 'failed', 'rejected']);
+export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
+  'stopped',
+  'completed',
+  'failed',
+  'rejected',
+]);
 /** Statuses whose run is watched by the monitor. */
 export const ACTIVE_STATUSES: ReadonlySet<RunStatus> = new Set(['queued', 'running']);
 

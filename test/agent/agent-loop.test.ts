@@ -194,6 +194,27 @@ describe.each<ProviderKind>(['openai', 'anthropic'])('agent loop with the %s pro
     expect(Date.now() - started).toBeGreaterThanOrEqual(600);
   });
 
+  it('throws (rather than answering) when the caller aborts the turn', async () => {
+    server = await startServer(kind);
+    server.setHandler(() => ({ hang: true }));
+    const { provider } = makeProvider(kind, server.url);
+    const { tools } = testTools();
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('shutdown')), 100);
+    await expect(
+      runAgentTurn({
+        provider,
+        registry: createToolRegistry(tools),
+        systemPrompt: SYSTEM,
+        history: [userMessage('alice', 'hi')],
+        context: { ...context, signal: controller.signal },
+        maxToolRounds: 3,
+        logger,
+      }),
+    ).rejects.toMatchObject({ name: 'LlmAbortedError' });
+    expect(server.requests).toHaveLength(1);
+  });
+
   it('stops after maxToolRounds with a clear reply', async () => {
     server = await startServer(kind);
     let step = 0;

@@ -70,7 +70,9 @@ describe('Discord adapter against the wire-level emulator', () => {
       content,
       mentionBot: true,
     });
-    const inbound = await emulator.waitFor(() => recorded.messages.slice(before).find((m) => m.messageId === mention.id));
+    const inbound = await emulator.waitFor(() =>
+      recorded.messages.slice(before).find((m) => m.messageId === mention.id),
+    );
     const threadChannelId = inbound.threadId.split(':')[2] ?? '';
     return { mention, inbound, threadChannelId };
   }
@@ -78,7 +80,7 @@ describe('Discord adapter against the wire-level emulator', () => {
   test('identifies with the four intents and registers /shepherd in the guild', () => {
     const identify = emulator.gateway.frames.find((frame) => frame.op === 2);
     // Guilds (1) + GuildMessages (512) + DirectMessages (4096) + MessageContent (32768)
-    expect((identify?.d as { intents: number }).intents).toBe(1 + 512 + 4096 + 32768);
+    expect((identify?.d as { intents?: number } | undefined)?.intents).toBe(1 + 512 + 4096 + 32768);
     const registered = emulator.commands.get(emulator.guildId) as Json[];
     expect(registered.map((command) => command.name)).toEqual(['shepherd']);
     expect(registered[0]?.options).toMatchObject([{ name: 'text', type: 3, required: true }]);
@@ -90,10 +92,12 @@ describe('Discord adapter against the wire-level emulator', () => {
       'fine-tune Qwen2.5-0.5B on gsm8k with SFT, 2 GPUs, 3 hours, and please keep the name of this thread short enough',
     );
     const threadCall = emulator.calls.find(
-      (call) => call.method === 'POST' && call.path === `/channels/${emulator.channelId}/messages/${mention.id}/threads`,
+      (call) =>
+        call.method === 'POST' &&
+        call.path === `/channels/${emulator.channelId}/messages/${mention.id}/threads`,
     );
     expect(threadCall).toBeDefined();
-    const threadName = (threadCall?.body as { name: string }).name;
+    const threadName = String((threadCall?.body as { name?: string } | undefined)?.name);
     expect(threadName.startsWith('fine-tune Qwen2.5-0.5B on gsm8k')).toBe(true);
     expect(threadName.length).toBeLessThanOrEqual(100);
     expect(threadName).not.toContain('<@');
@@ -109,10 +113,17 @@ describe('Discord adapter against the wire-level emulator', () => {
     expect(emulator.channel(threadChannelId)?.type).toBe(11);
 
     const posted = await adapter.postMessage(inbound.threadId, 'On it — writing train.py…');
-    expect(emulator.message(posted.messageId)).toMatchObject({ channel_id: threadChannelId, content: 'On it — writing train.py…' });
+    expect(emulator.message(posted.messageId)).toMatchObject({
+      channel_id: threadChannelId,
+      content: 'On it — writing train.py…',
+    });
 
     const countBefore = recorded.messages.length;
-    const followUp = emulator.userSends({ channelId: threadChannelId, author: emulator.users.bob, content: 'how is it going?' });
+    const followUp = emulator.userSends({
+      channelId: threadChannelId,
+      author: emulator.users.bob,
+      content: 'how is it going?',
+    });
     emulator.userSends({ channelId: threadChannelId, author: emulator.users.otherBot, content: 'CI passed' });
     const seen = await emulator.waitFor(() => recorded.messages.find((m) => m.messageId === followUp.id));
     expect(seen).toMatchObject({
@@ -123,16 +134,31 @@ describe('Discord adapter against the wire-level emulator', () => {
       user: { id: emulator.users.bob.id, name: 'bob (ops)' },
     });
 
-    const again = emulator.userSends({ channelId: threadChannelId, author: emulator.users.bob, content: 'pause it', mentionBot: true });
+    const again = emulator.userSends({
+      channelId: threadChannelId,
+      author: emulator.users.bob,
+      content: 'pause it',
+      mentionBot: true,
+    });
     const addressed = await emulator.waitFor(() => recorded.messages.find((m) => m.messageId === again.id));
-    expect(addressed).toMatchObject({ threadId: inbound.threadId, addressed: true, startsThread: false, text: '@shepherd pause it' });
+    expect(addressed).toMatchObject({
+      threadId: inbound.threadId,
+      addressed: true,
+      startsThread: false,
+      text: '@shepherd pause it',
+    });
 
     await sleep(100);
     // Exactly the two people's messages: the bot's own post and the other bot's message were ignored.
     expect(recorded.messages.slice(countBefore).map((m) => m.messageId)).toEqual([followUp.id, again.id]);
+    // Messages inside the thread continue it; only the channel mention opened a thread.
     const threadCalls = emulator.calls.filter((call) => call.path.endsWith('/threads'));
-    expect(threadCalls).toHaveLength(1 + emulator.calls.filter((c) => c.path.endsWith('/threads')).length - 1);
-    expect(threadCalls.filter((call) => call.path.includes(again.id))).toHaveLength(0);
+    expect(
+      threadCalls.filter(
+        (call) => call.path.includes(String(again.id)) || call.path.includes(String(followUp.id)),
+      ),
+    ).toHaveLength(0);
+    expect(threadCalls.filter((call) => call.path.includes(String(mention.id)))).toHaveLength(1);
   });
 
   test('a plain channel message without a mention is not handled', async () => {
@@ -145,8 +171,13 @@ describe('Discord adapter against the wire-level emulator', () => {
   test('a DM is its own addressed session', async () => {
     const dmChannelId = emulator.openDm(emulator.users.alice);
     const dm = emulator.userSends({ channelId: dmChannelId, author: emulator.users.alice, content: 'runs' });
-    const inbound = await emulator.waitFor(() => recorded.messages.find((m) => m.messageId === dm.id)).catch((e) => { console.log(captured.lines.slice(-6), emulator.calls.slice(-4).map((c) => [c.method, c.path, c.status, JSON.stringify(c.body)])); throw e; });
-    expect(inbound).toMatchObject({ threadId: `discord:dm:${dmChannelId}`, addressed: true, startsThread: false, text: 'runs' });
+    const inbound = await emulator.waitFor(() => recorded.messages.find((m) => m.messageId === dm.id));
+    expect(inbound).toMatchObject({
+      threadId: `discord:dm:${dmChannelId}`,
+      addressed: true,
+      startsThread: false,
+      text: 'runs',
+    });
     await adapter.postMessage(inbound.threadId, 'No runs yet.');
     expect(emulator.messagesIn(dmChannelId).map((m) => m.content)).toContain('No runs yet.');
   });
@@ -168,7 +199,13 @@ describe('Discord adapter against the wire-level emulator', () => {
     const posted = await adapter.postCard(inbound.threadId, card);
     const stored = emulator.message(posted.messageId) as Json;
     expect(stored.channel_id).toBe(threadChannelId);
-    expect(stored.embeds).toMatchObject([{ title: card.title, description: card.text, fields: [{ name: 'GPUs', value: '2' }, { name: 'train.py' }] }]);
+    expect(stored.embeds).toMatchObject([
+      {
+        title: card.title,
+        description: card.text,
+        fields: [{ name: 'GPUs', value: '2' }, { name: 'train.py' }],
+      },
+    ]);
     expect(stored.components).toEqual([
       {
         type: 1,
@@ -186,11 +223,18 @@ describe('Discord adapter against the wire-level emulator', () => {
       handlerDoneAt = Date.now();
       return { status: 'accepted' };
     };
-    const click = emulator.clickButton({ messageId: posted.messageId, customId: 'approve:ap_123', user: emulator.users.bob });
+    const click = emulator.clickButton({
+      messageId: posted.messageId,
+      customId: 'approve:ap_123',
+      user: emulator.users.bob,
+    });
     const ack = await emulator.waitFor(() => click.callbacks[0]);
     expect(ack.type).toBe(6);
     expect(ack.at - click.createdAt).toBeLessThan(3_000);
-    const action = await emulator.waitFor(() => recorded.actions.find((a) => a.actionId === 'approve:ap_123'), 5_000);
+    const action = await emulator.waitFor(
+      () => recorded.actions.find((a) => a.actionId === 'approve:ap_123'),
+      5_000,
+    );
     expect(action).toEqual({
       threadId: inbound.threadId,
       messageId: posted.messageId,
@@ -201,17 +245,32 @@ describe('Discord adapter against the wire-level emulator', () => {
     expect(ack.at).toBeLessThan(handlerDoneAt);
 
     // Alice may not approve her own run: an ephemeral follow-up, flags 64.
-    recorded.state.decide = async () => ({ status: 'forbidden', message: 'You cannot approve your own run.' });
-    const refused = emulator.clickButton({ messageId: posted.messageId, customId: 'approve:ap_123', user: emulator.users.alice });
+    recorded.state.decide = async () => ({
+      status: 'forbidden',
+      message: 'You cannot approve your own run.',
+    });
+    const refused = emulator.clickButton({
+      messageId: posted.messageId,
+      customId: 'approve:ap_123',
+      user: emulator.users.alice,
+    });
     const followUp = await emulator.waitFor(() =>
-      emulator.calls.find((call) => call.method === 'POST' && call.path === `/webhooks/${emulator.applicationId}/${refused.token}`),
+      emulator.calls.find(
+        (call) =>
+          call.method === 'POST' && call.path === `/webhooks/${emulator.applicationId}/${refused.token}`,
+      ),
     );
     expect(followUp.body).toMatchObject({ content: 'You cannot approve your own run.', flags: 64 });
     expect(refused.callbacks.map((callback) => callback.type)).toEqual([6]);
 
-    await adapter.updateCard(inbound.threadId, posted.messageId, { ...card, resolved: 'Approved by bob at 14:02' });
-    const edit = emulator.calls.findLast((call) => call.method === 'PATCH' && call.path.endsWith(`/messages/${posted.messageId}`));
-    expect((edit?.body as Json).components).toEqual([]);
+    await adapter.updateCard(inbound.threadId, posted.messageId, {
+      ...card,
+      resolved: 'Approved by bob at 14:02',
+    });
+    const edit = emulator.calls.findLast(
+      (call) => call.method === 'PATCH' && call.path.endsWith(`/messages/${posted.messageId}`),
+    );
+    expect((edit?.body as Json | undefined)?.components).toEqual([]);
     const after = emulator.message(posted.messageId) as Json;
     expect(after.components).toEqual([]);
     expect(JSON.stringify(after.embeds)).toContain('Approved by bob at 14:02');
@@ -225,12 +284,19 @@ describe('Discord adapter against the wire-level emulator', () => {
       title: 'qwen-gsm8k-sft · loss',
       image: { png, filename: 'loss chart.png', alt: 'loss over steps' },
     });
-    const call = emulator.calls.findLast((c) => c.method === 'POST' && c.path === `/channels/${threadChannelId}/messages`);
+    const call = emulator.calls.findLast(
+      (c) => c.method === 'POST' && c.path === `/channels/${threadChannelId}/messages`,
+    );
     expect(call?.files).toHaveLength(1);
     expect(call?.files[0]?.name).toBe('loss_chart.png');
     expect(Buffer.compare(call?.files[0]?.data ?? Buffer.alloc(0), Buffer.from(png))).toBe(0);
-    expect((call?.body as { embeds: Json[] }).embeds[0]?.image).toEqual({ url: 'attachment://loss_chart.png' });
-    const stored = emulator.message(posted.messageId) as { attachments: Json[]; embeds: { image: { url: string } }[] };
+    expect((call?.body as { embeds?: Json[] } | undefined)?.embeds?.[0]?.image).toEqual({
+      url: 'attachment://loss_chart.png',
+    });
+    const stored = emulator.message(posted.messageId) as {
+      attachments: Json[];
+      embeds: { image: { url: string } }[];
+    };
     expect(stored.attachments[0]?.filename).toBe('loss_chart.png');
     expect(stored.embeds[0]?.image.url).toBe(stored.attachments[0]?.url);
 
@@ -243,13 +309,17 @@ describe('Discord adapter against the wire-level emulator', () => {
     });
     expect(emulator.message(uploaded.messageId)).toMatchObject({ content: 'Here is the loss curve.' });
 
-    const paragraph = 'The loss fell steadily from 2.31 to 0.87 over the first thousand steps, and the gradient norm stayed flat.';
+    const paragraph =
+      'The loss fell steadily from 2.31 to 0.87 over the first thousand steps, and the gradient norm stayed flat.';
     const lines = Array.from({ length: 48 }, (_, index) => `${index + 1}. ${paragraph}`);
     const answer = lines.join('\n');
     expect(answer.length).toBeGreaterThan(5_000);
     const before = emulator.messagesIn(threadChannelId).length;
     await adapter.postMessage(inbound.threadId, answer);
-    const parts = emulator.messagesIn(threadChannelId).slice(before).map((m) => String(m.content));
+    const parts = emulator
+      .messagesIn(threadChannelId)
+      .slice(before)
+      .map((m) => String(m.content));
     expect(parts.length).toBe(3);
     for (const part of parts) expect(part.length).toBeLessThanOrEqual(2_000);
     expect(parts.join('\n')).toBe(answer);
@@ -267,7 +337,9 @@ describe('Discord adapter against the wire-level emulator', () => {
     expect(emulator.calls.filter((call) => route.test(call.path))).toHaveLength(1);
 
     await adapter.postMessage(inbound.threadId, 'Run is at step 1,840.');
-    const delivered = emulator.messagesIn(threadChannelId).filter((m) => m.content === 'Run is at step 1,840.');
+    const delivered = emulator
+      .messagesIn(threadChannelId)
+      .filter((m) => m.content === 'Run is at step 1,840.');
     expect(delivered).toHaveLength(1);
   });
 
@@ -280,11 +352,15 @@ describe('Discord adapter against the wire-level emulator', () => {
       code: 50013,
       message: 'Missing Permissions',
     });
-    const error = (await adapter.postMessage(inbound.threadId, 'hello').catch((caught: unknown) => caught)) as PlatformError;
+    const error = (await adapter
+      .postMessage(inbound.threadId, 'hello')
+      .catch((caught: unknown) => caught)) as PlatformError;
     expect(error).toBeInstanceOf(PlatformError);
     expect(error.retryable).toBe(false);
     expect(error.code).toBe('missing_permissions');
-    expect(captured.lines.some((line) => line.code === 'missing_permissions' && line.level === 50)).toBe(true);
+    expect(captured.lines.some((line) => line.code === 'missing_permissions' && line.level === 50)).toBe(
+      true,
+    );
 
     const unknown = (await adapter
       .editMessage(inbound.threadId, '123456789012345678', 'x')
@@ -294,8 +370,14 @@ describe('Discord adapter against the wire-level emulator', () => {
   });
 
   test('/shepherd is deferred, echoed, opens a thread and reaches onMessage', async () => {
-    const interaction = emulator.runSlashCommand({ channelId: emulator.channelId, text: 'runs', user: emulator.users.bob });
-    const inbound = await emulator.waitFor(() => recorded.messages.find((m) => m.deliveryId === interaction.id)).catch((e) => { console.log(captured.lines.slice(-3), emulator.calls.slice(-4).map((c) => [c.method, c.path, c.status, JSON.stringify(c.body)])); throw e; });
+    const interaction = emulator.runSlashCommand({
+      channelId: emulator.channelId,
+      text: 'runs',
+      user: emulator.users.bob,
+    });
+    const inbound = await emulator.waitFor(() =>
+      recorded.messages.find((m) => m.deliveryId === interaction.id),
+    );
     expect(interaction.callbacks[0]?.type).toBe(5);
     const original = interaction.originalMessageId ?? '';
     expect(emulator.message(original)?.content).toBe('**bob (ops)**: runs');
@@ -308,11 +390,15 @@ describe('Discord adapter against the wire-level emulator', () => {
     });
     // While the command's token is fresh, postEphemeral answers privately through it.
     await adapter.postEphemeral?.(inbound.threadId, emulator.users.bob.id, 'Only you can see this.');
-    const privateReply = emulator.calls.findLast((call) => call.path === `/webhooks/${emulator.applicationId}/${interaction.token}`);
+    const privateReply = emulator.calls.findLast(
+      (call) => call.path === `/webhooks/${emulator.applicationId}/${interaction.token}`,
+    );
     expect(privateReply?.body).toMatchObject({ content: 'Only you can see this.', flags: 64 });
     // For someone without a recent interaction it falls back to a normal message that mentions them.
     await adapter.postEphemeral?.(inbound.threadId, emulator.users.alice.id, 'FYI');
-    expect(emulator.messagesIn(original).map((m) => m.content)).toContain(`<@${emulator.users.alice.id}> FYI`);
+    expect(emulator.messagesIn(original).map((m) => m.content)).toContain(
+      `<@${emulator.users.alice.id}> FYI`,
+    );
   });
 
   test('a dropped gateway connection resumes, replays missed events, and handles each message once', async () => {
@@ -322,15 +408,33 @@ describe('Discord adapter against the wire-level emulator', () => {
 
     emulator.gateway.drop();
     const missed = [
-      emulator.userSends({ channelId: threadChannelId, author: emulator.users.bob, content: 'sent while you were away 1' }),
-      emulator.userSends({ channelId: threadChannelId, author: emulator.users.bob, content: 'sent while you were away 2' }),
+      emulator.userSends({
+        channelId: threadChannelId,
+        author: emulator.users.bob,
+        content: 'sent while you were away 1',
+      }),
+      emulator.userSends({
+        channelId: threadChannelId,
+        author: emulator.users.bob,
+        content: 'sent while you were away 2',
+      }),
     ];
-    const resume = await emulator.waitFor(() => emulator.gateway.frames.find((frame) => frame.op === 6), 10_000);
+    const resume = await emulator.waitFor(
+      () => emulator.gateway.frames.find((frame) => frame.op === 6),
+      10_000,
+    );
     expect(resume.path).toBe('/gateway-resume');
     expect(resume.d).toMatchObject({ session_id: sessionId, token: emulator.token });
-    await emulator.waitFor(() => missed.every((message) => recorded.messages.some((m) => m.messageId === message.id)), 10_000);
+    await emulator.waitFor(
+      () => missed.every((message) => recorded.messages.some((m) => m.messageId === message.id)),
+      10_000,
+    );
 
-    const later = emulator.userSends({ channelId: threadChannelId, author: emulator.users.bob, content: 'after the resume' });
+    const later = emulator.userSends({
+      channelId: threadChannelId,
+      author: emulator.users.bob,
+      content: 'after the resume',
+    });
     await emulator.waitFor(() => recorded.messages.some((m) => m.messageId === later.id));
     await sleep(150);
     const ids = recorded.messages.filter((m) => m.threadId === inbound.threadId).map((m) => m.messageId);
@@ -354,14 +458,23 @@ describe('without the Message Content intent', () => {
     });
     try {
       await adapter.start(recorded.handlers);
-      const mention = emulator.userSends({ channelId: emulator.channelId, author: emulator.users.alice, content: 'go', mentionBot: true });
+      const mention = emulator.userSends({
+        channelId: emulator.channelId,
+        author: emulator.users.alice,
+        content: 'go',
+        mentionBot: true,
+      });
       const inbound = await emulator.waitFor(() => recorded.messages.find((m) => m.messageId === mention.id));
       const thread = inbound.threadId.split(':')[2] ?? '';
       emulator.userSends({ channelId: thread, author: emulator.users.bob, content: 'hidden 1' });
       emulator.userSends({ channelId: thread, author: emulator.users.bob, content: 'hidden 2' });
-      await emulator.waitFor(() => captured.lines.some((line) => String(line.msg).includes('Message Content intent')));
+      await emulator.waitFor(() =>
+        captured.lines.some((line) => String(line.msg).includes('Message Content intent')),
+      );
       await sleep(150);
-      expect(captured.lines.filter((line) => String(line.msg).includes('Message Content intent'))).toHaveLength(1);
+      expect(
+        captured.lines.filter((line) => String(line.msg).includes('Message Content intent')),
+      ).toHaveLength(1);
       // Empty messages carry nothing to answer, so they are not passed on.
       expect(recorded.messages).toHaveLength(1);
       // With no guild list, commands are registered in every guild the bot is in.

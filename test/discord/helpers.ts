@@ -1,6 +1,11 @@
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
-import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../../src/bot/chat-adapter.js';
+import type {
+  ActionOutcome,
+  InboundAction,
+  InboundHandlers,
+  InboundMessage,
+} from '../../src/bot/chat-adapter.js';
 
 /** A pino logger whose JSON lines are kept for assertions. */
 export function createCapturingLogger() {

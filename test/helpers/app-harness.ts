@@ -35,7 +35,12 @@ export interface TestApp {
   mention(text: string, user?: string, channel?: string): Promise<string>;
   reply(threadId: string, text: string, user?: string, channel?: string): Promise<void>;
   messages(threadId: string): Promise<PlaygroundMessage[]>;
-  click(threadId: string, messageId: string, actionId: string, user: string): Promise<{ status: number; body: Record<string, unknown> }>;
+  click(
+    threadId: string,
+    messageId: string,
+    actionId: string,
+    user: string,
+  ): Promise<{ status: number; body: Record<string, unknown> }>;
   /** Polls the thread until `predicate` holds; fails with the thread's content after `timeoutMs`. */
   waitForMessages(
     threadId: string,
@@ -69,17 +74,24 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     ...options.environment,
   });
   const logger = createLogger(config.logLevel);
-  const app = createApp(config, logger, options.overrides ?? {});
+  const app = await createApp(config, logger, { runEnvironment: process.env, ...options.overrides });
   await app.start();
   const url = app.web.address().url;
 
   const json = async (path: string, init?: RequestInit) => {
     const response = await fetch(`${url}${path}`, init);
     const text = await response.text();
-    return { status: response.status, body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown> };
+    return {
+      status: response.status,
+      body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>,
+    };
   };
   const post = (body: Record<string, unknown>) =>
-    json('/api/messages', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    json('/api/messages', {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
   const messages = async (threadId: string) =>
     (await json(`/api/threads/${threadId}/messages`)).body.messages as PlaygroundMessage[];
 
@@ -91,13 +103,19 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     dataDir,
     post,
     async mention(text, user = 'alice', channel = 'ml-runs') {
-      const result = await post({ channel, user, text: text.includes('@shepherd') ? text : `@shepherd ${text}` });
-      if (result.status !== 202) throw new Error(`post failed: ${result.status} ${JSON.stringify(result.body)}`);
+      const result = await post({
+        channel,
+        user,
+        text: text.includes('@shepherd') ? text : `@shepherd ${text}`,
+      });
+      if (result.status !== 202)
+        throw new Error(`post failed: ${result.status} ${JSON.stringify(result.body)}`);
       return String(result.body.threadId);
     },
     async reply(threadId, text, user = 'alice', channel = 'ml-runs') {
       const result = await post({ channel, user, text, threadId });
-      if (result.status !== 202) throw new Error(`post failed: ${result.status} ${JSON.stringify(result.body)}`);
+      if (result.status !== 202)
+        throw new Error(`post failed: ${result.status} ${JSON.stringify(result.body)}`);
     },
     messages,
     click: (threadId, messageId, actionId, user) =>
@@ -127,4 +145,5 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   return harness;
 }
 
-export const botMessages = (messages: PlaygroundMessage[]) => messages.filter((message) => message.user === 'shepherd');
+export const botMessages = (messages: PlaygroundMessage[]) =>
+  messages.filter((message) => message.user === 'shepherd');

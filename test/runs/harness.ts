@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -100,14 +101,23 @@ export async function waitFor<T>(
   }
 }
 
-/** True while any process of the group exists (signal 0). */
+/**
+ * True while a live (non-zombie) process of the group exists. Zombies are ignored: a finished child of
+ * this test process stays a zombie until Node reaps it on a later event-loop turn.
+ */
 export function groupExists(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (Number(fields[2]) === pgid && fields[0] !== 'Z') return true;
   }
+  return false;
 }
 
 export function metricSteps(text: string): number[] {

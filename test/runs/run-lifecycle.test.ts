@@ -67,7 +67,10 @@ describe('run lifecycle on the local executor', () => {
     expect(status.lastMetrics.at(-1)?.step).toBe(20);
     expect(status.lastMetrics.at(-1)?.values.loss).toBeGreaterThan(0);
     expect(status.logTail.at(-1)).toContain('ended: exit code 0');
-    expect(harness.events.at(-1)).toMatchObject({ type: 'run-ended', message: 'healthy-run completed at step 20' });
+    expect(harness.events.at(-1)).toMatchObject({
+      type: 'run-ended',
+      message: 'healthy-run completed at step 20',
+    });
 
     const audit = (await harness.runFile(created.id, 'audit.jsonl'))
       .trim()
@@ -96,7 +99,10 @@ describe('run lifecycle on the local executor', () => {
       config: { steps: 3, sleep: 0.01 },
     });
     await service.approve(created.id, BOB);
-    await waitFor(async () => (await service.refresh(), (await service.findRun('cpu')).status === 'completed'));
+    await waitFor(async () => {
+      await service.refresh();
+      return (await service.findRun('cpu')).status === 'completed';
+    });
     expect(await harness.runFile(created.id, 'output.log')).toContain("CUDA_VISIBLE_DEVICES=''");
   });
 
@@ -111,7 +117,9 @@ describe('run lifecycle on the local executor', () => {
       config: { steps: 400, sleep: 0.02, checkpoint_every: 1000 },
     });
     const running = await service.approve(created.id, BOB);
-    await waitFor(async () => metricSteps(await harness.runFile(created.id, 'metrics.jsonl').catch(() => '')).length >= 5);
+    await waitFor(
+      async () => metricSteps(await harness.runFile(created.id, 'metrics.jsonl').catch(() => '')).length >= 5,
+    );
 
     const paused = await service.pause('pausable', ALICE);
     expect(paused.status).toBe('paused');
@@ -124,13 +132,17 @@ describe('run lifecycle on the local executor', () => {
     expect(savedStep).toBeGreaterThanOrEqual(5);
     // The on_stop checkpoint is the last completed step.
     expect(savedStep).toBe(metricSteps(await harness.runFile(created.id, 'metrics.jsonl')).at(-1));
-    expect(harness.events.find((event) => event.type === 'run-paused')?.message).toContain(`at step ${savedStep}`);
+    expect(harness.events.find((event) => event.type === 'run-paused')?.message).toContain(
+      `at step ${savedStep}`,
+    );
 
     const linesBefore = metricSteps(await harness.runFile(created.id, 'metrics.jsonl')).length;
     const resumed = await service.resume('pausable', BOB);
     expect(resumed.status).toBe('running');
     expect(resumed.launchCount).toBe(2);
-    await waitFor(async () => metricSteps(await harness.runFile(created.id, 'metrics.jsonl')).length > linesBefore + 2);
+    await waitFor(
+      async () => metricSteps(await harness.runFile(created.id, 'metrics.jsonl')).length > linesBefore + 2,
+    );
     const steps = metricSteps(await harness.runFile(created.id, 'metrics.jsonl'));
     expect(steps[linesBefore]).toBe((savedStep as number) + 1);
 
@@ -184,7 +196,9 @@ describe('run lifecycle on the local executor', () => {
       config: { ignore_sigterm: true },
     });
     const running = await service.approve(created.id, BOB);
-    await waitFor(async () => (await harness.runFile(created.id, 'metrics.jsonl').catch(() => '')).length > 0);
+    await waitFor(
+      async () => (await harness.runFile(created.id, 'metrics.jsonl').catch(() => '')).length > 0,
+    );
     const started = Date.now();
     const stopped = await service.stop(created.id, BOB);
     expect(Date.now() - started).toBeGreaterThanOrEqual(2_900);
@@ -262,7 +276,10 @@ describe('run lifecycle on the local executor', () => {
       requester: ALICE,
     });
     await service.approve(created.id, BOB);
-    await waitFor(async () => (await service.refresh(), (await service.findRun(created.id)).status === 'failed'));
+    await waitFor(async () => {
+      await service.refresh();
+      return (await service.findRun(created.id)).status === 'failed';
+    });
 
     const fixed = original.replace('if step == 3:', 'if step == -1:');
     const update = await service.updateScript(created.id, fixed, 'system', 'skip the crash');
@@ -309,11 +326,15 @@ describe('run lifecycle on the local executor', () => {
     const one = await service.createRun({ ...base, name: 'dup', gpus: 0 });
     const two = await service.createRun({ ...base, name: 'dup', gpus: 0 });
     expect([one.name, two.name]).toEqual(['dup', 'dup-2']);
-    await expect(service.status('nope')).rejects.toThrow(/^no run named nope; runs: (dup-2, dup|dup, dup-2)$/);
+    await expect(service.status('nope')).rejects.toThrow(
+      /^no run named nope; runs: (dup-2, dup|dup, dup-2)$/,
+    );
     await expect(service.pause('dup', BOB)).rejects.toMatchObject({ code: 'illegal_transition' });
     const rejected = await service.reject('dup', BOB, 'not now');
     expect(rejected.status).toBe('rejected');
-    await expect(service.approve('dup-2', BOB).then(() => service.approve('dup-2', BOB))).rejects.toMatchObject({
+    await expect(
+      service.approve('dup-2', BOB).then(() => service.approve('dup-2', BOB)),
+    ).rejects.toMatchObject({
       code: 'illegal_transition',
     });
     // A rejected run's name can be reused.

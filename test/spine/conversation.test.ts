@@ -1,6 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
-import { type ScriptedLlmServer, startScriptedAnthropic, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import {
+  type ScriptedLlmServer,
+  startScriptedAnthropic,
+  startScriptedOpenAi,
+} from '../helpers/scripted-llm/index.js';
 
 const providers = [
   { name: 'openai', start: startScriptedOpenAi },
@@ -15,7 +19,11 @@ for (const provider of providers) {
     beforeAll(async () => {
       llm = await provider.start();
       shepherd = await startTestApp({
-        environment: { SHEPHERD_LLM_PROVIDER: provider.name, SHEPHERD_LLM_BASE_URL: llm.url, SHEPHERD_LLM_MAX_RETRIES: '2' },
+        environment: {
+          SHEPHERD_LLM_PROVIDER: provider.name,
+          SHEPHERD_LLM_BASE_URL: llm.url,
+          SHEPHERD_LLM_MAX_RETRIES: '2',
+        },
       });
     });
     afterAll(async () => {
@@ -36,17 +44,24 @@ for (const provider of providers) {
       // A teammate replies in the thread without mentioning the bot: the thread is a shared session.
       llm.enqueue({ text: 'Sure Carol, nothing is running yet.' });
       await shepherd.reply(threadId, 'how is it going?', 'carol');
-      await shepherd.waitForMessages(threadId, (all) => botMessages(all).some((m) => m.text.includes('Sure Carol')));
+      await shepherd.waitForMessages(threadId, (all) =>
+        botMessages(all).some((m) => m.text.includes('Sure Carol')),
+      );
       const second = JSON.stringify(llm.requests.at(-1)?.body);
       expect(second).toContain('[alice] @shepherd hi, what can you do?');
       expect(second).toContain('[carol] how is it going?');
     });
 
     it('runs a tool and gives its result back to the model', async () => {
-      llm.enqueue({ toolCalls: [{ name: 'help', arguments: {} }] }, { text: 'I looked it up: I launch runs.' });
+      llm.enqueue(
+        { toolCalls: [{ name: 'help', arguments: {} }] },
+        { text: 'I looked it up: I launch runs.' },
+      );
       const before = llm.requests.length;
       const threadId = await shepherd.mention('use your help tool');
-      await shepherd.waitForMessages(threadId, (all) => botMessages(all).some((m) => m.text.includes('I looked it up')));
+      await shepherd.waitForMessages(threadId, (all) =>
+        botMessages(all).some((m) => m.text.includes('I looked it up')),
+      );
       const followUp = JSON.stringify(llm.requests[before + 1]?.body);
       expect(followUp).toMatch(/approv/i); // the help tool's text reached the model as a tool result
     });
@@ -58,7 +73,9 @@ for (const provider of providers) {
       );
       const before = llm.requests.length;
       const threadId = await shepherd.mention('break your tool call');
-      await shepherd.waitForMessages(threadId, (all) => botMessages(all).some((m) => m.text.includes('malformed')));
+      await shepherd.waitForMessages(threadId, (all) =>
+        botMessages(all).some((m) => m.text.includes('malformed')),
+      );
       const followUp = JSON.stringify(llm.requests[before + 1]?.body);
       expect(followUp).toMatch(/invalid|not valid JSON|error/i);
     });
@@ -67,7 +84,9 @@ for (const provider of providers) {
       llm.enqueue({ status: 500 }, { text: 'Recovered after a hiccup.' });
       const before = llm.requests.length;
       const threadId = await shepherd.mention('are you there?');
-      await shepherd.waitForMessages(threadId, (all) => botMessages(all).some((m) => m.text.includes('Recovered')));
+      await shepherd.waitForMessages(threadId, (all) =>
+        botMessages(all).some((m) => m.text.includes('Recovered')),
+      );
       expect(llm.requests.length - before).toBe(2);
     });
 

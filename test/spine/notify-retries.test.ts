@@ -1,6 +1,6 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatAdapter } from '../../src/bot/chat-adapter.js';
 import { PlatformError, RateLimitedError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';

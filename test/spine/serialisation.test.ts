@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSessionStore } from '../../src/agent/session-store.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
-import { type RecordedRequest, type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import {
+  type RecordedRequest,
+  type ScriptedLlmServer,
+  startScriptedOpenAi,
+} from '../helpers/scripted-llm/index.js';
 
 /** The user texts (`[name] text`) of an OpenAI-shaped request, in order. */
 function userTexts(request: RecordedRequest): string[] {
@@ -27,7 +31,9 @@ describe('per-thread serialisation', () => {
       inFlight.set(thread, (inFlight.get(thread) ?? 1) - 1);
       return { text: `ack thread-${thread}` };
     });
-    shepherd = await startTestApp({ environment: { SHEPHERD_LLM_BASE_URL: llm.url, SHEPHERD_TURN_CONCURRENCY: '8' } });
+    shepherd = await startTestApp({
+      environment: { SHEPHERD_LLM_BASE_URL: llm.url, SHEPHERD_TURN_CONCURRENCY: '8' },
+    });
   });
   afterAll(async () => {
     await shepherd.stop();

@@ -39,13 +39,16 @@ describe('a worker killed mid-turn', () => {
   beforeAll(async () => {
     llm = await startScriptedOpenAi();
     // The first request never gets an answer: the worker that sent it is killed while waiting.
-    llm.setHandler((request) => (llm.requests.indexOf(request) === 0 ? { hang: true } : { text: 'the final answer' }));
+    llm.setHandler((request) =>
+      llm.requests.indexOf(request) === 0 ? { hang: true } : { text: 'the final answer' },
+    );
     bot = await startTestApp({
       environment: { SHEPHERD_ROLE: 'bot', SHEPHERD_LLM_BASE_URL: llm.url, SHEPHERD_JOB_LOCK_MS: '2000' },
     });
   });
   afterAll(async () => {
-    for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    for (const child of children)
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await bot.stop();
     await llm.close();
   });

@@ -9,7 +9,12 @@ describe('config', () => {
     expect(config.queuePrefix).toBe('shepherd');
     expect(config.port).toBe(3000);
     expect(config.host).toBe('127.0.0.1');
-    expect(config.llm).toMatchObject({ provider: 'openai', baseUrl: 'http://localhost:11434/v1', model: 'qwen3.5', maxToolRounds: 10 });
+    expect(config.llm).toMatchObject({
+      provider: 'openai',
+      baseUrl: 'http://localhost:11434/v1',
+      model: 'qwen3.5',
+      maxToolRounds: 10,
+    });
     expect(config.runs.gpus).toBeUndefined();
     expect(Object.isFrozen(config.llm)).toBe(true);
   });

@@ -5,7 +5,10 @@ describe('plain commands', () => {
   it('parses the command set after a mention', () => {
     expect(parsePlainCommand('@shepherd help')).toEqual({ name: 'help' });
     expect(parsePlainCommand('<@U123ABC> runs')).toEqual({ name: 'runs' });
-    expect(parsePlainCommand('@shepherd pause qwen-gsm8k-sft')).toEqual({ name: 'pause', run: 'qwen-gsm8k-sft' });
+    expect(parsePlainCommand('@shepherd pause qwen-gsm8k-sft')).toEqual({
+      name: 'pause',
+      run: 'qwen-gsm8k-sft',
+    });
     expect(parsePlainCommand('status r-1130-ab12')).toEqual({ name: 'status', run: 'r-1130-ab12' });
     expect(parsePlainCommand('@shepherd run examples/tiny_train.py --gpus 0')).toEqual({
       name: 'run',

@@ -1,7 +1,9 @@
 import { request } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createWebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore } from '../../src/bot/web/web-store.js';
+import { createLogger } from '../../src/logger.js';
 import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { type Playground, startPlayground } from './playground-fixture.js';
 
@@ -483,9 +485,7 @@ describe('other routes', () => {
 });
 
 describe('adapter lifecycle', () => {
-  it('fails to start on a taken port with a PlatformError and leaks no connection', async () => {
-    const { createWebAdapter } = await import('../../src/bot/web/web-adapter.js');
-    const { createLogger } = await import('../../src/logger.js');
+  it('fails to start on a taken port with a PlatformError', async () => {
     const second = createWebAdapter({
       store: playground.store,
       redis: playground.redis,

@@ -123,7 +123,8 @@ function fitTotal(embed: DiscordEmbed): void {
 /** Render a card. A resolved card keeps its content, gains an "Outcome" field and loses its buttons. */
 export function renderCard(card: Card): RenderedCard {
   const embed: DiscordEmbed = { color: card.resolved === undefined ? COLOR_OPEN : COLOR_RESOLVED };
-  if (card.title !== undefined && card.title !== '') embed.title = truncate(card.title, DISCORD_LIMITS.embedTitle);
+  if (card.title !== undefined && card.title !== '')
+    embed.title = truncate(card.title, DISCORD_LIMITS.embedTitle);
   if (card.text !== undefined && card.text !== '') {
     embed.description = truncate(card.text, DISCORD_LIMITS.embedDescription);
   }

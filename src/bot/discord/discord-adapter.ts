@@ -90,13 +90,20 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const failure = toPlatformError(error, operation);
       logger[failure.retryable ? 'warn' : 'error'](
         { threadId, operation, code: failure.code, retryable: failure.retryable, err: failure },
-        failure.retryable ? 'Discord call failed; the notify queue may retry' : 'Discord call failed for good',
+        failure.retryable
+          ? 'Discord call failed; the notify queue may retry'
+          : 'Discord call failed for good',
       );
       throw failure;
     }
   }
 
-  async function createMessage(threadId: string, body: Record<string, unknown>, files: DiscordFile[], operation: string) {
+  async function createMessage(
+    threadId: string,
+    body: Record<string, unknown>,
+    files: DiscordFile[],
+    operation: string,
+  ) {
     const channelId = targetChannelId(threadId);
     const data = await call(operation, threadId, () =>
       client.rest.post(Routes.channelMessages(channelId), { body, ...(files.length > 0 ? { files } : {}) }),
@@ -129,7 +136,11 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const note = `-# cut: ${text.length.toLocaleString('en-US')} characters — full text in \`message.md\``;
       const head = splitContent(extracted.text, DISCORD_LIMITS.content - note.length - 1)[0] ?? '';
       chunks = [`${head}\n${note}`];
-      files.push({ name: 'message.md', data: new TextEncoder().encode(text), contentType: 'text/markdown; charset=utf-8' });
+      files.push({
+        name: 'message.md',
+        data: new TextEncoder().encode(text),
+        contentType: 'text/markdown; charset=utf-8',
+      });
     }
     let first: string | undefined;
     for (const [index, chunk] of chunks.entries()) {
@@ -149,14 +160,22 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     try {
       const rendered = renderCard(card);
       if (rendered.droppedActions > 0) {
-        logger.warn({ dropped: rendered.droppedActions }, 'card has more than 25 buttons; the rest are not shown');
+        logger.warn(
+          { dropped: rendered.droppedActions },
+          'card has more than 25 buttons; the rest are not shown',
+        );
       }
       return rendered;
     } catch (error) {
-      throw new PlatformError('discord', 'card_invalid', `card cannot be shown on Discord: ${String(error)}`, {
-        retryable: false,
-        cause: error,
-      });
+      throw new PlatformError(
+        'discord',
+        'card_invalid',
+        `card cannot be shown on Discord: ${String(error)}`,
+        {
+          retryable: false,
+          cause: error,
+        },
+      );
     }
   }
 
@@ -180,9 +199,13 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       client.on(Events.Error, (error) => logger.error({ err: error }, 'discord client error'));
       client.on(Events.ShardError, (error) => logger.warn({ err: error }, 'gateway connection error'));
       client.on(Events.ShardReconnecting, () => logger.info('gateway connection lost; reconnecting'));
-      client.on(Events.ShardResume, (_shard, replayed) => logger.info({ replayed }, 'gateway session resumed'));
+      client.on(Events.ShardResume, (_shard, replayed) =>
+        logger.info({ replayed }, 'gateway session resumed'),
+      );
 
-      const ready = once(client, Events.ClientReady, { signal: AbortSignal.timeout(config.readyTimeoutMs ?? 60_000) });
+      const ready = once(client, Events.ClientReady, {
+        signal: AbortSignal.timeout(config.readyTimeoutMs ?? 60_000),
+      });
       // If login itself fails, nobody awaits `ready`; its later timeout must not become an unhandled rejection.
       ready.catch(() => undefined);
       try {
@@ -193,11 +216,15 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         throw toPlatformError(error, 'login');
       }
       const readyClient = client as Client<true>;
-      logger.info({ user: readyClient.user.tag, guilds: readyClient.guilds.cache.size }, 'connected to Discord');
+      logger.info(
+        { user: readyClient.user.tag, guilds: readyClient.guilds.cache.size },
+        'connected to Discord',
+      );
       const guildIds = config.guildIds.length > 0 ? config.guildIds : [...readyClient.guilds.cache.keys()];
       await registerGuildCommands(readyClient, guildIds, config.botName, logger);
       client.on(Events.GuildCreate, (guild) => {
-        if (config.guildIds.length === 0) void registerGuildCommands(readyClient, [guild.id], config.botName, logger);
+        if (config.guildIds.length === 0)
+          void registerGuildCommands(readyClient, [guild.id], config.botName, logger);
       });
     },
 
@@ -228,7 +255,11 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
       const rendered = renderOrThrow(card);
       // API v10 edits keep exactly the attachments listed, so the chart is re-sent with the new embed.
-      const body = { embeds: rendered.embeds, components: rendered.components, attachments: rendered.attachments };
+      const body = {
+        embeds: rendered.embeds,
+        components: rendered.components,
+        attachments: rendered.attachments,
+      };
       await patchMessage(threadId, messageId, body, rendered.files, 'update card');
     },
 
@@ -237,13 +268,20 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const isImage = upload.contentType.startsWith('image/');
       const body: Record<string, unknown> = {
         allowed_mentions: NO_PINGS,
-        attachments: [{ id: 0, filename: name, ...(upload.title === undefined ? {} : { description: upload.title }) }],
+        attachments: [
+          { id: 0, filename: name, ...(upload.title === undefined ? {} : { description: upload.title }) },
+        ],
       };
       if (upload.comment !== undefined && upload.comment !== '') {
         body.content = truncate(upload.comment, DISCORD_LIMITS.content);
       }
       if (isImage && upload.title !== undefined) {
-        body.embeds = [{ title: truncate(upload.title, DISCORD_LIMITS.embedTitle), image: { url: `attachment://${name}` } }];
+        body.embeds = [
+          {
+            title: truncate(upload.title, DISCORD_LIMITS.embedTitle),
+            image: { url: `attachment://${name}` },
+          },
+        ];
       }
       const files = [{ name, data: upload.data, contentType: upload.contentType }];
       return { messageId: await createMessage(threadId, body, files, 'upload') };
@@ -258,7 +296,10 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const recent = recentInteractions.get(key);
       if (recent !== undefined && recent.expiresAt > clock()) {
         try {
-          await recent.interaction.followUp({ content: truncate(text, DISCORD_LIMITS.content), flags: MessageFlags.Ephemeral });
+          await recent.interaction.followUp({
+            content: truncate(text, DISCORD_LIMITS.content),
+            flags: MessageFlags.Ephemeral,
+          });
           return;
         } catch (error) {
           recentInteractions.delete(key);

@@ -40,18 +40,31 @@ export function toPlatformError(error: unknown, operation: string): PlatformErro
       });
     }
     if (error.status === 429) return new RateLimitedError('discord', 1000, { cause: error });
-    return new PlatformError('discord', 'request_rejected', describe(`HTTP ${error.status}: ${error.message}`), {
-      retryable: false,
-      cause: error,
-    });
+    return new PlatformError(
+      'discord',
+      'request_rejected',
+      describe(`HTTP ${error.status}: ${error.message}`),
+      {
+        retryable: false,
+        cause: error,
+      },
+    );
   }
   if (error instanceof HTTPError) {
     const retryable = error.status >= 500 || error.status === 408;
-    return new PlatformError('discord', retryable ? 'server_error' : 'request_rejected', describe(`HTTP ${error.status}`), {
-      retryable,
-      cause: error,
-    });
+    return new PlatformError(
+      'discord',
+      retryable ? 'server_error' : 'request_rejected',
+      describe(`HTTP ${error.status}`),
+      {
+        retryable,
+        cause: error,
+      },
+    );
   }
   // Anything else from the transport (connection reset, DNS, timeout abort) is worth another attempt.
-  return new PlatformError('discord', 'network_error', describe(errorMessage(error)), { retryable: true, cause: error });
+  return new PlatformError('discord', 'network_error', describe(errorMessage(error)), {
+    retryable: true,
+    cause: error,
+  });
 }

@@ -32,7 +32,11 @@ export interface InboundOptions {
   logger: Logger;
   clock: () => number;
   /** Remembers a deferred interaction so `postEphemeral` can answer privately while its token lives. */
-  rememberInteraction(threadId: string, userId: string, interaction: ButtonInteraction | ChatInputCommandInteraction): void;
+  rememberInteraction(
+    threadId: string,
+    userId: string,
+    interaction: ButtonInteraction | ChatInputCommandInteraction,
+  ): void;
 }
 
 const threadResponse = z.object({ id: z.string() });
@@ -117,12 +121,18 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       // Outside threads the bot only listens when called; the thread it opens becomes the session.
       if (!mentioned) return;
       try {
-        const threadChannelId = await startThread(message, threadNameFrom(message.content, `${options.botName} session`));
+        const threadChannelId = await startThread(
+          message,
+          threadNameFrom(message.content, `${options.botName} session`),
+        );
         threadId = threadSessionId(message.channelId, threadChannelId);
         startsThread = true;
       } catch (error) {
         const failure = toPlatformError(error, 'thread creation');
-        logger.error({ channelId: message.channelId, code: failure.code, err: failure }, 'could not start a thread');
+        logger.error(
+          { channelId: message.channelId, code: failure.code, err: failure },
+          'could not start a thread',
+        );
         return;
       }
     }
@@ -164,7 +174,10 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     try {
       await interaction.followUp({ content: reply.slice(0, 2000), flags: MessageFlags.Ephemeral });
     } catch (error) {
-      logger.warn({ interactionId: interaction.id, err: toPlatformError(error, 'ephemeral reply') }, 'reply failed');
+      logger.warn(
+        { interactionId: interaction.id, err: toPlatformError(error, 'ephemeral reply') },
+        'reply failed',
+      );
     }
   }
 
@@ -194,7 +207,10 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       if (channel === null || channel.isDMBased() || channel.isThread()) {
         threadId = await sessionIdFor(channel, interaction.channelId);
       } else {
-        const threadChannelId = await startThread(echo, threadNameFrom(request, `${options.botName} session`));
+        const threadChannelId = await startThread(
+          echo,
+          threadNameFrom(request, `${options.botName} session`),
+        );
         threadId = threadSessionId(interaction.channelId, threadChannelId);
         startsThread = true;
       }
@@ -212,7 +228,10 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     } catch (error) {
       logger.error({ interactionId: interaction.id, err: error }, '/shepherd failed');
       await interaction
-        .followUp({ content: `Sorry, that did not work: ${errorMessage(error)}`.slice(0, 2000), flags: MessageFlags.Ephemeral })
+        .followUp({
+          content: `Sorry, that did not work: ${errorMessage(error)}`.slice(0, 2000),
+          flags: MessageFlags.Ephemeral,
+        })
         .catch(() => undefined);
     }
   }
@@ -222,7 +241,10 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     if (interaction.isChatInputCommand() && interaction.commandName !== COMMAND_NAME) return;
     if (!allowedGuild(interaction.guildId)) {
       await interaction
-        .reply({ content: `${options.botName} is not enabled in this server.`, flags: MessageFlags.Ephemeral })
+        .reply({
+          content: `${options.botName} is not enabled in this server.`,
+          flags: MessageFlags.Ephemeral,
+        })
         .catch(() => undefined);
       return;
     }

@@ -32,7 +32,9 @@ export function targetChannelId(threadId: string): string {
     });
   }
   if (reference.platform !== 'discord' || !/^\d+$/.test(reference.thread)) {
-    throw new PlatformError('discord', 'thread_invalid', `not a Discord thread id: ${threadId}`, { retryable: false });
+    throw new PlatformError('discord', 'thread_invalid', `not a Discord thread id: ${threadId}`, {
+      retryable: false,
+    });
   }
   return reference.thread;
 }

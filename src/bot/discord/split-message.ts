@@ -28,7 +28,8 @@ export function splitContent(text: string, limit: number = DISCORD_LIMITS.conten
   };
   const flush = () => {
     const body = lines.join('\n');
-    if (contentLines > 0 && body.trim() !== '') chunks.push(fence === undefined ? body : body + CLOSING_FENCE);
+    if (contentLines > 0 && body.trim() !== '')
+      chunks.push(fence === undefined ? body : body + CLOSING_FENCE);
     lines = [];
     size = 0;
     contentLines = 0;
@@ -71,7 +72,13 @@ export interface ExtractedText {
 }
 
 const FENCED_BLOCK = /^```([^\n`]*)\n([\s\S]*?)\n?^```[ \t]*$/gm;
-const EXTENSIONS: Record<string, string> = { diff: 'diff', patch: 'diff', python: 'py', py: 'py', json: 'json' };
+const EXTENSIONS: Record<string, string> = {
+  diff: 'diff',
+  patch: 'diff',
+  python: 'py',
+  py: 'py',
+  json: 'json',
+};
 
 /**
  * Replace code blocks too long to read inline with an excerpt (the head of a diff, the tail of a log, where
@@ -87,7 +94,11 @@ export function extractLongBlocks(text: string, options: ExtractOptions = {}): E
     const isDiff = language === 'diff' || language === 'patch' || /^(---|\+\+\+|@@) /m.test(body);
     const extension = EXTENSIONS[language] ?? (isDiff ? 'diff' : 'txt');
     const filename = `${isDiff ? 'diff' : 'log'}-${files.length + 1}.${extension}`;
-    files.push({ name: filename, data: new TextEncoder().encode(body), contentType: 'text/plain; charset=utf-8' });
+    files.push({
+      name: filename,
+      data: new TextEncoder().encode(body),
+      contentType: 'text/plain; charset=utf-8',
+    });
     const lines = body.split('\n');
     const excerpt = (isDiff ? lines.slice(0, excerptLines) : lines.slice(-excerptLines))
       .map((line) => (line.length > 160 ? `${line.slice(0, 159)}…` : line))

@@ -2,11 +2,15 @@
  * Bolt and the Slack SDKs want their own `Logger` shape; this forwards to the injected pino logger.
  * Bolt's `info` chatter (connection churn) is demoted to debug; the adapter logs what matters itself.
  */
-import { LogLevel, type Logger as BoltLogger } from '@slack/bolt';
+import { type Logger as BoltLogger, LogLevel } from '@slack/bolt';
 import type { Logger } from '../../logger.js';
 
 function join(parts: unknown[]): string {
-  return parts.map((part) => (typeof part === 'string' ? part : part instanceof Error ? part.message : JSON.stringify(part))).join(' ');
+  return parts
+    .map((part) =>
+      typeof part === 'string' ? part : part instanceof Error ? part.message : JSON.stringify(part),
+    )
+    .join(' ');
 }
 
 export function createBoltLogger(logger: Logger): BoltLogger {

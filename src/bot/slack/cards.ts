@@ -103,21 +103,27 @@ export function renderCard(card: Card): SlackMessageBody {
       text: { type: 'plain_text', text: truncate(card.title, SLACK_LIMITS.headerText), emoji: true },
     });
   }
-  if (card.text !== undefined && card.text.trim() !== '') blocks.push(...sectionsFor(markdownToMrkdwn(card.text)));
+  if (card.text !== undefined && card.text.trim() !== '')
+    blocks.push(...sectionsFor(markdownToMrkdwn(card.text)));
   const fields = card.fields ?? [];
   for (let start = 0; start < fields.length; start += SLACK_LIMITS.fieldsPerSection) {
     blocks.push({
       type: 'section',
       fields: fields.slice(start, start + SLACK_LIMITS.fieldsPerSection).map((field) => ({
         type: 'mrkdwn',
-        text: truncate(`*${markdownToMrkdwn(field.label)}*\n${markdownToMrkdwn(field.value)}`, SLACK_LIMITS.fieldText),
+        text: truncate(
+          `*${markdownToMrkdwn(field.label)}*\n${markdownToMrkdwn(field.value)}`,
+          SLACK_LIMITS.fieldText,
+        ),
       })),
     });
   }
   if (card.resolved !== undefined) {
     blocks.push({
       type: 'context',
-      elements: [{ type: 'mrkdwn', text: truncate(markdownToMrkdwn(card.resolved), SLACK_LIMITS.contextText) }],
+      elements: [
+        { type: 'mrkdwn', text: truncate(markdownToMrkdwn(card.resolved), SLACK_LIMITS.contextText) },
+      ],
     });
   } else if (card.actions !== undefined && card.actions.length > 0) {
     blocks.push({
@@ -137,9 +143,13 @@ export function renderCard(card: Card): SlackMessageBody {
 export function messageChars(body: SlackMessageBody): number {
   let total = body.text.length;
   for (const block of body.blocks) {
-    if (block.type === 'section') total += (block.text?.text.length ?? 0) + (block.fields ?? []).reduce((sum, field) => sum + field.text.length, 0);
+    if (block.type === 'section')
+      total +=
+        (block.text?.text.length ?? 0) +
+        (block.fields ?? []).reduce((sum, field) => sum + field.text.length, 0);
     else if (block.type === 'header') total += block.text.text.length;
-    else if (block.type === 'context') total += block.elements.reduce((sum, element) => sum + element.text.length, 0);
+    else if (block.type === 'context')
+      total += block.elements.reduce((sum, element) => sum + element.text.length, 0);
   }
   return total;
 }

@@ -71,7 +71,12 @@ export type MessageDecision =
     };
 
 /** Message subtypes that are a person writing; edits, joins and deletions are not. */
-const ALLOWED_SUBTYPES: ReadonlySet<string | undefined> = new Set([undefined, 'file_share', 'thread_broadcast', 'bot_message']);
+const ALLOWED_SUBTYPES: ReadonlySet<string | undefined> = new Set([
+  undefined,
+  'file_share',
+  'thread_broadcast',
+  'bot_message',
+]);
 
 const USER_MENTION = /<@([UW][A-Z0-9]+)(?:\|[^>]*)?>/g;
 const CHANNEL_MENTION = /<#([CG][A-Z0-9]+)(?:\|([^>]*))?>/g;
@@ -87,7 +92,9 @@ function stripBotMention(text: string, botUserId: string): string {
 
 /** The distinct user ids mentioned in Slack-formatted text. */
 export function mentionedUsers(text: string): string[] {
-  return [...new Set([...text.matchAll(USER_MENTION)].map((match) => match[1] ?? ''))].filter((id) => id !== '');
+  return [...new Set([...text.matchAll(USER_MENTION)].map((match) => match[1] ?? ''))].filter(
+    (id) => id !== '',
+  );
 }
 
 /**
@@ -120,7 +127,8 @@ export function classifyEventCallback(body: unknown, identity: BotIdentity): Mes
   if (userId === undefined) return { kind: 'ignore', reason: 'no author' };
 
   const rawText = event.text ?? '';
-  const mentionsBot = rawText.includes(`<@${identity.botUserId}>`) || rawText.includes(`<@${identity.botUserId}|`);
+  const mentionsBot =
+    rawText.includes(`<@${identity.botUserId}>`) || rawText.includes(`<@${identity.botUserId}|`);
   const base = {
     kind: 'deliver' as const,
     messageId: event.ts,

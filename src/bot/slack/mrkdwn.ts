@@ -9,7 +9,7 @@ export const SECTION_TEXT_LIMIT = 3000;
 /** Slack tokens that must survive escaping: user/channel mentions, `<!here>`-style specials, links. */
 const SLACK_TOKEN = /<(?:[@#!][^<>\s]+|(?:https?|mailto):[^<>\s|]+(?:\|[^<>]*)?)>/g;
 const MARKDOWN_LINK = /!?\[([^\]\n]*)\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
-const PLACEHOLDER = /\u0000(\d+)\u0000/g;
+const PLACEHOLDER = /\uE000(\d+)\uE000/g;
 
 /** Escape the three characters Slack treats as control characters in mrkdwn. */
 export function escapeMrkdwn(text: string): string {
@@ -24,18 +24,18 @@ export function unescapeMrkdwn(text: string): string {
 function convertEmphasis(text: string): string {
   // Bold first into a private marker so the single-star italic rule does not see it.
   return text
-    .replace(/\*\*(?=\S)(.+?)(?<=\S)\*\*/g, '\u0001$1\u0001')
-    .replace(/__(?=\S)(.+?)(?<=\S)__/g, '\u0001$1\u0001')
+    .replace(/\*\*(?=\S)(.+?)(?<=\S)\*\*/g, '\uE001$1\uE001')
+    .replace(/__(?=\S)(.+?)(?<=\S)__/g, '\uE001$1\uE001')
     .replace(/(^|[^\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?!\w)/g, '$1_$2_')
     .replace(/~~(?=\S)(.+?)(?<=\S)~~/g, '~$1~')
-    .replaceAll('\u0001', '*');
+    .replaceAll('\uE001', '*');
 }
 
 function convertInline(text: string): string {
   const kept: string[] = [];
   const keep = (value: string): string => {
     kept.push(value);
-    return `\u0000${kept.length - 1}\u0000`;
+    return `\uE000${kept.length - 1}\uE000`;
   };
   let working = text.replace(MARKDOWN_LINK, (_match, label: string, url: string) => {
     const cleanLabel = escapeMrkdwn(label).replaceAll('|', '¦');
@@ -60,7 +60,11 @@ function convertLine(line: string): string {
   return (
     prefix +
     parts
-      .map((part) => (part.startsWith('`') && part.endsWith('`') && part.length > 1 ? escapeMrkdwn(part) : convertInline(part)))
+      .map((part) =>
+        part.startsWith('`') && part.endsWith('`') && part.length > 1
+          ? escapeMrkdwn(part)
+          : convertInline(part),
+      )
       .join('')
   );
 }

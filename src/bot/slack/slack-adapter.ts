@@ -9,9 +9,9 @@ import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import {
+  type Card,
   type ChatAdapter,
   type ChatUser,
-  type Card,
   decodeThreadId,
   encodeThreadId,
   type InboundHandlers,
@@ -31,6 +31,7 @@ import {
 import { escapeMrkdwn, markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
 import { toPlatformError } from './slack-errors.js';
+import { registerListeners } from './slack-listeners.js';
 import { createUserDirectory } from './user-directory.js';
 
 export interface SlackAdapterConfig {
@@ -83,7 +84,9 @@ const DEFAULT_MAX_MESSAGES = 4;
 function slackThread(threadId: string): { channel: string; threadTs: string } {
   const reference = decodeThreadId(threadId);
   if (reference.platform !== 'slack') {
-    throw new PlatformError('slack', 'wrong_platform', `not a Slack thread: ${threadId}`, { retryable: false });
+    throw new PlatformError('slack', 'wrong_platform', `not a Slack thread: ${threadId}`, {
+      retryable: false,
+    });
   }
   return { channel: reference.channel, threadTs: reference.thread };
 }
@@ -93,9 +96,14 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const boltLogger = createBoltLogger(config.logger);
   const mode: 'socket' | 'http' = config.appToken === undefined ? 'http' : 'socket';
   if (mode === 'http' && config.signingSecret === undefined) {
-    throw new PlatformError('slack', 'config_invalid', 'Slack HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)', {
-      retryable: false,
-    });
+    throw new PlatformError(
+      'slack',
+      'config_invalid',
+      'Slack HTTP mode needs SLACK_SIGNING_SECRET (or set SLACK_APP_TOKEN for Socket Mode)',
+      {
+        retryable: false,
+      },
+    );
   }
   const slackApiUrl = config.apiUrl ?? 'https://slack.com/api/';
   const slashCommand = config.slashCommand ?? '/shepherd';
@@ -125,7 +133,10 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
       return await work();
     } catch (error) {
       const mapped = toPlatformError(error, context);
-      logger.warn({ threadId, code: mapped.code, retryable: mapped.retryable, call: context }, 'slack call failed');
+      logger.warn(
+        { threadId, code: mapped.code, retryable: mapped.retryable, call: context },
+        'slack call failed',
+      );
       throw mapped;
     }
   }
@@ -141,7 +152,11 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
     return toPlainText(rawText, names);
   }
 
-  async function postBody(channel: string, threadTs: string | undefined, body: SlackMessageBody): Promise<string> {
+  async function postBody(
+    channel: string,
+    threadTs: string | undefined,
+    body: SlackMessageBody,
+  ): Promise<string> {
     const response = await client.chat.postMessage({
       channel,
       ...(threadTs === undefined ? {} : { thread_ts: threadTs }),
@@ -166,7 +181,8 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         ...(upload.comment === undefined ? {} : { initial_comment: markdownToMrkdwn(upload.comment) }),
       });
       // Upload v2 does not return the message ts; the file id names the upload instead.
-      const fileId = (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]?.files?.[0]?.id;
+      const fileId = (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]
+        ?.files?.[0]?.id;
       return { messageId: fileId ?? '' };
     });
   }
@@ -176,112 +192,6 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
     await call('chat.postEphemeral', threadId, () =>
       client.chat.postEphemeral({ channel, user: userId, thread_ts: threadTs, text: markdownToMrkdwn(text) }),
     );
-  }
-
-  function registerListeners(target: App, handlers: InboundHandlers, identity: BotIdentity): void {
-    const onEvent = async ({ body, context }: { body: unknown; context: { retryNum?: number | undefined } }) => {
-      const decision = classifyEventCallback(body, identity);
-      if (decision.kind === 'ignore') {
-        logger.debug({ reason: decision.reason }, 'slack event ignored');
-        return;
-      }
-      // Checked before any await, so concurrent retries of one event cannot both pass.
-      if (!recentDeliveries.add(decision.deliveryId)) {
-        logger.info({ deliveryId: decision.deliveryId, retryNum: context.retryNum }, 'slack retry of a handled event skipped');
-        return;
-      }
-      try {
-        const [user, text] = await Promise.all([chatUser(decision.userId), plainText(decision.rawText)]);
-        await handlers.onMessage({
-          threadId: decision.threadId,
-          messageId: decision.messageId,
-          user,
-          text,
-          addressed: decision.addressed,
-          startsThread: decision.startsThread,
-          deliveryId: decision.deliveryId,
-          receivedAt: Date.now(),
-        });
-      } catch (error) {
-        logger.error({ err: error, threadId: decision.threadId }, 'slack message handling failed');
-      }
-    };
-    target.event('app_mention', onEvent);
-    target.event('message', onEvent);
-
-    target.action(/.*/, async ({ ack, body }) => {
-      await ack();
-      const parsed = blockActionsSchema.safeParse(body);
-      if (!parsed.success) {
-        logger.debug('slack interaction ignored: not a block action');
-        return;
-      }
-      const payload = parsed.data;
-      const action = payload.actions[0];
-      const channel = payload.channel?.id ?? payload.container?.channel_id;
-      const messageTs = payload.container?.message_ts ?? payload.message?.ts;
-      if (action === undefined || channel === undefined || messageTs === undefined) return;
-      const threadId = encodeThreadId({ platform: 'slack', channel, thread: payload.message?.thread_ts ?? messageTs });
-      try {
-        const outcome = await handlers.onAction({
-          threadId,
-          messageId: messageTs,
-          actionId: action.action_id,
-          user: await chatUser(payload.user.id),
-        });
-        if (outcome.message !== undefined && outcome.message !== '') {
-          // Refusals (and any accepted note) go only to the person who clicked.
-          await postEphemeral(threadId, payload.user.id, outcome.message);
-        }
-      } catch (error) {
-        logger.error({ err: error, threadId, actionId: action.action_id }, 'slack action handling failed');
-      }
-    });
-
-    target.command(slashCommand, async ({ ack, body, respond }) => {
-      await ack();
-      const parsed = slashCommandSchema.safeParse(body);
-      if (!parsed.success) return;
-      const command = parsed.data;
-      // A slash command has no thread; a visible root message gives the answer one to live in.
-      const invocation = `${command.command}${command.text === '' ? '' : ` ${command.text}`}`;
-      let rootTs: string;
-      try {
-        rootTs = await call('chat.postMessage', `slack:${command.channel_id}:-`, () =>
-          postBody(command.channel_id, undefined, {
-            text: `<@${command.user_id}> ran ${escapeMrkdwn(invocation)}`,
-            blocks: [
-              { type: 'section', text: { type: 'mrkdwn', text: `<@${command.user_id}> ran \`${escapeMrkdwn(invocation)}\`` } },
-            ],
-          }),
-        );
-      } catch (error) {
-        const code = error instanceof PlatformError ? error.code : 'error';
-        await respond({
-          response_type: 'ephemeral',
-          text: `I can't post in this conversation (${code}). Invite ${config.botName} to the channel, or DM me.`,
-        }).catch((respondError: unknown) => logger.warn({ err: respondError }, 'slack respond failed'));
-        return;
-      }
-      try {
-        await handlers.onMessage({
-          threadId: encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
-          messageId: rootTs,
-          user: await chatUser(command.user_id),
-          text: command.text,
-          addressed: true,
-          startsThread: true,
-          deliveryId: `slash:${command.trigger_id}`,
-          receivedAt: Date.now(),
-        });
-      } catch (error) {
-        logger.error({ err: error, channel: command.channel_id }, 'slack slash command handling failed');
-      }
-    });
-
-    target.error(async (error) => {
-      logger.error({ err: error }, 'slack listener error');
-    });
   }
 
   const requestListener: RequestListener = (request: IncomingMessage, response: ServerResponse) => {
@@ -305,7 +215,9 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
       if (app !== undefined) throw new Error('slack adapter already started');
       const auth = await call('auth.test', '-', () => client.auth.test());
       if (auth.user_id === undefined) {
-        throw new PlatformError('slack', 'invalid_auth', 'auth.test returned no bot user id', { retryable: false });
+        throw new PlatformError('slack', 'invalid_auth', 'auth.test returned no bot user id', {
+          retryable: false,
+        });
       }
       bot = { botUserId: auth.user_id, botId: auth.bot_id, allowBots: config.allowBots };
       const receiver =
@@ -332,11 +244,29 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         clientOptions: { slackApiUrl },
         logger: boltLogger,
       });
-      registerListeners(app, handlers, bot);
+      registerListeners(app, handlers, bot, {
+        logger,
+        recentDeliveries,
+        chatUser,
+        plainText,
+        postEphemeral,
+        postRoot: (channel, mrkdwn) =>
+          call('chat.postMessage', `slack:${channel}:-`, () =>
+            postBody(channel, undefined, {
+              text: mrkdwn,
+              blocks: [{ type: 'section', text: { type: 'mrkdwn', text: mrkdwn } }],
+            }),
+          ),
+        slashCommand,
+        botName: config.botName,
+      });
       if (receiver instanceof HTTPReceiver) {
         httpReceiver = receiver;
         if (config.httpPort !== undefined) {
-          const server = await receiver.start({ port: config.httpPort, host: config.httpHost ?? '127.0.0.1' });
+          const server = await receiver.start({
+            port: config.httpPort,
+            host: config.httpHost ?? '127.0.0.1',
+          });
           listening = server.address() as AddressInfo;
         }
       } else {
@@ -399,7 +329,9 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
           title: card.image.alt,
         });
       }
-      const ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, renderCard(card)));
+      const ts = await call('chat.postMessage', threadId, () =>
+        postBody(channel, threadTs, renderCard(card)),
+      );
       return { messageId: ts };
     },
 

@@ -1,5 +1,5 @@
-import type { RunMeta } from '../../runs/run-types.js';
 import type { ProcessState } from '../../runs/executor.js';
+import type { RunMeta } from '../../runs/run-types.js';
 import { redactSecrets } from '../redact.js';
 import type { CrashClass } from '../types.js';
 
@@ -49,7 +49,8 @@ export function crashLabel(crashClass: CrashClass): string {
 /** The last Python traceback in a log tail (or its last lines when there is none), redacted and bounded. */
 export function extractTraceback(logTail: string, maxChars: number = MAX_TRACEBACK_CHARS): string {
   const start = logTail.lastIndexOf('Traceback (most recent call last):');
-  let text = start === -1 ? logTail.trimEnd().split('\n').slice(-15).join('\n') : logTail.slice(start).trimEnd();
+  let text =
+    start === -1 ? logTail.trimEnd().split('\n').slice(-15).join('\n') : logTail.slice(start).trimEnd();
   text = redactSecrets(text);
   if (text.length <= maxChars) return text;
   // The exception line is at the end: keep the header line and the last part.
@@ -65,7 +66,8 @@ export function classifyCrash(state: ProcessState, traceback: string): CrashClas
   }
   for (const [crashClass, pattern] of TEXT_CLASSES) if (pattern.test(traceback)) return crashClass;
   if (state.kind === 'exited' && state.exitCode === 137) return 'host_oom_kill';
-  if (state.kind === 'signaled' && (state.signal === 'SIGKILL' || state.exitCode === 137)) return 'host_oom_kill';
+  if (state.kind === 'signaled' && (state.signal === 'SIGKILL' || state.exitCode === 137))
+    return 'host_oom_kill';
   return 'other';
 }
 

@@ -52,7 +52,8 @@ export function checkDivergence(
   config: Pick<DetectorConfig, 'divergenceWindow' | 'divergenceMinRise'>,
 ): DivergenceVerdict {
   const window = finiteOnly(values).slice(-config.divergenceWindow);
-  if (window.length < Math.max(config.divergenceWindow, 6)) return { diverging: false, from: 0, to: 0, rise: 0 };
+  if (window.length < Math.max(config.divergenceWindow, 6))
+    return { diverging: false, from: 0, to: 0, rise: 0 };
   const third = Math.floor(window.length / 3);
   const first = median(window.slice(0, third));
   const middle = median(window.slice(third, window.length - third));

@@ -1,6 +1,14 @@
 import type { ChartConfiguration, ChartDataset } from 'chart.js';
-import QuickChart from 'quickchart-js';
+import quickChartModule from 'quickchart-js';
 import { DEFAULT_MAX_POINTS, downsampleSeries, type SeriesPoint } from './lttb.js';
+
+// quickchart-js ships CJS typings for an ESM build: TypeScript sees the class under `.default`, Node's
+// ESM loader hands it over directly. Accept both.
+type QuickChartClass = typeof quickChartModule.default;
+const QuickChart: QuickChartClass =
+  (quickChartModule as unknown as { default?: QuickChartClass }).default ??
+  (quickChartModule as unknown as QuickChartClass);
+export type QuickChartInstance = InstanceType<QuickChartClass>;
 
 /**
  * The one chart builder: a Chart.js configuration (plain data, no functions, so a QuickChart server can
@@ -21,7 +29,7 @@ export interface ChartInput {
 
 export interface BuiltChart {
   config: ChartConfiguration;
-  quickChart: QuickChart;
+  quickChart: QuickChartInstance;
   width: number;
   height: number;
   backgroundColor: string;
@@ -50,7 +58,10 @@ export function buildChart(input: ChartInput): BuiltChart {
   let maxStep = Number.NEGATIVE_INFINITY;
 
   names.forEach((name, index) => {
-    const { line, markers } = downsampleSeries(input.series[name] ?? [], input.maxPoints ?? DEFAULT_MAX_POINTS);
+    const { line, markers } = downsampleSeries(
+      input.series[name] ?? [],
+      input.maxPoints ?? DEFAULT_MAX_POINTS,
+    );
     const axis = ownAxes && index === 1 ? 'y1' : 'y';
     const color = COLORS[index % COLORS.length] as string;
     let min = Number.POSITIVE_INFINITY;
@@ -85,7 +96,10 @@ export function buildChart(input: ChartInput): BuiltChart {
       datasets.push({
         type: 'scatter',
         label: `${name} NaN/Inf`,
-        data: markers.map((point) => ({ x: point.step, y: point.value === Number.NEGATIVE_INFINITY ? min - margin : max + margin })),
+        data: markers.map((point) => ({
+          x: point.step,
+          y: point.value === Number.NEGATIVE_INFINITY ? min - margin : max + margin,
+        })),
         borderColor: MARKER_COLOR,
         backgroundColor: MARKER_COLOR,
         pointStyle: 'crossRot',
@@ -127,10 +141,22 @@ export function buildChart(input: ChartInput): BuiltChart {
   const grid = { color: theme.grid };
   const scales: Record<string, unknown> = {
     x: { type: 'linear', title: axisTitle('step'), ticks, grid },
-    y: { type: 'linear', position: 'left', title: axisTitle(ownAxes ? (names[0] ?? 'value') : names.join(', ')), ticks, grid },
+    y: {
+      type: 'linear',
+      position: 'left',
+      title: axisTitle(ownAxes ? (names[0] ?? 'value') : names.join(', ')),
+      ticks,
+      grid,
+    },
   };
   if (ownAxes && names.length === 2) {
-    scales.y1 = { type: 'linear', position: 'right', title: axisTitle(names[1] ?? ''), ticks, grid: { drawOnChartArea: false } };
+    scales.y1 = {
+      type: 'linear',
+      position: 'right',
+      title: axisTitle(names[1] ?? ''),
+      ticks,
+      grid: { drawOnChartArea: false },
+    };
   }
 
   const config = {
@@ -144,7 +170,12 @@ export function buildChart(input: ChartInput): BuiltChart {
       parsing: false,
       scales,
       plugins: {
-        title: { display: true, text: `${input.runName} — ${names.join(', ')}`, color: theme.text, font: { size: 15 } },
+        title: {
+          display: true,
+          text: `${input.runName} — ${names.join(', ')}`,
+          color: theme.text,
+          font: { size: 15 },
+        },
         legend: { display: true, labels: { color: theme.text } },
       },
     },

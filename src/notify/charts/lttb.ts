@@ -16,7 +16,9 @@ const MAX_MARKERS = 100;
 export function lttb(points: readonly SeriesPoint[], threshold: number): SeriesPoint[] {
   const length = points.length;
   if (threshold >= length || threshold <= 2) {
-    return threshold <= 2 && length > threshold ? [points[0], points[length - 1]].filter(isPoint).slice(0, Math.max(threshold, 0)) : [...points];
+    return threshold <= 2 && length > threshold
+      ? [points[0], points[length - 1]].filter(isPoint).slice(0, Math.max(threshold, 0))
+      : [...points];
   }
   const sampled: SeriesPoint[] = [];
   const bucketSize = (length - 2) / (threshold - 2);
@@ -45,7 +47,8 @@ export function lttb(points: readonly SeriesPoint[], threshold: number): SeriesP
     for (let index = start; index < end; index++) {
       const point = points[index] as SeriesPoint;
       const area = Math.abs(
-        (anchor.step - averageX) * (point.value - anchor.value) - (anchor.step - point.step) * (averageY - anchor.value),
+        (anchor.step - averageX) * (point.value - anchor.value) -
+          (anchor.step - point.step) * (averageY - anchor.value),
       );
       if (area > maxArea) {
         maxArea = area;
@@ -71,7 +74,10 @@ export interface DownsampledSeries {
 }
 
 /** Sort by step, split off non-finite points, LTTB the rest to `maxPoints`. */
-export function downsampleSeries(points: readonly SeriesPoint[], maxPoints: number = DEFAULT_MAX_POINTS): DownsampledSeries {
+export function downsampleSeries(
+  points: readonly SeriesPoint[],
+  maxPoints: number = DEFAULT_MAX_POINTS,
+): DownsampledSeries {
   const finite: SeriesPoint[] = [];
   const markers: SeriesPoint[] = [];
   let sorted = true;
@@ -91,7 +97,8 @@ export function downsampleSeries(points: readonly SeriesPoint[], maxPoints: numb
   if (markers.length > MAX_MARKERS) {
     keptMarkers = [];
     const stride = markers.length / MAX_MARKERS;
-    for (let index = 0; index < MAX_MARKERS; index++) keptMarkers.push(markers[Math.floor(index * stride)] as SeriesPoint);
+    for (let index = 0; index < MAX_MARKERS; index++)
+      keptMarkers.push(markers[Math.floor(index * stride)] as SeriesPoint);
   }
   return { line: lttb(finite, maxPoints), markers: keptMarkers };
 }

@@ -20,7 +20,16 @@ let registered = false;
 function registerOnce(): void {
   if (registered) return;
   // Only what the builder uses (tree-shaken Chart.js: line + scatter, linear axes, title, legend, fill).
-  Chart.register(LineController, ScatterController, LineElement, PointElement, LinearScale, Title, Legend, Filler);
+  Chart.register(
+    LineController,
+    ScatterController,
+    LineElement,
+    PointElement,
+    LinearScale,
+    Title,
+    Legend,
+    Filler,
+  );
   Chart.defaults.font.family = 'DejaVu Sans, Helvetica, Arial, sans-serif';
   registered = true;
 }

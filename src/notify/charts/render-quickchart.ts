@@ -5,7 +5,11 @@ import type { BuiltChart } from './chart-config.js';
 
 export class ChartRenderError extends BotError {
   readonly status: number | undefined;
-  constructor(code: 'chart_http' | 'chart_network' | 'chart_not_png', message: string, options: { status?: number; cause?: unknown } = {}) {
+  constructor(
+    code: 'chart_http' | 'chart_network' | 'chart_not_png',
+    message: string,
+    options: { status?: number; cause?: unknown } = {},
+  ) {
     super(code, message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ChartRenderError';
     this.status = options.status;

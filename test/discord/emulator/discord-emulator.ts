@@ -89,7 +89,12 @@ export interface DiscordEmulator {
   message(messageId: string): Json | undefined;
   channel(channelId: string): Json | undefined;
   /** A person writes in a channel/thread/DM; `mentionBot` prefixes `<@bot>` and lists the mention. */
-  userSends(options: { channelId: string; author: EmulatorUser; content: string; mentionBot?: boolean }): Json;
+  userSends(options: {
+    channelId: string;
+    author: EmulatorUser;
+    content: string;
+    mentionBot?: boolean;
+  }): Json;
   /** Opens (or returns) the DM channel between the bot and `user`. */
   openDm(user: EmulatorUser): string;
   clickButton(options: { messageId: string; customId: string; user: EmulatorUser }): InteractionRecord;
@@ -127,7 +132,12 @@ async function readBody(request: IncomingMessage): Promise<{ body: unknown; file
       if (typeof value === 'string') {
         if (field === 'payload_json') body = JSON.parse(value);
       } else {
-        files.push({ field, name: value.name, contentType: value.type, data: Buffer.from(await value.arrayBuffer()) });
+        files.push({
+          field,
+          name: value.name,
+          contentType: value.type,
+          data: Buffer.from(await value.arrayBuffer()),
+        });
       }
     }
     return { body, files };
@@ -194,7 +204,9 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
           id: guildId,
           name: 'ML team',
           ownerId: users.alice.id,
-          channels: [...channels.values()].filter((channel) => channel.guild_id === guildId && channel.type === 0),
+          channels: [...channels.values()].filter(
+            (channel) => channel.guild_id === guildId && channel.type === 0,
+          ),
           members: [bot, users.alice, users.bob, users.otherBot],
         }),
       );
@@ -239,7 +251,9 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       const image = asObject(object.image);
       const url = typeof image.url === 'string' ? image.url : undefined;
       if (url?.startsWith('attachment://') !== true) return object;
-      const file = attachments.find((attachment) => attachment.filename === url.slice('attachment://'.length));
+      const file = attachments.find(
+        (attachment) => attachment.filename === url.slice('attachment://'.length),
+      );
       return { ...object, image: { ...image, url: file?.url ?? url, proxy_url: file?.proxy_url ?? url } };
     });
   }
@@ -261,14 +275,20 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     return user === undefined ? {} : memberJson(user, false);
   }
 
-  function botMessage(channelId: string, body: Json, files: RecordedFile[], extra: Partial<Parameters<typeof messageJson>[0]> = {}) {
+  function botMessage(
+    channelId: string,
+    body: Json,
+    files: RecordedFile[],
+    extra: Partial<Parameters<typeof messageJson>[0]> = {},
+  ) {
     const channel = requireChannel(channelId);
     const content = typeof body.content === 'string' ? body.content : '';
     const embeds = Array.isArray(body.embeds) ? body.embeds : [];
     if (content === '' && embeds.length === 0 && files.length === 0 && !Array.isArray(body.components)) {
       throw new HttpFailure(400, 50006, 'Cannot send an empty message');
     }
-    if (content.length > 2000) throw new HttpFailure(400, 50035, 'Invalid Form Body: content must be 2000 or fewer in length.');
+    if (content.length > 2000)
+      throw new HttpFailure(400, 50035, 'Invalid Form Body: content must be 2000 or fewer in length.');
     const attachments = attachmentsFor(files);
     return messageJson({
       channelId,
@@ -285,7 +305,8 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
 
   function editMessage(message: Json, body: Json, files: RecordedFile[]): Json {
     if (typeof body.content === 'string') {
-      if (body.content.length > 2000) throw new HttpFailure(400, 50035, 'Invalid Form Body: content too long');
+      if (body.content.length > 2000)
+        throw new HttpFailure(400, 50035, 'Invalid Form Body: content too long');
       message.content = body.content;
     }
     const added = attachmentsFor(files);
@@ -297,7 +318,8 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     } else if (added.length > 0) {
       message.attachments = [...(message.attachments as Json[]), ...added];
     }
-    if (Array.isArray(body.embeds)) message.embeds = resolveEmbeds(body.embeds, message.attachments as Json[]);
+    if (Array.isArray(body.embeds))
+      message.embeds = resolveEmbeds(body.embeds, message.attachments as Json[]);
     if (Array.isArray(body.components)) message.components = body.components;
     message.edited_timestamp = new Date().toISOString();
     gateway.dispatch('MESSAGE_UPDATE', message);
@@ -308,7 +330,12 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     return { ...channel };
   }
 
-  function createInteraction(type: number, channelIdValue: string, user: EmulatorUser, extra: Json): InteractionRecord {
+  function createInteraction(
+    type: number,
+    channelIdValue: string,
+    user: EmulatorUser,
+    extra: Json,
+  ): InteractionRecord {
     const channel = requireChannel(channelIdValue);
     const record: InteractionRecord = {
       id: snowflake(),
@@ -331,7 +358,12 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       channel: interactionChannelJson(channel),
       ...(guildId === undefined
         ? { user: userJson(user), context: 1 }
-        : { guild_id: guildId, guild_locale: 'en-US', member: { ...memberJson(user), permissions: '1071698660929' }, context: 0 }),
+        : {
+            guild_id: guildId,
+            guild_locale: 'en-US',
+            member: { ...memberJson(user), permissions: '1071698660929' },
+            context: 0,
+          }),
       app_permissions: '1071698660929',
       locale: 'en-US',
       entitlements: [],
@@ -341,7 +373,13 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     return record;
   }
 
-  async function route(method: string, path: string, query: URLSearchParams, body: unknown, files: RecordedFile[]) {
+  async function route(
+    method: string,
+    path: string,
+    query: URLSearchParams,
+    body: unknown,
+    files: RecordedFile[],
+  ) {
     const parts = path
       .split('/')
       .filter((part) => part !== '')
@@ -358,7 +396,8 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     }
     if (method === 'GET' && path === '/gateway') return { url: `ws://127.0.0.1:${port}/gateway` };
     if (method === 'GET' && path === '/users/@me') return userJson(bot);
-    if (method === 'GET' && path === '/applications/@me') return { id: applicationId, name: bot.username, bot: userJson(bot), flags: 0 };
+    if (method === 'GET' && path === '/applications/@me')
+      return { id: applicationId, name: bot.username, bot: userJson(bot), flags: 0 };
 
     if (at(0) === 'channels') {
       const channel = requireChannel(at(1));
@@ -373,10 +412,13 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       }
       if (parts.length === 5 && at(2) === 'messages' && at(4) === 'threads' && method === 'POST') {
         const message = requireMessage(at(1), at(3));
-        if (channel.type !== 0 && channel.type !== 5) throw new HttpFailure(400, 50024, 'Cannot execute action on this channel type');
-        if (channels.has(String(message.id))) throw new HttpFailure(400, 160004, 'A thread has already been created for this message');
+        if (channel.type !== 0 && channel.type !== 5)
+          throw new HttpFailure(400, 50024, 'Cannot execute action on this channel type');
+        if (channels.has(String(message.id)))
+          throw new HttpFailure(400, 160004, 'A thread has already been created for this message');
         const name = typeof object.name === 'string' ? object.name : '';
-        if (name.length === 0 || name.length > 100) throw new HttpFailure(400, 50035, 'Invalid Form Body: name');
+        if (name.length === 0 || name.length > 100)
+          throw new HttpFailure(400, 50035, 'Invalid Form Body: name');
         // Like Discord, a thread started from a message shares the message's id.
         const thread = threadChannelJson(String(message.id), String(channel.guild_id), at(1), name, bot.id);
         channels.set(thread.id, thread);
@@ -388,19 +430,26 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
 
     if (at(0) === 'interactions' && at(3) === 'callback' && method === 'POST') {
       const record = interactions.get(at(1));
-      if (record === undefined || record.token !== at(2)) throw new HttpFailure(404, 10062, 'Unknown interaction');
-      if (record.callbacks.length > 0) throw new HttpFailure(400, 40060, 'Interaction has already been acknowledged.');
+      if (record === undefined || record.token !== at(2))
+        throw new HttpFailure(404, 10062, 'Unknown interaction');
+      if (record.callbacks.length > 0)
+        throw new HttpFailure(400, 40060, 'Interaction has already been acknowledged.');
       const type = Number(object.type);
       record.callbacks.push({ type, data: object.data, at: Date.now() });
       if (type === 4 || type === 5) {
         const data = asObject(object.data);
-        const message = botMessage(record.channelId, type === 5 ? { content: '', components: [] } : data, files, {
-          interactionId: record.id,
-          applicationId,
-          webhookId: applicationId,
-          type: 20,
-          flags: (typeof data.flags === 'number' ? data.flags : 0) | (type === 5 ? 128 : 0),
-        });
+        const message = botMessage(
+          record.channelId,
+          type === 5 ? { content: '', components: [] } : data,
+          files,
+          {
+            interactionId: record.id,
+            applicationId,
+            webhookId: applicationId,
+            type: 20,
+            flags: (typeof data.flags === 'number' ? data.flags : 0) | (type === 5 ? 128 : 0),
+          },
+        );
         record.originalMessageId = String(message.id);
         storeMessage(message, false);
       }
@@ -412,7 +461,11 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       if (record === undefined) throw new HttpFailure(404, 10015, 'Unknown Webhook');
       if (parts.length === 3 && method === 'POST') {
         const flags = typeof object.flags === 'number' ? object.flags : 0;
-        const message = botMessage(record.channelId, object, files, { webhookId: applicationId, applicationId, flags });
+        const message = botMessage(record.channelId, object, files, {
+          webhookId: applicationId,
+          applicationId,
+          flags,
+        });
         // Ephemeral follow-ups are only shown to the clicker, never dispatched.
         return storeMessage(message, false);
       }
@@ -458,15 +511,29 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       const method = request.method ?? 'GET';
       const path = url.pathname.replace(/^\/api\/v10/, '');
       const { body, files } = await readBody(request);
-      const record: RecordedCall = { method, path, query: url.searchParams, body, files, status: 200, at: Date.now(), injected: false };
+      const record: RecordedCall = {
+        method,
+        path,
+        query: url.searchParams,
+        body,
+        files,
+        status: 200,
+        at: Date.now(),
+        injected: false,
+      };
       calls.push(record);
 
-      const fault = faults.find((rule) => rule.remaining > 0 && rule.path.test(path) && (rule.method ?? method) === method);
+      const fault = faults.find(
+        (rule) => rule.remaining > 0 && rule.path.test(path) && (rule.method ?? method) === method,
+      );
       if (fault !== undefined) {
         fault.remaining -= 1;
         record.status = fault.status;
         record.injected = true;
-        respond(response, fault.status, { message: fault.message ?? 'Injected failure', code: fault.code ?? 0 });
+        respond(response, fault.status, {
+          message: fault.message ?? 'Injected failure',
+          code: fault.code ?? 0,
+        });
         return;
       }
       const open = path.startsWith('/interactions/') || path.startsWith('/webhooks/');
@@ -553,7 +620,9 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
 
     runSlashCommand({ channelId: target, text, user }) {
       const guildId = guildOf(requireChannel(target));
-      const command = (guildId === undefined ? [] : (commands.get(guildId) ?? [])).map(asObject).find((entry) => entry.name === 'shepherd');
+      const command = (guildId === undefined ? [] : (commands.get(guildId) ?? []))
+        .map(asObject)
+        .find((entry) => entry.name === 'shepherd');
       return createInteraction(2, target, user, {
         data: {
           id: typeof command?.id === 'string' ? command.id : snowflake(),

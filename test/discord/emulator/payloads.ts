@@ -25,7 +25,10 @@ export interface EmulatorUser {
   nick?: string;
 }
 
-export function makeUser(username: string, options: { globalName?: string; nick?: string; bot?: boolean } = {}) {
+export function makeUser(
+  username: string,
+  options: { globalName?: string; nick?: string; bot?: boolean } = {},
+) {
   const user: EmulatorUser = {
     id: snowflake(),
     username,
@@ -75,7 +78,13 @@ export function textChannelJson(id: string, guildId: string, name: string): Json
   };
 }
 
-export function threadChannelJson(id: string, guildId: string, parentId: string, name: string, ownerId: string) {
+export function threadChannelJson(
+  id: string,
+  guildId: string,
+  parentId: string,
+  name: string,
+  ownerId: string,
+) {
   const now = new Date().toISOString();
   return {
     id,

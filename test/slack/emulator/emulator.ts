@@ -62,7 +62,14 @@ export interface StoredUpload {
   filename: string;
   length: number;
   bytes: Buffer | undefined;
-  completed: { channel: string | undefined; threadTs: string | undefined; title: string | undefined; comment: string | undefined } | undefined;
+  completed:
+    | {
+        channel: string | undefined;
+        threadTs: string | undefined;
+        title: string | undefined;
+        comment: string | undefined;
+      }
+    | undefined;
 }
 
 export interface SignedResponse {
@@ -102,7 +109,11 @@ export interface SlackEmulator {
   /** Bodies POSTed to `response_url`s handed out by `responseUrl()`. */
   readonly responses: Array<{ id: string; body: unknown }>;
   callsTo(method: string): RecordedCall[];
-  waitForCall(method: string, predicate?: (call: RecordedCall) => boolean, timeoutMs?: number): Promise<RecordedCall>;
+  waitForCall(
+    method: string,
+    predicate?: (call: RecordedCall) => boolean,
+    timeoutMs?: number,
+  ): Promise<RecordedCall>;
   addUser(user: EmulatedUser): void;
   /** Inject a fault into the next call(s) of `method` (e.g. `chat.postMessage`). */
   fault(method: string, fault: Fault): void;
@@ -159,7 +170,12 @@ async function readBody(request: IncomingMessage): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-function sendJson(response: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function sendJson(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   response.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers });
   response.end(JSON.stringify(body));
 }
@@ -232,16 +248,23 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       if (blocks.length > 50) return 'invalid_blocks';
       for (const block of blocks as Array<Record<string, unknown>>) {
         const blockText = (block.text as { text?: unknown } | undefined)?.text;
-        if (block.type === 'section' && typeof blockText === 'string' && blockText.length > 3000) return 'invalid_blocks';
-        if (block.type === 'section' && typeof blockText === 'string' && blockText.length === 0) return 'invalid_blocks';
-        if (block.type === 'header' && typeof blockText === 'string' && blockText.length > 150) return 'invalid_blocks';
+        if (block.type === 'section' && typeof blockText === 'string' && blockText.length > 3000)
+          return 'invalid_blocks';
+        if (block.type === 'section' && typeof blockText === 'string' && blockText.length === 0)
+          return 'invalid_blocks';
+        if (block.type === 'header' && typeof blockText === 'string' && blockText.length > 150)
+          return 'invalid_blocks';
       }
     }
     return undefined;
   }
 
   /** The Web API proper. Returns the JSON body for an `ok` or `ok:false` answer. */
-  function answer(method: string, params: Record<string, unknown>, token: string | undefined): Record<string, unknown> {
+  function answer(
+    method: string,
+    params: Record<string, unknown>,
+    token: string | undefined,
+  ): Record<string, unknown> {
     if (method === 'apps.connections.open') {
       if (token !== appToken) return { ok: false, error: 'invalid_auth' };
       const ticket = randomUUID();
@@ -251,21 +274,49 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     if (token !== botToken) return { ok: false, error: token === undefined ? 'not_authed' : 'invalid_auth' };
     switch (method) {
       case 'auth.test':
-        return { ok: true, url: 'https://emulator.slack.com/', team: 'Emulator', user: 'shepherd', team_id: teamId, user_id: botUserId, bot_id: botId };
+        return {
+          ok: true,
+          url: 'https://emulator.slack.com/',
+          team: 'Emulator',
+          user: 'shepherd',
+          team_id: teamId,
+          user_id: botUserId,
+          bot_id: botId,
+        };
       case 'chat.postMessage': {
         const channel = string(params, 'channel');
         if (channel === undefined) return { ok: false, error: 'channel_not_found' };
         const invalid = validateMessage(params);
         if (invalid !== undefined) return { ok: false, error: invalid };
         const ts = nextTs();
-        const message: StoredMessage = { channel, ts, threadTs: string(params, 'thread_ts'), text: string(params, 'text'), blocks: params.blocks };
+        const message: StoredMessage = {
+          channel,
+          ts,
+          threadTs: string(params, 'thread_ts'),
+          text: string(params, 'text'),
+          blocks: params.blocks,
+        };
         messages.set(ts, message);
-        return { ok: true, channel, ts, message: { type: 'message', user: botUserId, bot_id: botId, text: message.text, ts, thread_ts: message.threadTs, blocks: message.blocks } };
+        return {
+          ok: true,
+          channel,
+          ts,
+          message: {
+            type: 'message',
+            user: botUserId,
+            bot_id: botId,
+            text: message.text,
+            ts,
+            thread_ts: message.threadTs,
+            blocks: message.blocks,
+          },
+        };
       }
       case 'chat.update': {
         const ts = string(params, 'ts');
         const existing = ts === undefined ? undefined : messages.get(ts);
-        if (ts === undefined || existing === undefined || existing.channel !== string(params, 'channel')) return { ok: false, error: 'message_not_found' };
+        if (ts === undefined || existing === undefined || existing.channel !== string(params, 'channel'))
+          return { ok: false, error: 'message_not_found' };
         const invalid = validateMessage(params);
         if (invalid !== undefined) return { ok: false, error: invalid };
         existing.text = string(params, 'text');
@@ -294,26 +345,35 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       case 'files.getUploadURLExternal': {
         const filename = string(params, 'filename');
         const length = Number(params.length);
-        if (filename === undefined || !Number.isFinite(length) || length <= 0) return { ok: false, error: 'invalid_arguments' };
+        if (filename === undefined || !Number.isFinite(length) || length <= 0)
+          return { ok: false, error: 'invalid_arguments' };
         fileCounter += 1;
         const fileId = `F${String(fileCounter).padStart(8, '0')}`;
         uploads.set(fileId, { fileId, filename, length, bytes: undefined, completed: undefined });
         return { ok: true, upload_url: `${url}/upload/${fileId}`, file_id: fileId };
       }
       case 'files.completeUploadExternal': {
-        const files = Array.isArray(params.files) ? (params.files as Array<{ id?: string; title?: string }>) : [];
+        const files = Array.isArray(params.files)
+          ? (params.files as Array<{ id?: string; title?: string }>)
+          : [];
         if (files.length === 0) return { ok: false, error: 'invalid_arguments' };
         const completed = [];
         for (const file of files) {
           const upload = uploads.get(file.id ?? '');
-          if (upload === undefined || upload.bytes === undefined) return { ok: false, error: 'file_not_found' };
+          if (upload === undefined || upload.bytes === undefined)
+            return { ok: false, error: 'file_not_found' };
           upload.completed = {
             channel: string(params, 'channel_id'),
             threadTs: string(params, 'thread_ts'),
             title: file.title,
             comment: string(params, 'initial_comment'),
           };
-          completed.push({ id: upload.fileId, name: upload.filename, title: file.title ?? upload.filename, size: upload.bytes.length });
+          completed.push({
+            id: upload.fileId,
+            name: upload.filename,
+            title: file.title ?? upload.filename,
+            size: upload.bytes.length,
+          });
         }
         return { ok: true, files: completed };
       }
@@ -325,7 +385,11 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     }
   }
 
-  async function handleUpload(request: IncomingMessage, response: ServerResponse, fileId: string): Promise<void> {
+  async function handleUpload(
+    request: IncomingMessage,
+    response: ServerResponse,
+    fileId: string,
+  ): Promise<void> {
     const raw = await readBody(request);
     const upload = uploads.get(fileId);
     if (upload === undefined) {
@@ -340,7 +404,14 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     } else {
       upload.bytes = raw;
     }
-    record({ method: 'upload', params: { fileId, bytes: upload.bytes.length }, token: undefined, at: Date.now(), status: 200, response: 'OK' });
+    record({
+      method: 'upload',
+      params: { fileId, bytes: upload.bytes.length },
+      token: undefined,
+      at: Date.now(),
+      status: 200,
+      response: 'OK',
+    });
     response.writeHead(200, { 'content-type': 'text/plain' });
     response.end(`OK - ${upload.bytes.length}`);
   }
@@ -354,7 +425,10 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       }
       if (request.method === 'POST' && path.startsWith('/response/')) {
         const raw = (await readBody(request)).toString('utf8');
-        responses.push({ id: path.slice('/response/'.length), body: parseParams(raw, request.headers['content-type']) });
+        responses.push({
+          id: path.slice('/response/'.length),
+          body: parseParams(raw, request.headers['content-type']),
+        });
         sendJson(response, 200, { ok: true });
         return;
       }
@@ -371,10 +445,16 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       if (fault?.status !== undefined) {
         const body = { ok: false, error: fault.status === 429 ? 'ratelimited' : 'service_unavailable' };
         record({ method, params, token, at: Date.now(), status: fault.status, response: body });
-        sendJson(response, fault.status, body, fault.status === 429 ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) } : {});
+        sendJson(
+          response,
+          fault.status,
+          body,
+          fault.status === 429 ? { 'retry-after': String(fault.retryAfterSeconds ?? 1) } : {},
+        );
         return;
       }
-      const body = fault?.error !== undefined ? { ok: false, error: fault.error } : answer(method, params, token);
+      const body =
+        fault?.error !== undefined ? { ok: false, error: fault.error } : answer(method, params, token);
       record({ method, params, token, at: Date.now(), status: 200, response: body });
       sendJson(response, 200, body);
     })().catch((error: unknown) => {
@@ -422,7 +502,14 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
           });
         }
       });
-      client.send(JSON.stringify({ type: 'hello', num_connections: 1, debug_info: { host: 'emulator' }, connection_info: { app_id: 'A0EMULATOR' } }));
+      client.send(
+        JSON.stringify({
+          type: 'hello',
+          num_connections: 1,
+          debug_info: { host: 'emulator' },
+          connection_info: { app_id: 'A0EMULATOR' },
+        }),
+      );
       socketReady?.();
     });
   });
@@ -446,7 +533,8 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     responses,
     callsTo: (method) => calls.filter((call) => call.method === method),
     waitForCall(method, predicate = () => true, timeoutMs = 5000) {
-      const find = (): RecordedCall | undefined => calls.find((call) => call.method === method && predicate(call));
+      const find = (): RecordedCall | undefined =>
+        calls.find((call) => call.method === method && predicate(call));
       const found = find();
       if (found !== undefined) return Promise.resolve(found);
       return new Promise((resolve, reject) => {
@@ -487,7 +575,12 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       const client = socket;
       if (client === undefined) return Promise.reject(new Error('emulator: no Socket Mode client connected'));
       const envelopeId = envelopeOptions.envelopeId ?? randomUUID();
-      const envelope: Record<string, unknown> = { envelope_id: envelopeId, type, payload, accepts_response_payload: type !== 'events_api' };
+      const envelope: Record<string, unknown> = {
+        envelope_id: envelopeId,
+        type,
+        payload,
+        accepts_response_payload: type !== 'events_api',
+      };
       if (type === 'events_api') {
         envelope.retry_attempt = envelopeOptions.retryAttempt ?? 0;
         envelope.retry_reason = envelopeOptions.retryReason ?? '';
@@ -511,7 +604,8 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       const headers: Record<string, string> = {
         'content-type': contentType,
         'x-slack-request-timestamp': String(timestamp),
-        'x-slack-signature': signedOptions.signature ?? signSlackRequest(signedOptions.secret ?? signingSecret, timestamp, body),
+        'x-slack-signature':
+          signedOptions.signature ?? signSlackRequest(signedOptions.secret ?? signingSecret, timestamp, body),
       };
       if (signedOptions.retryNum !== undefined) {
         headers['x-slack-retry-num'] = String(signedOptions.retryNum);

@@ -55,7 +55,12 @@ export function eventCallback(
     event_id: options.eventId ?? nextId('Ev'),
     event_time: Math.floor(Date.now() / 1000),
     authorizations: [
-      { team_id: options.teamId ?? 'T0EMULATOR', user_id: options.botUserId ?? 'UBOT', is_bot: true, is_enterprise_install: false },
+      {
+        team_id: options.teamId ?? 'T0EMULATOR',
+        user_id: options.botUserId ?? 'UBOT',
+        is_bot: true,
+        is_enterprise_install: false,
+      },
     ],
     is_ext_shared_channel: false,
   };
@@ -75,10 +80,20 @@ export interface BlockActionInput {
 export function blockActionsPayload(input: BlockActionInput): Record<string, unknown> {
   return {
     type: 'block_actions',
-    user: { id: input.userId, username: input.userName ?? input.userId, name: input.userName ?? input.userId, team_id: 'T0EMULATOR' },
+    user: {
+      id: input.userId,
+      username: input.userName ?? input.userId,
+      name: input.userName ?? input.userId,
+      team_id: 'T0EMULATOR',
+    },
     api_app_id: 'A0EMULATOR',
     token: 'verification-token-unused',
-    container: { type: 'message', message_ts: input.messageTs, channel_id: input.channel, is_ephemeral: false },
+    container: {
+      type: 'message',
+      message_ts: input.messageTs,
+      channel_id: input.channel,
+      is_ephemeral: false,
+    },
     trigger_id: nextId('trigger.'),
     team: { id: 'T0EMULATOR', domain: 'emulator' },
     channel: { id: input.channel, name: 'emulated' },
@@ -149,6 +164,9 @@ export function encodeDelivery(delivery: HttpDelivery): { body: string; contentT
         contentType: 'application/x-www-form-urlencoded',
       };
     case 'command':
-      return { body: new URLSearchParams(delivery.fields).toString(), contentType: 'application/x-www-form-urlencoded' };
+      return {
+        body: new URLSearchParams(delivery.fields).toString(),
+        contentType: 'application/x-www-form-urlencoded',
+      };
   }
 }

@@ -1,0 +1,289 @@
+import type { Queue } from 'bullmq';
+import type { ActionOutcome, ChatUser, InboundAction } from '../bot/chat-adapter.js';
+import { errorMessage, RunError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Notifier } from '../notify/notifier.js';
+import type { ControlJob } from '../queue/jobs.js';
+import type { RunService } from '../runs/run-service.js';
+import type { RunMeta } from '../runs/run-types.js';
+import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
+import { type ApprovalPolicy, checkDecision, estimateCostUsd, isAutoApproved } from './approval-policy.js';
+import type { Approval, ApprovalStore, Decision } from './approval-store.js';
+
+/**
+ * Approvals as buttons. A request posts a card; a click is checked against the policy and recorded
+ * atomically (first decision wins) in the action handler, which answers at once; the decision is then
+ * applied by a control job, so the click never waits on a process launch.
+ */
+
+export interface ApprovalRequest {
+  kind: Approval['kind'];
+  meta: RunMeta;
+  requester: ChatUser;
+  /** Diff (script change) or the first lines of the script (start / resume). */
+  scriptExcerpt: string;
+  proposedScript?: string;
+  reason?: string;
+  origin: Approval['origin'];
+  toolCall?: { name: string; input: unknown };
+  /** GPUs asked for (resume and start use the run's). */
+  gpus?: number;
+}
+
+export interface ApprovalServiceOptions {
+  store: ApprovalStore;
+  runs: RunService;
+  notifier: Notifier;
+  controlQueue: Queue;
+  policy: ApprovalPolicy;
+  gpuHourUsd: number;
+  ttlMs: number;
+  logger: Logger;
+  /** Tells the thread's agent how its pending tool call ended (starts a turn). */
+  pushEvent(threadId: string, eventId: string, text: string): Promise<void>;
+  now?: () => Date;
+}
+
+export interface ApprovalService {
+  /** Posts the approval card (or applies an auto-approval) and returns the stored approval. */
+  request(request: ApprovalRequest): Promise<{ approval: Approval; autoApproved: boolean }>;
+  /** The button handler for `approve:<id>` and `reject:<id>`. */
+  onAction(
+    action: InboundAction,
+    decision: 'approved' | 'rejected',
+    approvalId: string,
+  ): Promise<ActionOutcome>;
+  /** The control job: applies a recorded decision (idempotent: a retry after a crash is harmless). */
+  apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void>;
+}
+
+export function createApprovalService(options: ApprovalServiceOptions): ApprovalService {
+  const { store, runs, notifier, logger } = options;
+  const now = options.now ?? (() => new Date());
+
+  async function enqueueDecision(approval: Approval, decision: Decision, delayMs = 0): Promise<void> {
+    const job: ControlJob = {
+      v: 1,
+      kind: 'approval-decision',
+      approvalId: approval.id,
+      decision: decision.decision,
+      user: decision.user,
+      threadId: approval.threadId,
+      auto: decision.auto,
+    };
+    await options.controlQueue.add('approval-decision', job, {
+      // One application per approval, whatever the number of clicks or retries.
+      jobId: `${decision.decision === 'expired' && delayMs > 0 ? 'expire' : 'decision'}-${approval.id}`,
+      delay: delayMs,
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: { age: 24 * 3600 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+  }
+
+  async function request(input: ApprovalRequest) {
+    const gpus = input.gpus ?? input.meta.gpus;
+    const costUsd = estimateCostUsd(gpus, input.meta.maxHours, options.gpuHourUsd);
+    const approval = await store.create(
+      {
+        kind: input.kind,
+        runId: input.meta.id,
+        runName: input.meta.name,
+        threadId: input.meta.threadId,
+        requester: input.requester,
+        gpus,
+        maxHours: input.meta.maxHours,
+        costUsd,
+        scriptExcerpt: input.scriptExcerpt,
+        origin: input.origin,
+        ...(input.proposedScript === undefined ? {} : { proposedScript: input.proposedScript }),
+        ...(input.reason === undefined ? {} : { reason: input.reason }),
+        ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
+      },
+      options.ttlMs,
+      now(),
+    );
+    const autoApproved = isAutoApproved(options.policy, costUsd);
+    if (autoApproved) {
+      const decision: Decision = {
+        decision: 'approved',
+        user: { id: 'shepherd', name: 'auto-approval' },
+        at: now().toISOString(),
+        auto: true,
+        note: `est. ${formatUsd(costUsd)} ≤ ${formatUsd(options.policy.autoApproveUsd)}`,
+      };
+      await store.decide(approval.id, decision);
+      // The card still appears, already resolved, as the audit trail.
+      const posted = await notifier.postCard(approval.threadId, resolvedApprovalCard(approval, decision));
+      await store.setCardMessage(approval.id, posted.messageId);
+      await enqueueDecision(approval, decision);
+      return { approval: { ...approval, cardMessageId: posted.messageId }, autoApproved };
+    }
+    const posted = await notifier.postCard(approval.threadId, approvalCard(approval));
+    await store.setCardMessage(approval.id, posted.messageId);
+    await enqueueDecision(
+      approval,
+      { decision: 'expired', user: { id: 'shepherd', name: 'shepherd' }, at: approval.expiresAt, auto: true },
+      options.ttlMs,
+    );
+    return { approval: { ...approval, cardMessageId: posted.messageId }, autoApproved };
+  }
+
+  async function onAction(action: InboundAction, decision: 'approved' | 'rejected', approvalId: string) {
+    const approval = await store.get(approvalId);
+    if (approval === undefined)
+      return { status: 'unknown', message: 'this approval no longer exists' } as const;
+    const existing = await store.getDecision(approvalId);
+    if (existing !== undefined) return { status: 'resolved', message: describeExisting(existing) } as const;
+    if (now().getTime() >= Date.parse(approval.expiresAt)) {
+      return { status: 'resolved', message: 'this approval has expired; ask again' } as const;
+    }
+    const verdict = checkDecision(options.policy, approval, action.user, decision);
+    if (!verdict.allowed) return { status: 'forbidden', message: verdict.reason } as const;
+    const recorded: Decision = { decision, user: action.user, at: now().toISOString(), auto: false };
+    const result = await store.decide(approvalId, recorded);
+    if (!result.won) return { status: 'resolved', message: describeExisting(result.decision) } as const;
+    await enqueueDecision(approval, recorded);
+    return { status: 'accepted', message: decision === 'approved' ? 'approved' : 'rejected' } as const;
+  }
+
+  async function apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void> {
+    const approval = await store.get(job.approvalId);
+    if (approval === undefined) {
+      logger.warn({ approvalId: job.approvalId }, 'decision for an unknown approval; ignored');
+      return;
+    }
+    let decision = await store.getDecision(approval.id);
+    if (job.decision === 'expired') {
+      // The expiry job only wins when nobody decided in time.
+      const result = await store.decide(approval.id, {
+        decision: 'expired',
+        user: job.user,
+        at: now().toISOString(),
+        auto: true,
+      });
+      if (!result.won) return;
+      decision = result.decision;
+    }
+    if (decision === undefined) return;
+
+    let outcome: string;
+    try {
+      outcome = await applyToRun(approval, decision);
+    } catch (error) {
+      if (error instanceof RunError && error.code === 'illegal_transition') {
+        // Already applied by an earlier attempt of this job, or the run moved on meanwhile.
+        outcome = `nothing to do: ${error.message}`;
+        logger.info({ approvalId: approval.id, err: error.message }, 'approval already applied');
+      } else {
+        outcome = `could not be applied: ${errorMessage(error)}`;
+        await notifier.post(
+          approval.threadId,
+          `⚠️ ${approval.runName}: the approved action failed — ${errorMessage(error)}`,
+        );
+      }
+    }
+    if (approval.cardMessageId !== undefined) {
+      await notifier.updateCard(
+        approval.threadId,
+        approval.cardMessageId,
+        resolvedApprovalCard(approval, decision),
+      );
+    }
+    if (decision.decision !== 'approved') {
+      const what =
+        decision.decision === 'expired'
+          ? 'expired without a decision'
+          : `was rejected by ${decision.user.name}`;
+      await notifier.post(
+        approval.threadId,
+        `${approval.runName}: ${approvalLabel(approval)} ${what}${outcome ? ` — ${outcome}` : ''}.`,
+      );
+    }
+    if (approval.origin === 'agent') {
+      await options.pushEvent(
+        approval.threadId,
+        `${approval.id}-${decision.decision}`,
+        `[approval ${approval.id}] ${approval.toolCall?.name ?? approvalLabel(approval)} for ${approval.runName}: ${
+          decision.decision === 'approved'
+            ? `approved by ${decision.user.name}; ${outcome}`
+            : decision.decision === 'rejected'
+              ? `rejected by ${decision.user.name}${decision.note ? `: ${decision.note}` : ''}`
+              : 'expired without a decision'
+        }`,
+      );
+    }
+  }
+
+  async function applyToRun(approval: Approval, decision: Decision): Promise<string> {
+    const by = decision.user;
+    if (decision.decision === 'approved') {
+      switch (approval.kind) {
+        case 'start': {
+          const meta = await runs.approve(approval.runId, by);
+          return describeLaunch(meta);
+        }
+        case 'resume': {
+          const meta = await runs.resume(approval.runId, by);
+          return describeLaunch(meta);
+        }
+        case 'script-change': {
+          if (approval.proposedScript === undefined) return 'no script was attached';
+          const update = await runs.updateScript(
+            approval.runId,
+            approval.proposedScript,
+            by,
+            approval.reason ?? 'approved change',
+          );
+          const status = update.meta.status;
+          if (status === 'running' || status === 'failed' || status === 'queued') {
+            const meta = await runs.restartWithCurrentScript(approval.runId, by);
+            return `script v${update.meta.scriptVersion} applied (${update.archivedAs} archived); ${describeLaunch(meta)}`;
+          }
+          return `script v${update.meta.scriptVersion} applied (${update.archivedAs} archived); the run is ${status}`;
+        }
+      }
+    }
+    if (approval.kind === 'start') {
+      const reason = decision.decision === 'expired' ? 'approval expired' : (decision.note ?? 'rejected');
+      await runs.reject(approval.runId, by, reason);
+      return 'the run will not start';
+    }
+    return approval.kind === 'resume' ? 'the run stays paused' : 'the script is unchanged';
+  }
+
+  return { request, onAction, apply };
+}
+
+function approvalLabel(approval: Approval): string {
+  return approval.kind === 'start'
+    ? 'the launch'
+    : approval.kind === 'resume'
+      ? 'resuming'
+      : 'the script change';
+}
+
+function describeExisting(decision: Decision): string {
+  switch (decision.decision) {
+    case 'approved':
+      return `already approved by ${decision.user.name}`;
+    case 'rejected':
+      return `already rejected by ${decision.user.name}`;
+    case 'expired':
+      return 'this approval has expired';
+  }
+}
+
+function describeLaunch(meta: RunMeta): string {
+  if (meta.status === 'running') {
+    const where =
+      meta.gpuIndices.length > 0
+        ? `GPUs ${meta.gpuIndices.join(',')}`
+        : meta.jobId
+          ? `job ${meta.jobId}`
+          : 'CPU';
+    return `run ${meta.name} started on ${where}`;
+  }
+  return `run ${meta.name} is ${meta.status}${meta.statusReason ? ` (${meta.statusReason})` : ''}`;
+}

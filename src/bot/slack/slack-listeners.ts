@@ -1,0 +1,152 @@
+/**
+ * Bolt listeners: every event, click and command is acknowledged first (Bolt acks events itself),
+ * then routed through `inbound.ts` to the core's `InboundHandlers`.
+ */
+import type { App } from '@slack/bolt';
+import { PlatformError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import { type ChatUser, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
+import {
+  type BotIdentity,
+  blockActionsSchema,
+  classifyEventCallback,
+  slashCommandSchema,
+} from './inbound.js';
+import { escapeMrkdwn } from './mrkdwn.js';
+import type { RecentIds } from './recent-ids.js';
+
+export interface ListenerDependencies {
+  logger: Logger;
+  recentDeliveries: RecentIds;
+  chatUser(userId: string): Promise<ChatUser>;
+  /** Slack-formatted text → the agent's plain text (mentions resolved to names). */
+  plainText(rawText: string): Promise<string>;
+  postEphemeral(threadId: string, userId: string, text: string): Promise<void>;
+  /** Post a top-level mrkdwn message; resolves with its ts. Throws `PlatformError`. */
+  postRoot(channel: string, mrkdwn: string): Promise<string>;
+  slashCommand: string;
+  botName: string;
+}
+
+/** Register Bolt listeners that route Slack deliveries to the core's handlers. */
+export function registerListeners(
+  target: App,
+  handlers: InboundHandlers,
+  identity: BotIdentity,
+  dependencies: ListenerDependencies,
+): void {
+  const { logger, recentDeliveries, chatUser, plainText, postEphemeral, postRoot, slashCommand, botName } =
+    dependencies;
+  const onEvent = async ({
+    body,
+    context,
+  }: {
+    body: unknown;
+    context: { retryNum?: number | undefined };
+  }) => {
+    const decision = classifyEventCallback(body, identity);
+    if (decision.kind === 'ignore') {
+      logger.debug({ reason: decision.reason }, 'slack event ignored');
+      return;
+    }
+    // Checked before any await, so concurrent retries of one event cannot both pass.
+    if (!recentDeliveries.add(decision.deliveryId)) {
+      logger.info(
+        { deliveryId: decision.deliveryId, retryNum: context.retryNum },
+        'slack retry of a handled event skipped',
+      );
+      return;
+    }
+    try {
+      const [user, text] = await Promise.all([chatUser(decision.userId), plainText(decision.rawText)]);
+      await handlers.onMessage({
+        threadId: decision.threadId,
+        messageId: decision.messageId,
+        user,
+        text,
+        addressed: decision.addressed,
+        startsThread: decision.startsThread,
+        deliveryId: decision.deliveryId,
+        receivedAt: Date.now(),
+      });
+    } catch (error) {
+      logger.error({ err: error, threadId: decision.threadId }, 'slack message handling failed');
+    }
+  };
+  target.event('app_mention', onEvent);
+  target.event('message', onEvent);
+
+  target.action(/.*/, async ({ ack, body }) => {
+    await ack();
+    const parsed = blockActionsSchema.safeParse(body);
+    if (!parsed.success) {
+      logger.debug('slack interaction ignored: not a block action');
+      return;
+    }
+    const payload = parsed.data;
+    const action = payload.actions[0];
+    const channel = payload.channel?.id ?? payload.container?.channel_id;
+    const messageTs = payload.container?.message_ts ?? payload.message?.ts;
+    if (action === undefined || channel === undefined || messageTs === undefined) return;
+    const threadId = encodeThreadId({
+      platform: 'slack',
+      channel,
+      thread: payload.message?.thread_ts ?? messageTs,
+    });
+    try {
+      const outcome = await handlers.onAction({
+        threadId,
+        messageId: messageTs,
+        actionId: action.action_id,
+        user: await chatUser(payload.user.id),
+      });
+      if (outcome.message !== undefined && outcome.message !== '') {
+        // Refusals (and any accepted note) go only to the person who clicked.
+        await postEphemeral(threadId, payload.user.id, outcome.message);
+      }
+    } catch (error) {
+      logger.error({ err: error, threadId, actionId: action.action_id }, 'slack action handling failed');
+    }
+  });
+
+  target.command(slashCommand, async ({ ack, body, respond }) => {
+    await ack();
+    const parsed = slashCommandSchema.safeParse(body);
+    if (!parsed.success) return;
+    const command = parsed.data;
+    // A slash command has no thread; a visible root message gives the answer one to live in.
+    const invocation = `${command.command}${command.text === '' ? '' : ` ${command.text}`}`;
+    let rootTs: string;
+    try {
+      rootTs = await postRoot(
+        command.channel_id,
+        `<@${command.user_id}> ran \`${escapeMrkdwn(invocation)}\``,
+      );
+    } catch (error) {
+      const code = error instanceof PlatformError ? error.code : 'error';
+      await respond({
+        response_type: 'ephemeral',
+        text: `I can't post in this conversation (${code}). Invite ${botName} to the channel, or DM me.`,
+      }).catch((respondError: unknown) => logger.warn({ err: respondError }, 'slack respond failed'));
+      return;
+    }
+    try {
+      await handlers.onMessage({
+        threadId: encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
+        messageId: rootTs,
+        user: await chatUser(command.user_id),
+        text: command.text,
+        addressed: true,
+        startsThread: true,
+        deliveryId: `slash:${command.trigger_id}`,
+        receivedAt: Date.now(),
+      });
+    } catch (error) {
+      logger.error({ err: error, channel: command.channel_id }, 'slack slash command handling failed');
+    }
+  });
+
+  target.error(async (error) => {
+    logger.error({ err: error }, 'slack listener error');
+  });
+}

@@ -1,0 +1,80 @@
+import type { ChatUser } from '../bot/chat-adapter.js';
+import type { Logger } from '../logger.js';
+import type { RunOperations } from '../tools/run-operations.js';
+import { userFacingError } from '../tools/run-operations.js';
+import { type PlainCommand, parsePlainCommand } from './parse-command.js';
+
+export interface ChartRequest {
+  run: string;
+  metrics: string[];
+  steps?: { from: number; to: number };
+  threadId: string;
+}
+
+export interface CommandHandlerOptions {
+  operations: RunOperations;
+  botName: string;
+  helpText: () => Promise<string>;
+  /** Posts a chart into the thread and returns a sentence; absent until charts are wired. */
+  chart?: (request: ChartRequest) => Promise<string>;
+  logger: Logger;
+}
+
+/**
+ * Plain commands: answered without the LLM, so they keep working when it is down. Returns `undefined`
+ * for text that is not a command (it goes to the agent).
+ */
+export function createCommandHandler(options: CommandHandlerOptions) {
+  const { operations } = options;
+
+  async function execute(command: PlainCommand, threadId: string, actor: ChatUser): Promise<string> {
+    switch (command.name) {
+      case 'help':
+        return options.helpText();
+      case 'runs':
+        return operations.list();
+      case 'status':
+        return command.run === undefined ? operations.list() : operations.status(command.run);
+      case 'pause':
+        return operations.pause(command.run, actor);
+      case 'resume':
+        return operations.resume(command.run, actor, 'command');
+      case 'stop':
+        return operations.stop(command.run, actor);
+      case 'run':
+        return operations.runWorkspaceScript(
+          command.path,
+          {
+            ...(command.gpus === undefined ? {} : { gpus: command.gpus }),
+            ...(command.runName === undefined ? {} : { runName: command.runName }),
+            ...(command.maxHours === undefined ? {} : { maxHours: command.maxHours }),
+          },
+          threadId,
+          actor,
+        );
+      case 'chart':
+        if (options.chart === undefined) return 'Charts are not available in this deployment.';
+        return options.chart({
+          run: command.run,
+          metrics: command.metrics,
+          threadId,
+          ...(command.steps === undefined ? {} : { steps: command.steps }),
+        });
+      case 'invalid':
+        return `\`${command.command}\`: ${command.error}`;
+    }
+  }
+
+  return {
+    async tryHandle(threadId: string, text: string, actor: ChatUser): Promise<string | undefined> {
+      const command = parsePlainCommand(text, options.botName);
+      if (command === undefined) return undefined;
+      try {
+        return await execute(command, threadId, actor);
+      } catch (error) {
+        options.logger.info({ threadId, command: command.name, err: String(error) }, 'command refused');
+        return userFacingError(error);
+      }
+    },
+  };
+}

@@ -1,0 +1,293 @@
+import { lstat, readFile, realpath } from 'node:fs/promises';
+import { basename, isAbsolute, resolve, sep } from 'node:path';
+import { createTwoFilesPatch } from 'diff';
+import type { ApprovalService } from '../approvals/approval-service.js';
+import type { ChatUser } from '../bot/chat-adapter.js';
+import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import type { RunService } from '../runs/run-service.js';
+import type { RunStore } from '../runs/run-store.js';
+import type { RunMeta } from '../runs/run-types.js';
+
+/**
+ * The run actions shared by agent tools and plain commands, so both follow exactly the same approval
+ * rules. Each returns a sentence for the thread; expected failures (unknown run, too many GPUs) come
+ * back as `RunError`/`ToolPolicyError` with a message written for people.
+ */
+
+export const MAX_SCRIPT_BYTES = 512 * 1024;
+const PREVIEW_LINES = 25;
+
+export interface LaunchInput {
+  name: string;
+  script: string;
+  gpus: number;
+  maxHours?: number;
+  modelId?: string;
+  config?: Record<string, unknown>;
+  threadId: string;
+  requester: ChatUser;
+  origin: 'agent' | 'command';
+  toolCall?: { name: string; input: unknown };
+}
+
+export interface RunOperationsOptions {
+  runs: RunService;
+  store: RunStore;
+  approvals: ApprovalService;
+  workspace: string;
+  /** Checks a proposed script; resolves an error text or undefined when it compiles. */
+  checkSyntax?: (source: string) => Promise<string | undefined>;
+}
+
+export function scriptPreview(source: string): string {
+  const lines = source.split('\n');
+  const head = lines.slice(0, PREVIEW_LINES).join('\n');
+  return lines.length > PREVIEW_LINES ? `${head}\n… (${lines.length - PREVIEW_LINES} more lines)` : head;
+}
+
+export function describeRun(meta: RunMeta): string {
+  const where =
+    meta.gpuIndices.length > 0
+      ? ` on GPUs ${meta.gpuIndices.join(',')}`
+      : meta.jobId
+        ? ` (Slurm job ${meta.jobId})`
+        : '';
+  const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
+  const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
+  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${step}${reason}`;
+}
+
+/** Resolves a script path inside the workspace; `..`, outside absolute paths and symlinks out are refused. */
+export async function resolveWorkspaceScript(workspace: string, path: string): Promise<string> {
+  const root = await realpath(workspace);
+  const candidate = isAbsolute(path) ? resolve(path) : resolve(root, path);
+  const inside = (target: string) => target === root || target.startsWith(root + sep);
+  if (!inside(candidate)) {
+    throw new ToolPolicyError(
+      'path_outside_workspace',
+      `${path} is outside the workspace; scripts must live under ${root}`,
+    );
+  }
+  let real: string;
+  try {
+    real = await realpath(candidate);
+  } catch {
+    throw new ToolPolicyError('script_not_found', `no script at ${path} in the workspace`);
+  }
+  if (!inside(real)) {
+    throw new ToolPolicyError(
+      'path_outside_workspace',
+      `${path} points outside the workspace (symlink); refused`,
+    );
+  }
+  const stats = await lstat(real);
+  if (!stats.isFile()) throw new ToolPolicyError('script_not_found', `${path} is not a file`);
+  if (stats.size > MAX_SCRIPT_BYTES)
+    throw new ToolPolicyError('script_too_large', `${path} is larger than 512 KiB`);
+  return real;
+}
+
+export function createRunOperations(options: RunOperationsOptions) {
+  const { runs, store, approvals } = options;
+
+  async function launch(input: LaunchInput): Promise<string> {
+    if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
+      throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
+    }
+    const meta = await runs.createRun({
+      name: input.name,
+      script: input.script,
+      gpus: input.gpus,
+      threadId: input.threadId,
+      requester: input.requester,
+      ...(input.maxHours === undefined ? {} : { maxHours: input.maxHours }),
+      ...(input.modelId === undefined ? {} : { modelId: input.modelId }),
+      ...(input.config === undefined ? {} : { config: input.config }),
+    });
+    const { approval, autoApproved } = await approvals.request({
+      kind: 'start',
+      meta,
+      requester: input.requester,
+      scriptExcerpt: scriptPreview(input.script),
+      origin: input.origin,
+      ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
+    });
+    return autoApproved
+      ? `Run ${meta.name} (${meta.id}) was auto-approved (est. $${approval.costUsd}) and is starting.`
+      : `Approval requested for run ${meta.name} (${meta.id}): ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}, max ${meta.maxHours} h, est. $${approval.costUsd}. It starts once a teammate clicks Approve on the card (approval ${approval.id}).`;
+  }
+
+  async function list(): Promise<string> {
+    const all = await runs.listRuns();
+    if (all.length === 0) return 'No training runs yet.';
+    return all
+      .slice(0, 30)
+      .map((meta) => `• ${describeRun(meta)}`)
+      .join('\n');
+  }
+
+  async function status(reference: string): Promise<string> {
+    const report = await runs.status(reference);
+    const lines = [describeRun(report.meta)];
+    const last = report.lastMetrics.at(-1);
+    if (last !== undefined) {
+      const values = Object.entries(last.values)
+        .map(([name, value]) => `${name}=${formatNumber(value)}`)
+        .join(', ');
+      lines.push(`last metrics (step ${last.step ?? '?'}): ${values}`);
+    }
+    if (report.lastMetrics.length >= 2) {
+      const first = report.lastMetrics[0]?.values.loss;
+      const latest = last?.values.loss;
+      if (first !== undefined && latest !== undefined) {
+        lines.push(
+          `loss trend over the last ${report.lastMetrics.length} points: ${formatNumber(first)} → ${formatNumber(latest)}`,
+        );
+      }
+    }
+    if (report.resume?.step !== undefined && report.resume.step !== null) {
+      lines.push(`last checkpoint: step ${report.resume.step}`);
+    }
+    if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
+    if (report.logTail.length > 0)
+      lines.push(`last log lines:\n\`\`\`\n${report.logTail.slice(-8).join('\n')}\n\`\`\``);
+    return lines.join('\n');
+  }
+
+  async function pause(reference: string, actor: ChatUser): Promise<string> {
+    const meta = await runs.pause(reference, actor);
+    const report = await runs.status(meta.id);
+    const step = report.resume?.step;
+    return `Paused ${meta.name}${step === undefined || step === null ? '' : ` at checkpoint step ${step}`}; its GPUs are free.`;
+  }
+
+  async function resume(
+    reference: string,
+    actor: ChatUser,
+    origin: 'agent' | 'command',
+    toolCall?: { name: string; input: unknown },
+  ) {
+    const meta = await runs.findRun(reference);
+    if (meta.status !== 'paused' && meta.status !== 'failed') {
+      throw new RunError(
+        'illegal_transition',
+        `${meta.name} is ${meta.status.replace('_', ' ')}; only paused or failed runs can be resumed`,
+      );
+    }
+    if (meta.gpus === 0) {
+      const resumed = await runs.resume(meta.id, actor);
+      return `Resumed ${resumed.name}: ${resumed.status}.`;
+    }
+    // Asking for GPUs again needs a new decision.
+    const script = await store.readScript(meta.id);
+    const { approval, autoApproved } = await approvals.request({
+      kind: 'resume',
+      meta,
+      requester: actor,
+      scriptExcerpt: scriptPreview(script),
+      origin,
+      ...(toolCall === undefined ? {} : { toolCall }),
+    });
+    return autoApproved
+      ? `Resuming ${meta.name} (auto-approved).`
+      : `Resuming ${meta.name} asks for ${meta.gpus} GPUs again, so it needs approval (card posted, approval ${approval.id}).`;
+  }
+
+  async function stop(reference: string, actor: ChatUser): Promise<string> {
+    const meta = await runs.stop(reference, actor, 'stopped from the thread');
+    return `Stopped ${meta.name}.`;
+  }
+
+  async function updateScript(
+    reference: string,
+    script: string,
+    reason: string,
+    actor: ChatUser,
+    origin: 'agent' | 'command' | 'monitor',
+    toolCall?: { name: string; input: unknown },
+  ): Promise<{ text: string; diff: string }> {
+    const meta = await runs.findRun(reference);
+    if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
+      throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
+    }
+    const syntaxError = await options.checkSyntax?.(script);
+    if (syntaxError !== undefined) {
+      throw new ToolPolicyError('script_syntax_error', `the new script does not compile:\n${syntaxError}`);
+    }
+    const current = await store.readScript(meta.id);
+    if (current === script)
+      return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
+    const diff = createTwoFilesPatch(`train_v${meta.scriptVersion}.py`, 'train.py', current, script, '', '', {
+      context: 3,
+    });
+    const { approval } = await approvals.request({
+      kind: 'script-change',
+      meta,
+      requester: actor,
+      scriptExcerpt: diff,
+      proposedScript: script,
+      reason,
+      origin,
+      ...(toolCall === undefined ? {} : { toolCall }),
+    });
+    return {
+      text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, train.py becomes v${meta.scriptVersion + 1}, train_v${meta.scriptVersion}.py is archived and the run restarts from its last checkpoint.`,
+      diff,
+    };
+  }
+
+  async function cluster(): Promise<string> {
+    const info = await runs.clusterInfo();
+    const lines = [`executor: ${info.executor}; GPUs: ${info.gpusTotal} total, ${info.gpusFree} free`];
+    for (const entry of info.gpusByRun) {
+      lines.push(
+        `• ${entry.name}: ${entry.gpus} GPU${entry.gpus === 1 ? '' : 's'}${entry.indices.length ? ` (${entry.indices.join(',')})` : ''}`,
+      );
+    }
+    for (const node of info.nodes ?? []) {
+      lines.push(
+        `• node ${node.name}: ${node.state}, GPUs ${node.gpusAllocated}/${node.gpusTotal} allocated`,
+      );
+    }
+    if (info.queueLength !== undefined) lines.push(`queue length: ${info.queueLength}`);
+    if (info.hostLoad.length > 0)
+      lines.push(`host load: ${info.hostLoad.map((value) => value.toFixed(2)).join(' ')}`);
+    for (const note of info.notes ?? []) lines.push(note);
+    return lines.join('\n');
+  }
+
+  async function runWorkspaceScript(
+    path: string,
+    flags: { gpus?: number; runName?: string; maxHours?: number },
+    threadId: string,
+    actor: ChatUser,
+  ): Promise<string> {
+    const real = await resolveWorkspaceScript(options.workspace, path);
+    const script = await readFile(real, 'utf8');
+    const name = flags.runName ?? basename(real).replace(/\.py$/, '').replace(/_/g, '-');
+    return launch({
+      name,
+      script,
+      gpus: flags.gpus ?? 0,
+      threadId,
+      requester: actor,
+      origin: 'command',
+      ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
+    });
+  }
+
+  return { launch, list, status, pause, resume, stop, updateScript, cluster, runWorkspaceScript };
+}
+
+export type RunOperations = ReturnType<typeof createRunOperations>;
+
+function formatNumber(value: number): string {
+  if (!Number.isFinite(value)) return String(value);
+  return Math.abs(value) >= 1000 || Number.isInteger(value) ? String(value) : value.toPrecision(4);
+}
+
+/** A sentence for an expected failure, or a rethrow for a bug. */
+export function userFacingError(error: unknown): string {
+  if (error instanceof RunError || error instanceof ToolPolicyError) return error.message;
+  return `something went wrong: ${errorMessage(error)}`;
+}

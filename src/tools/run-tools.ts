@@ -1,0 +1,121 @@
+import { z } from 'zod';
+import { defineTool, type ToolDefinition } from './registry.js';
+import type { RunOperations } from './run-operations.js';
+
+const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
+
+const startTrainingInput = z.object({
+  name: z.string().min(1).max(80).describe('Short run name, e.g. qwen-gsm8k-sft'),
+  script: z
+    .string()
+    .min(1)
+    .describe('The complete Python source of train.py (uses `import shepherd` to log metrics)'),
+  gpus: z.number().int().min(0).max(64).describe('GPUs to use; 0 runs on CPU'),
+  max_hours: z
+    .number()
+    .positive()
+    .max(720)
+    .optional()
+    .describe('Time limit in hours (also the cost estimate)'),
+  model_id: z.string().max(200).optional().describe('Model being trained, e.g. Qwen/Qwen2.5-0.5B'),
+  config: z.record(z.string(), z.unknown()).optional().describe('Hyper-parameters to record with the run'),
+});
+
+/** The agent's run tools, all going through the same operations (and approvals) as plain commands. */
+export function createRunTools(operations: RunOperations): ToolDefinition[] {
+  return [
+    defineTool({
+      name: 'start_training',
+      description:
+        'Create a training run from a complete train.py and ask the team to approve it (an approval card is posted; the run starts when a teammate approves). You are told the decision later.',
+      kind: 'write',
+      input: startTrainingInput,
+      execute: (input, context) =>
+        operations.launch({
+          name: input.name,
+          script: input.script,
+          gpus: input.gpus,
+          threadId: context.threadId,
+          requester: context.actor,
+          origin: 'agent',
+          toolCall: {
+            name: 'start_training',
+            input: { ...input, script: `(${input.script.length} characters)` },
+          },
+          ...(input.max_hours === undefined ? {} : { maxHours: input.max_hours }),
+          ...(input.model_id === undefined ? {} : { modelId: input.model_id }),
+          ...(input.config === undefined ? {} : { config: input.config }),
+        }),
+    }),
+    defineTool({
+      name: 'list_training_runs',
+      description: 'List all training runs of the team with status, GPUs and last step.',
+      kind: 'read',
+      input: z.object({}),
+      execute: () => operations.list(),
+    }),
+    defineTool({
+      name: 'get_training_status',
+      description: 'Status of one run: state, GPUs, last metrics and trend, last checkpoint, last log lines.',
+      kind: 'read',
+      input: z.object({ run: runReference }),
+      execute: (input) => operations.status(input.run),
+    }),
+    defineTool({
+      name: 'pause_training',
+      description:
+        'Pause a run: it saves a checkpoint and stops, freeing its GPUs. Resume later continues from the checkpoint.',
+      kind: 'write',
+      input: z.object({ run: runReference }),
+      execute: (input, context) => operations.pause(input.run, context.actor),
+    }),
+    defineTool({
+      name: 'resume_training',
+      description:
+        'Resume a paused (or failed) run from its last checkpoint. Runs with GPUs need a new approval.',
+      kind: 'write',
+      input: z.object({ run: runReference }),
+      execute: (input, context) =>
+        operations.resume(input.run, context.actor, 'agent', { name: 'resume_training', input }),
+    }),
+    defineTool({
+      name: 'stop_training',
+      description: 'Stop a run for good (it gets a chance to checkpoint first).',
+      kind: 'write',
+      input: z.object({ run: runReference }),
+      execute: (input, context) => operations.stop(input.run, context.actor),
+    }),
+    defineTool({
+      name: 'update_script',
+      description:
+        'Propose a new train.py for a run. The diff goes to the team on an approval card; once approved the old version is archived (train_vN.py) and the run restarts from its last checkpoint. Returns the unified diff.',
+      kind: 'write',
+      input: z.object({
+        run: runReference,
+        script: z.string().min(1).describe('The complete new Python source of train.py'),
+        reason: z.string().min(1).max(500).describe('Why the change is needed, shown on the card'),
+      }),
+      execute: async (input, context) => {
+        const result = await operations.updateScript(
+          input.run,
+          input.script,
+          input.reason,
+          context.actor,
+          'agent',
+          {
+            name: 'update_script',
+            input: { run: input.run, reason: input.reason },
+          },
+        );
+        return result.diff === '' ? result.text : `${result.text}\n\nDiff:\n${result.diff}`;
+      },
+    }),
+    defineTool({
+      name: 'get_cluster_info',
+      description: 'GPUs in total, free, and held by each run; host load (or Slurm nodes and queue).',
+      kind: 'read',
+      input: z.object({}),
+      execute: () => operations.cluster(),
+    }),
+  ];
+}

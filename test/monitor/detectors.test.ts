@@ -1,0 +1,171 @@
+import { describe, expect, it } from 'vitest';
+import { classifyCrash, detectCrash, extractTraceback } from '../../src/monitor/detectors/crash.js';
+import { checkDivergence, checkPlateau, checkSpike } from '../../src/monitor/detectors/loss-detectors.js';
+import { checkStall } from '../../src/monitor/detectors/stall.js';
+import { observeEpisode } from '../../src/monitor/episodes.js';
+import { redactSecrets } from '../../src/monitor/redact.js';
+import { addPoint, createRollingState } from '../../src/monitor/rolling-stats.js';
+import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
+import type { RunMeta } from '../../src/runs/run-types.js';
+
+const config = DEFAULT_DETECTOR_CONFIG;
+
+function noisy(count: number, base = 1, noise = 0.01): number[] {
+  return Array.from({ length: count }, (_, index) => base * (1 + noise * Math.sin(index * 1.7)));
+}
+
+const meta = { status: 'running', name: 'qwen' } as RunMeta;
+
+describe('spike detector', () => {
+  it('flags a 10x jump and not ordinary noise', () => {
+    const window = noisy(50);
+    expect(checkSpike(window, 1.02, config).spike).toBe(false);
+    expect(checkSpike(window, 10, config).spike).toBe(true);
+  });
+  it('needs the minimum ratio even when the curve is perfectly flat (MAD 0)', () => {
+    const flat = Array.from({ length: 50 }, () => 1);
+    expect(checkSpike(flat, 1.5, config).spike).toBe(false);
+    expect(checkSpike(flat, 3.5, config).spike).toBe(true);
+  });
+  it('does not judge with too little history', () => {
+    expect(checkSpike([1, 1, 1], 100, config).spike).toBe(false);
+  });
+});
+
+describe('divergence detector', () => {
+  it('flags a sustained rise and ignores a single spike', () => {
+    const rising = Array.from({ length: 30 }, (_, index) => 1 * 1.05 ** index);
+    expect(checkDivergence(rising, config).diverging).toBe(true);
+    const spiky = noisy(30);
+    spiky[25] = 50;
+    expect(checkDivergence(spiky, config).diverging).toBe(false);
+    const falling = Array.from({ length: 30 }, (_, index) => 2 / (1 + index));
+    expect(checkDivergence(falling, config).diverging).toBe(false);
+  });
+});
+
+describe('plateau detector', () => {
+  it('flags no improvement over the window and not an improving curve', () => {
+    const flat = createRollingState();
+    const improving = createRollingState();
+    for (let step = 0; step <= 300; step++) {
+      addPoint(flat, { step, metrics: { loss: 1 + 0.001 * Math.sin(step) } }, step);
+      addPoint(improving, { step, metrics: { loss: 3 / Math.sqrt(1 + step / 10) } }, step);
+    }
+    expect(checkPlateau(flat.metrics.loss!, 300, 0, config).plateau).toBe(true);
+    expect(checkPlateau(improving.metrics.loss!, 300, 0, config).plateau).toBe(false);
+    // not before the run was watched for a whole window
+    expect(checkPlateau(flat.metrics.loss!, 150, 0, config).plateau).toBe(false);
+  });
+});
+
+describe('stall detector', () => {
+  it('uses max(stallS, 10 x median step interval) and only for live processes', () => {
+    const base = {
+      now: 1_000_000,
+      lastProgressAt: 1_000_000 - 301_000,
+      medianStepIntervalMs: 1000,
+      stallS: 300,
+    };
+    expect(checkStall({ ...base, state: { kind: 'alive' } }).stalled).toBe(true);
+    expect(checkStall({ ...base, state: { kind: 'exited', exitCode: 0 } }).stalled).toBe(false);
+    // slow steps (60 s each) raise the limit to 600 s
+    expect(checkStall({ ...base, medianStepIntervalMs: 60_000, state: { kind: 'alive' } }).stalled).toBe(
+      false,
+    );
+  });
+});
+
+describe('crash detector', () => {
+  const oom = `step 10\nTraceback (most recent call last):\n  File "train.py", line 3, in <module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB`;
+  it('classifies crashes', () => {
+    expect(classifyCrash({ kind: 'exited', exitCode: 1 }, oom)).toBe('cuda_oom');
+    expect(classifyCrash({ kind: 'exited', exitCode: 137 }, 'killed')).toBe('host_oom_kill');
+    expect(classifyCrash({ kind: 'signaled', signal: 'SIGKILL' }, '')).toBe('host_oom_kill');
+    expect(
+      classifyCrash({ kind: 'exited', exitCode: 1 }, 'ModuleNotFoundError: No module named "peft"'),
+    ).toBe('missing_module');
+    expect(
+      classifyCrash({ kind: 'exited', exitCode: 1 }, '  File "x.py", line 2\nSyntaxError: invalid syntax'),
+    ).toBe('syntax_error');
+    expect(
+      classifyCrash(
+        { kind: 'exited', exitCode: 1 },
+        "FileNotFoundError: [Errno 2] No such file or directory: 'd'",
+      ),
+    ).toBe('file_not_found');
+    expect(
+      classifyCrash(
+        { kind: 'exited', exitCode: 1 },
+        '[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE) ran for 600000 ms',
+      ),
+    ).toBe('nccl_timeout');
+    expect(classifyCrash({ kind: 'exited', exitCode: 1, crashClass: 'timeout' }, oom)).toBe('timeout');
+    expect(classifyCrash({ kind: 'signaled', signal: 'SIGKILL', crashClass: 'out_of_memory' }, '')).toBe(
+      'out_of_memory',
+    );
+    expect(classifyCrash({ kind: 'exited', exitCode: 2 }, 'ValueError: bad')).toBe('other');
+  });
+
+  it('does not call a requested stop a crash, nor a clean exit', () => {
+    expect(
+      detectCrash({ ...meta, status: 'stopped' }, { kind: 'signaled', signal: 'SIGTERM' }, ''),
+    ).toBeUndefined();
+    expect(detectCrash(meta, { kind: 'exited', exitCode: 0 }, '')).toBeUndefined();
+    expect(detectCrash(meta, { kind: 'alive' }, '')).toBeUndefined();
+    expect(detectCrash(meta, { kind: 'signaled', signal: 'SIGSEGV' }, 'Segmentation fault')?.crashClass).toBe(
+      'other',
+    );
+  });
+
+  it('keeps the last traceback, bounded to ~1,500 chars with the exception line', () => {
+    const long = `Traceback (most recent call last):\n${'  File "a.py", line 1, in f\n    g()\n'.repeat(200)}RuntimeError: boom`;
+    const text = extractTraceback(`old\nTraceback (most recent call last):\nOldError\n${long}`);
+    expect(text.length).toBeLessThanOrEqual(1500);
+    expect(text.startsWith('Traceback (most recent call last):')).toBe(true);
+    expect(text.endsWith('RuntimeError: boom')).toBe(true);
+    expect(text).not.toContain('OldError');
+  });
+});
+
+describe('redaction', () => {
+  it('removes tokens, keys and passwords', () => {
+    const text = [
+      'openai sk-proj-abcdefghijklmnop1234567890',
+      'hf hf_abcdefghijklmnopqrstuvwxyz12',
+      'slack xoxb-1234567890-abcdefghij',
+      'aws AKIAABCDEFGHIJKLMNOP',
+      'password=hunter2 api_key: "zzz123" HF_TOKEN=abc',
+      'Authorization: Bearer abcdef.ghijkl.mnopqr',
+      'postgres://admin:s3cret@db:5432/x',
+    ].join('\n');
+    const redacted = redactSecrets(text);
+    for (const secret of [
+      'abcdefghijklmnop1234567890',
+      'hf_abcdefghij',
+      'xoxb-1234',
+      'AKIAABCDEFGHIJKLMNOP',
+      'hunter2',
+      'zzz123',
+      'abcdef.ghijkl',
+      's3cret',
+      'HF_TOKEN=abc',
+    ]) {
+      expect(redacted, secret).not.toContain(secret);
+    }
+    expect(redacted).toContain('[REDACTED]');
+    expect(redactSecrets('loss 0.5 at step 10')).toBe('loss 0.5 at step 10');
+  });
+});
+
+describe('episodes', () => {
+  it('fires once per episode and again only after recovery', () => {
+    const book = {};
+    const fired: boolean[] = [];
+    for (const condition of [false, true, true, true, false, true, false, false, true, true]) {
+      fired.push(observeEpisode(book, 'nan', condition, 2));
+    }
+    // fires at index 1; the single calm point at 4 is not a recovery (needs 2); recovered at 6-7; fires at 8
+    expect(fired.map((value, index) => (value ? index : -1)).filter((index) => index >= 0)).toEqual([1, 8]);
+  });
+});

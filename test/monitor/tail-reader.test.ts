@@ -1,0 +1,130 @@
+import { appendFile, mkdtemp, rename, rm, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTailReader, readFileTail, readNewLines } from '../../src/monitor/tail-reader.js';
+import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+
+let directory: string;
+let redis: Redis;
+const prefix = uniquePrefix('tail');
+
+beforeAll(async () => {
+  directory = await mkdtemp(join(tmpdir(), 'shepherd-tail-'));
+  redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+});
+afterAll(async () => {
+  await rm(directory, { recursive: true, force: true });
+  await deleteKeysWithPrefix(prefix);
+  redis.disconnect();
+});
+
+describe('readNewLines', () => {
+  it('returns only complete lines; a half-written line waits', async () => {
+    const path = join(directory, 'half.jsonl');
+    await writeFile(path, 'a\nb\nhal');
+    const first = await readNewLines(path, undefined);
+    expect(first.lines).toEqual(['a', 'b']);
+    const again = await readNewLines(path, first.cursor);
+    expect(again.lines).toEqual([]);
+    await appendFile(path, 'f\nc\n');
+    const second = await readNewLines(path, first.cursor);
+    expect(second.lines).toEqual(['half', 'c']);
+    expect(second.cursor?.offset).toBe(11);
+  });
+
+  it('detects truncation and replacement and reads again from 0', async () => {
+    const path = join(directory, 'trunc.jsonl');
+    await writeFile(path, 'one\ntwo\nthree\n');
+    const first = await readNewLines(path, undefined);
+    await truncate(path, 0);
+    await appendFile(path, 'x\n');
+    const afterTruncate = await readNewLines(path, first.cursor);
+    expect(afterTruncate).toMatchObject({ reset: true, lines: ['x'] });
+
+    const replacement = join(directory, 'replacement.jsonl');
+    // Longer than before, so only the inode can tell it apart.
+    await writeFile(replacement, 'new-1\nnew-2\nnew-3\n');
+    await rename(replacement, path);
+    const afterReplace = await readNewLines(path, afterTruncate.cursor);
+    expect(afterReplace).toMatchObject({ reset: true, lines: ['new-1', 'new-2', 'new-3'] });
+  });
+
+  it('caps the bytes per read and continues on the next call; handles a missing file', async () => {
+    const path = join(directory, 'cap.jsonl');
+    await writeFile(path, Array.from({ length: 100 }, (_, index) => `line-${index}`).join('\n') + '\n');
+    const seen: string[] = [];
+    let cursor;
+    let calls = 0;
+    for (;;) {
+      const chunk = await readNewLines(path, cursor, 64);
+      seen.push(...chunk.lines);
+      cursor = chunk.cursor;
+      calls++;
+      if (!chunk.more) break;
+    }
+    expect(calls).toBeGreaterThan(5);
+    expect(seen).toEqual(Array.from({ length: 100 }, (_, index) => `line-${index}`));
+    const missing = await readNewLines(join(directory, 'nope'), undefined);
+    expect(missing).toMatchObject({ lines: [], cursor: undefined });
+  });
+
+  it('skips a single line longer than the cap instead of stalling', async () => {
+    const path = join(directory, 'long.jsonl');
+    await writeFile(path, `${'x'.repeat(200)}\nok\n`);
+    let chunk = await readNewLines(path, undefined, 64);
+    expect(chunk.oversized).toBe(1);
+    const lines: string[] = [];
+    while (chunk.more) {
+      chunk = await readNewLines(path, chunk.cursor, 64);
+      lines.push(...chunk.lines);
+    }
+    expect(lines.at(-1)).toBe('ok');
+  });
+
+  it('reads the tail of a file without its partial first line', async () => {
+    const path = join(directory, 'log.txt');
+    await writeFile(path, 'first line\nsecond line\nthird line\n');
+    expect(await readFileTail(path, 16)).toBe('third line\n');
+    expect(await readFileTail(join(directory, 'none'), 16)).toBe('');
+  });
+});
+
+describe('createTailReader', () => {
+  it('offsets survive a new reader instance: nothing read twice or skipped', async () => {
+    const path = join(directory, 'restart.jsonl');
+    await writeFile(path, '');
+    const written: string[] = [];
+    const read: string[] = [];
+    let next = 0;
+    for (let round = 0; round < 6; round++) {
+      // Finish the previous round's half-written line, write 7 lines, leave a new line half-written.
+      const lines = Array.from({ length: 7 }, () => `line-${next++}`);
+      const head = round === 0 ? '' : `-tail-${round - 1}\n`;
+      await appendFile(path, `${head}${lines.join('\n')}\nhalf`);
+      if (round > 0) written.push(`half-tail-${round - 1}`);
+      written.push(...lines);
+      // Every round uses a brand-new reader on the same Redis, like a restarted worker.
+      const reader = createTailReader({ redis, prefix });
+      const chunk = await reader.read('run-1', 'metrics', path);
+      read.push(...chunk.lines);
+      await reader.commit('run-1', 'metrics', chunk.cursor);
+    }
+    expect(read).toEqual(written);
+    expect(read.length).toBe(47);
+  });
+
+  it('an uncommitted read is read again by the next reader (commit after processing)', async () => {
+    const path = join(directory, 'uncommitted.jsonl');
+    await writeFile(path, 'a\nb\n');
+    const reader = createTailReader({ redis, prefix });
+    const first = await reader.read('run-2', 'metrics', path);
+    expect(first.lines).toEqual(['a', 'b']);
+    // crash before commit: the next reader sees the same lines
+    const second = await createTailReader({ redis, prefix }).read('run-2', 'metrics', path);
+    expect(second.lines).toEqual(['a', 'b']);
+    await reader.commit('run-2', 'metrics', second.cursor);
+    expect((await reader.read('run-2', 'metrics', path)).lines).toEqual([]);
+  });
+});

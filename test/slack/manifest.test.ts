@@ -1,0 +1,30 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+
+describe('slack/manifest.yaml', () => {
+  const manifest = readFileSync(new URL('../../slack/manifest.yaml', import.meta.url), 'utf8');
+
+  it('declares the scopes, events, command and Socket Mode the adapter relies on', () => {
+    for (const scope of [
+      'app_mentions:read',
+      'chat:write',
+      'channels:history',
+      'groups:history',
+      'im:history',
+      'mpim:history',
+      'im:write',
+      'users:read',
+      'files:write',
+      'commands',
+    ]) {
+      expect(manifest).toMatch(new RegExp(`^\\s+- ${scope}$`, 'm'));
+    }
+    for (const event of ['app_mention', 'message.channels', 'message.groups', 'message.im', 'message.mpim']) {
+      expect(manifest).toMatch(new RegExp(`^\\s+- ${event.replace('.', '\\.')}$`, 'm'));
+    }
+    expect(manifest).toMatch(/command: \/shepherd/);
+    expect(manifest).toMatch(/socket_mode_enabled: true/);
+    expect(manifest).toMatch(/interactivity:\n\s+is_enabled: true/);
+    expect(manifest).not.toMatch(/\t/);
+  });
+});
