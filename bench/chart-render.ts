@@ -5,6 +5,11 @@
  */
 import { renderChart } from '../src/notify/charts/render-chart.js';
 
+/** Benchmarks print `name=value` lines on stdout. */
+function print(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
 const count = 1_000_000;
 const points = new Array<{ step: number; value: number }>(count);
 for (let step = 0; step < count; step++) {
@@ -14,7 +19,10 @@ for (let step = 0; step < count; step++) {
   points[step] = { step, value };
 }
 
-await renderChart({ runName: 'warm-up', series: { loss: points.slice(0, 1000) } }, { quickchartUrl: 'local' });
+await renderChart(
+  { runName: 'warm-up', series: { loss: points.slice(0, 1000) } },
+  { quickchartUrl: 'local' },
+);
 const times: number[] = [];
 let bytes = 0;
 for (let round = 0; round < 5; round++) {
@@ -27,5 +35,5 @@ for (let round = 0; round < 5; round++) {
   bytes = png.length;
 }
 times.sort((a, b) => a - b);
-console.log(`chart_render_ms_1m_points=${(times[2] ?? Number.NaN).toFixed(1)}`);
-console.log(`chart_png_bytes=${bytes}`);
+print(`chart_render_ms_1m_points=${(times[2] ?? Number.NaN).toFixed(1)}`);
+print(`chart_png_bytes=${bytes}`);

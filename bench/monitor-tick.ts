@@ -17,6 +17,11 @@ import { Redis } from 'ioredis';
 import { createMonitor } from '../src/monitor/monitor.js';
 import type { RunMeta } from '../src/runs/run-types.js';
 
+/** Benchmarks print `name=value` lines on stdout. */
+function print(line: string): void {
+  process.stdout.write(`${line}\n`);
+}
+
 const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const prefix = `bench-monitor-${process.pid}`;
 const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
@@ -74,12 +79,21 @@ async function prepareRun(id: string, existingLines: number): Promise<number> {
   const size = (await stat(path)).size;
   const tailBytes = Buffer.byteLength(lines(existingLines - 1000, 1000));
   const { ino } = await stat(path, { bigint: true });
-  await redis.hset(`${prefix}:monitor:${id}`, 'cursor:metrics', JSON.stringify({ ino: ino.toString(), offset: size - tailBytes }));
+  await redis.hset(
+    `${prefix}:monitor:${id}`,
+    'cursor:metrics',
+    JSON.stringify({ ino: ino.toString(), offset: size - tailBytes }),
+  );
   await monitor.tick(id, meta(id), alive);
   return existingLines;
 }
 
-async function measureTicks(id: string, firstStep: number, rounds: number, newLines: number): Promise<number[]> {
+async function measureTicks(
+  id: string,
+  firstStep: number,
+  rounds: number,
+  newLines: number,
+): Promise<number[]> {
   const path = join(root, id, 'metrics.jsonl');
   const times: number[] = [];
   let step = firstStep;
@@ -94,7 +108,8 @@ async function measureTicks(id: string, firstStep: number, rounds: number, newLi
   return times;
 }
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
+const median = (values: number[]) =>
+  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? Number.NaN;
 
 try {
   const small = await prepareRun('small', 1_000);
@@ -110,9 +125,9 @@ try {
   }
   const tick1k = median(smallTimes);
   const tick1m = median(largeTimes);
-  console.log(`tick_ms_1k_lines=${tick1k.toFixed(2)}`);
-  console.log(`tick_ms_1m_lines=${tick1m.toFixed(2)}`);
-  console.log(`tick_ratio_1m_vs_1k=${(tick1m / tick1k).toFixed(2)}`);
+  print(`tick_ms_1k_lines=${tick1k.toFixed(2)}`);
+  print(`tick_ms_1m_lines=${tick1m.toFixed(2)}`);
+  print(`tick_ratio_1m_vs_1k=${(tick1m / tick1k).toFixed(2)}`);
 
   // CPU per steady-state tick across many runs (30 new lines = 30 s at 1 step/s).
   const runCount = 100;
@@ -134,8 +149,8 @@ try {
     ticks += ids.length;
   }
   const cpuMsPerTick = cpuMicros / 1000 / ticks;
-  console.log(`tick_cpu_ms=${cpuMsPerTick.toFixed(3)}`);
-  console.log(`monitored_runs_at_30s_per_core=${Math.floor((0.5 * 30_000) / cpuMsPerTick)}`);
+  print(`tick_cpu_ms=${cpuMsPerTick.toFixed(3)}`);
+  print(`monitored_runs_at_30s_per_core=${Math.floor((0.5 * 30_000) / cpuMsPerTick)}`);
 
   // An hour of a healthy run at 30 s ticks.
   await mkdir(join(root, 'hour'), { recursive: true });
@@ -145,9 +160,12 @@ try {
     now += 30_000;
     const result = await monitor.tick('hour', meta('hour'), alive);
     incidents += result.incidents.length;
-    await monitor.ack('hour', result.incidents.map((incident) => incident.id));
+    await monitor.ack(
+      'hour',
+      result.incidents.map((incident) => incident.id),
+    );
   }
-  console.log(`llm_calls_per_healthy_run_hour=${incidents}`);
+  print(`llm_calls_per_healthy_run_hour=${incidents}`);
 } finally {
   const keys = await redis.keys(`${prefix}:*`);
   if (keys.length > 0) await redis.del(...keys);

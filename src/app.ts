@@ -8,6 +8,7 @@ import { createSessionStore } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createTurnRunner } from './agent/turn-runner.js';
 import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
+import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
@@ -58,6 +59,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
 
+  const configured = createConfiguredAdapters(config, logger);
   const webStore = createWebStore({ redis, prefix });
   const web = createWebAdapter({
     store: webStore,
@@ -66,9 +68,12 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     port: config.port,
     botName: config.botName,
     logger: logger.child({ component: 'web' }),
+    mounts: configured.mounts,
   });
   const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
-  for (const adapter of overrides.adapters ?? []) adapters.set(adapter.platform, adapter);
+  for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
+    adapters.set(adapter.platform, adapter);
+  }
   const lookup = (platform: Platform) => adapters.get(platform);
 
   const notifier = createQueueNotifier({ connection: redis, prefix });

@@ -1,12 +1,12 @@
 import { createApp } from './app.js';
-import { loadConfig } from './config.js';
+import { type Config, loadConfig } from './config.js';
 import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 
 /** Entry point: the only place that reads `process.env`. */
 async function main(): Promise<void> {
-  let config;
+  let config: Config;
   try {
     config = loadConfig(process.env, { dotenvPath: '.env' });
   } catch (error) {

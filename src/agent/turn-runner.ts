@@ -58,7 +58,11 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       const commandReply = await dependencies.tryCommand(threadId, item);
       if (commandReply !== undefined) {
         if (commandReply.length > 0) {
-          await dependencies.postOnce(`${batch.batchId}:command:${index}`, threadId, commandReply);
+          await dependencies
+            .postOnce(`${batch.batchId}:command:${index}`, threadId, commandReply)
+            .catch((error: unknown) =>
+              logger.error({ threadId, err: String(error) }, 'a command answer could not be delivered'),
+            );
         }
         sessionMessages.push({ role: 'assistant', content: commandReply || '(done)' });
         continue;
@@ -129,11 +133,16 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     await editChain;
     const posted = await statusPosted;
     const elapsed = ((now() - started) / 1000).toFixed(1);
-    if (posted && reply.length <= inlineReplyLimit) {
-      await dependencies.edit(threadId, posted.messageId, reply);
-    } else {
-      if (posted) await dependencies.edit(threadId, posted.messageId, `done in ${elapsed} s — answer below`);
-      await dependencies.postOnce(`${batchId}:reply`, threadId, reply);
+    try {
+      if (posted && reply.length <= inlineReplyLimit) {
+        await dependencies.edit(threadId, posted.messageId, reply);
+      } else {
+        if (posted) await dependencies.edit(threadId, posted.messageId, `done in ${elapsed} s — answer below`);
+        await dependencies.postOnce(`${batchId}:reply`, threadId, reply);
+      }
+    } catch (error) {
+      // The notify queue already retried what retrying can fix; running the turn again would not help.
+      logger.error({ threadId, err: String(error) }, 'the reply could not be delivered to the thread');
     }
     return produced;
   }

@@ -1,3 +1,4 @@
+import type { Config } from '../config.js';
 import type { ExecutorCrashClass } from '../runs/executor.js';
 
 /** Kinds of alert the monitor raises. */
@@ -63,3 +64,18 @@ export const DEFAULT_DETECTOR_CONFIG: DetectorConfig = {
   plateauMinImprovement: 0.01,
   nanRecoveryPoints: 5,
 };
+
+/** Detector thresholds from the parsed configuration (`config.monitor`). */
+export function detectorConfigFrom(monitor: Config['monitor']): DetectorConfig {
+  return {
+    ...DEFAULT_DETECTOR_CONFIG,
+    stallS: monitor.stallS,
+    spikeWindow: monitor.spikeWindow,
+    spikeMadK: monitor.spikeMadK,
+    spikeMinRatio: monitor.spikeMinRatio,
+    divergenceWindow: monitor.divergenceWindow,
+    divergenceMinRise: monitor.divergenceMinRise,
+    plateauWindow: monitor.plateauWindow,
+    plateauMinImprovement: monitor.plateauMinImprovement,
+  };
+}

@@ -4,7 +4,7 @@ import { checkDivergence, checkPlateau, checkSpike } from '../../src/monitor/det
 import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
 import { redactSecrets } from '../../src/monitor/redact.js';
-import { addPoint, createRollingState } from '../../src/monitor/rolling-stats.js';
+import { addPoint, createRollingState, type SeriesState } from '../../src/monitor/rolling-stats.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 
@@ -52,10 +52,10 @@ describe('plateau detector', () => {
       addPoint(flat, { step, metrics: { loss: 1 + 0.001 * Math.sin(step) } }, step);
       addPoint(improving, { step, metrics: { loss: 3 / Math.sqrt(1 + step / 10) } }, step);
     }
-    expect(checkPlateau(flat.metrics.loss!, 300, 0, config).plateau).toBe(true);
-    expect(checkPlateau(improving.metrics.loss!, 300, 0, config).plateau).toBe(false);
+    expect(checkPlateau(flat.metrics.loss as SeriesState, 300, 0, config).plateau).toBe(true);
+    expect(checkPlateau(improving.metrics.loss as SeriesState, 300, 0, config).plateau).toBe(false);
     // not before the run was watched for a whole window
-    expect(checkPlateau(flat.metrics.loss!, 150, 0, config).plateau).toBe(false);
+    expect(checkPlateau(flat.metrics.loss as SeriesState, 150, 0, config).plateau).toBe(false);
   });
 });
 
@@ -167,5 +167,23 @@ describe('episodes', () => {
     }
     // fires at index 1; the single calm point at 4 is not a recovery (needs 2); recovered at 6-7; fires at 8
     expect(fired.map((value, index) => (value ? index : -1)).filter((index) => index >= 0)).toEqual([1, 8]);
+  });
+});
+
+describe('detectorConfigFrom', () => {
+  it('maps config.monitor onto the detector thresholds', async () => {
+    const { loadConfig } = await import('../../src/config.js');
+    const { detectorConfigFrom } = await import('../../src/monitor/types.js');
+    const parsed = loadConfig({
+      SHEPHERD_STALL_S: '5',
+      SHEPHERD_SPIKE_MAD_K: '7',
+      SHEPHERD_PLATEAU_WINDOW: '40',
+    });
+    expect(detectorConfigFrom(parsed.monitor)).toMatchObject({
+      stallS: 5,
+      spikeMadK: 7,
+      plateauWindow: 40,
+      spikeWindow: 50,
+    });
   });
 });

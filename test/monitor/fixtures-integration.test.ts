@@ -179,45 +179,45 @@ describe('monitor on real fixtures', () => {
       launch('oom', 'monitor_cuda_oom.py', { FIXTURE_AT: '30' }),
       launch('killed', 'monitor_exit137.py', { FIXTURE_AT: '30' }),
     ]);
-    const all = [finish, nan, spike, divergence, plateau, hang, oom, killed] as RunHandle[];
+    const all = [finish, nan, spike, divergence, plateau, hang, oom, killed];
 
     // The hang: stall alerted, then a person stops the run (an expected kill, not a crash).
-    await waitFor(() => hang!.incidents.length > 0, 20_000);
-    hang!.meta = { ...hang!.meta, status: 'stopped' };
-    hang!.child.kill('SIGKILL');
+    await waitFor(() => hang.incidents.length > 0, 20_000);
+    hang.meta = { ...hang.meta, status: 'stopped' };
+    hang.child.kill('SIGKILL');
 
     await Promise.all(all.map((handle) => settle(handle)));
 
-    expect(kindsOf(finish!)).toEqual(['finished']);
-    expect(kindsOf(nan!)).toEqual(['finished', 'nan']);
-    expect(kindsOf(spike!)).toEqual(['finished', 'spike']);
-    expect(kindsOf(divergence!)).toEqual(['divergence', 'finished']);
-    expect(kindsOf(plateau!)).toEqual(['finished', 'plateau']);
-    expect(kindsOf(hang!)).toEqual(['stall']);
-    expect(kindsOf(oom!)).toEqual(['crash']);
-    expect(kindsOf(killed!)).toEqual(['crash']);
+    expect(kindsOf(finish)).toEqual(['finished']);
+    expect(kindsOf(nan)).toEqual(['finished', 'nan']);
+    expect(kindsOf(spike)).toEqual(['finished', 'spike']);
+    expect(kindsOf(divergence)).toEqual(['divergence', 'finished']);
+    expect(kindsOf(plateau)).toEqual(['finished', 'plateau']);
+    expect(kindsOf(hang)).toEqual(['stall']);
+    expect(kindsOf(oom)).toEqual(['crash']);
+    expect(kindsOf(killed)).toEqual(['crash']);
 
     const latency = async (handle: RunHandle, kind: string, event: string, extraMs = 0) =>
       deliveredAt(handle, kind) - ((await eventTime(handle, event)) + extraMs);
-    expect(await latency(nan!, 'nan', 'nan')).toBeLessThanOrEqual(budgetMs);
-    expect(await latency(spike!, 'spike', 'spike')).toBeLessThanOrEqual(budgetMs);
-    expect(await latency(divergence!, 'divergence', 'divergence')).toBeLessThanOrEqual(budgetMs);
-    expect(await latency(plateau!, 'plateau', 'plateau')).toBeLessThanOrEqual(budgetMs);
-    expect(await latency(hang!, 'stall', 'hang', STALL_S * 1000)).toBeLessThanOrEqual(budgetMs);
-    for (const handle of [finish, nan, oom, killed] as RunHandle[]) {
+    expect(await latency(nan, 'nan', 'nan')).toBeLessThanOrEqual(budgetMs);
+    expect(await latency(spike, 'spike', 'spike')).toBeLessThanOrEqual(budgetMs);
+    expect(await latency(divergence, 'divergence', 'divergence')).toBeLessThanOrEqual(budgetMs);
+    expect(await latency(plateau, 'plateau', 'plateau')).toBeLessThanOrEqual(budgetMs);
+    expect(await latency(hang, 'stall', 'hang', STALL_S * 1000)).toBeLessThanOrEqual(budgetMs);
+    for (const handle of [finish, nan, oom, killed]) {
       const kind = handle === oom || handle === killed ? 'crash' : 'finished';
       expect(deliveredAt(handle, kind) - (handle.exitedAt ?? 0), handle.meta.id).toBeLessThanOrEqual(
         budgetMs,
       );
     }
 
-    const oomIncident = oom!.incidents[0]!.incident;
+    const oomIncident = oom.incidents[0]?.incident;
     expect(oomIncident).toMatchObject({ crashClass: 'cuda_oom', exitCode: 1, severity: 'critical' });
-    expect(oomIncident.summary).toContain('failed (exit 1)');
-    expect(oomIncident.summary).toContain('CUDA out of memory');
-    expect(oomIncident.traceback).toContain('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate');
-    expect(oomIncident.traceback).not.toContain('hf_abcdefghij');
-    expect(killed!.incidents[0]!.incident).toMatchObject({ crashClass: 'host_oom_kill', signal: 'SIGKILL' });
-    expect(finish!.incidents[0]!.incident.summary).toMatch(/finished in .* at step 199 — loss /);
+    expect(oomIncident?.summary).toContain('failed (exit 1)');
+    expect(oomIncident?.summary).toContain('CUDA out of memory');
+    expect(oomIncident?.traceback).toContain('torch.OutOfMemoryError: CUDA out of memory. Tried to allocate');
+    expect(oomIncident?.traceback).not.toContain('hf_abcdefghij');
+    expect(killed.incidents[0]?.incident).toMatchObject({ crashClass: 'host_oom_kill', signal: 'SIGKILL' });
+    expect(finish.incidents[0]?.incident.summary).toMatch(/finished in .* at step 199 — loss /);
   }, 90_000);
 });

@@ -3,7 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTailReader, readFileTail, readNewLines } from '../../src/monitor/tail-reader.js';
+import {
+  createTailReader,
+  type FileCursor,
+  readFileTail,
+  readNewLines,
+} from '../../src/monitor/tail-reader.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 let directory: string;
@@ -55,7 +60,7 @@ describe('readNewLines', () => {
     const path = join(directory, 'cap.jsonl');
     await writeFile(path, Array.from({ length: 100 }, (_, index) => `line-${index}`).join('\n') + '\n');
     const seen: string[] = [];
-    let cursor;
+    let cursor: FileCursor | undefined;
     let calls = 0;
     for (;;) {
       const chunk = await readNewLines(path, cursor, 64);

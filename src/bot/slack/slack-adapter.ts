@@ -13,22 +13,14 @@ import {
   type ChatAdapter,
   type ChatUser,
   decodeThreadId,
-  encodeThreadId,
   type InboundHandlers,
   type PostedMessage,
   type Upload,
 } from '../chat-adapter.js';
 import { createBoltLogger } from './bolt-logger.js';
 import { renderCard, renderTextMessages, type SlackMessageBody } from './cards.js';
-import {
-  type BotIdentity,
-  blockActionsSchema,
-  classifyEventCallback,
-  mentionedUsers,
-  slashCommandSchema,
-  toPlainText,
-} from './inbound.js';
-import { escapeMrkdwn, markdownToMrkdwn } from './mrkdwn.js';
+import { type BotIdentity, mentionedUsers, toPlainText } from './inbound.js';
+import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
 import { toPlatformError } from './slack-errors.js';
 import { registerListeners } from './slack-listeners.js';

@@ -1,4 +1,4 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import { PlatformError } from '../../errors.js';
@@ -27,6 +27,8 @@ export interface WebAdapterOptions {
   /** The name people mention (`@shepherd`). */
   botName: string;
   logger: Logger;
+  /** Other listeners served by the same HTTP server under a path prefix (e.g. Slack's `/slack/`). */
+  mounts?: Array<{ pathPrefix: string; listener: RequestListener }>;
 }
 
 export interface WebAddress {
@@ -107,7 +109,12 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         logger,
         page: renderPage({ botName: options.botName }),
       });
-      const created = createServer(listener);
+      const mounts = options.mounts ?? [];
+      const created = createServer((request, response) => {
+        const mount = mounts.find((entry) => request.url?.startsWith(entry.pathPrefix));
+        if (mount !== undefined) return mount.listener(request, response);
+        return listener(request, response);
+      });
       try {
         await new Promise<void>((resolve, reject) => {
           created.once('error', reject);

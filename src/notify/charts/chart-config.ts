@@ -20,11 +20,11 @@ export type QuickChartInstance = InstanceType<QuickChartClass>;
 export interface ChartInput {
   runName: string;
   series: Record<string, SeriesPoint[]>;
-  highlightSteps?: [number, number];
-  width?: number;
-  height?: number;
-  theme?: 'light' | 'dark';
-  maxPoints?: number;
+  highlightSteps?: [number, number] | undefined;
+  width?: number | undefined;
+  height?: number | undefined;
+  theme?: 'light' | 'dark' | undefined;
+  maxPoints?: number | undefined;
 }
 
 export interface BuiltChart {

@@ -1,0 +1,43 @@
+import type { RequestListener } from 'node:http';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { ChatAdapter } from './chat-adapter.js';
+import { createDiscordAdapter } from './discord/discord-adapter.js';
+import { createSlackAdapter } from './slack/slack-adapter.js';
+
+export interface ConfiguredAdapters {
+  adapters: ChatAdapter[];
+  /** Listeners the playground's HTTP server also serves (Slack's HTTP events at `/slack/events`). */
+  mounts: Array<{ pathPrefix: string; listener: RequestListener }>;
+}
+
+/** The platform adapters whose variables are set; the web playground is always there and made elsewhere. */
+export function createConfiguredAdapters(config: Config, logger: Logger): ConfiguredAdapters {
+  const adapters: ChatAdapter[] = [];
+  const mounts: ConfiguredAdapters['mounts'] = [];
+  if (config.slack.botToken !== undefined) {
+    const slack = createSlackAdapter({
+      botToken: config.slack.botToken,
+      ...(config.slack.appToken === undefined ? {} : { appToken: config.slack.appToken }),
+      ...(config.slack.signingSecret === undefined ? {} : { signingSecret: config.slack.signingSecret }),
+      ...(config.slack.apiUrl === undefined ? {} : { apiUrl: config.slack.apiUrl }),
+      allowBots: config.slack.allowBots,
+      botName: config.botName,
+      logger: logger.child({ component: 'slack' }),
+    });
+    adapters.push(slack);
+    if (slack.mode === 'http') mounts.push({ pathPrefix: '/slack/', listener: slack.requestListener });
+  }
+  if (config.discord.token !== undefined) {
+    adapters.push(
+      createDiscordAdapter({
+        token: config.discord.token,
+        apiUrl: config.discord.apiUrl,
+        guildIds: config.discord.guildIds,
+        botName: config.botName,
+        logger: logger.child({ component: 'discord' }),
+      }),
+    );
+  }
+  return { adapters, mounts };
+}

@@ -1,0 +1,334 @@
+import { chmod, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../../config.js';
+import { RunError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from '../executor.js';
+import type { RunMeta } from '../run-types.js';
+import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
+import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
+import {
+  formatTimeLimit,
+  isFinalState,
+  mapSlurmState,
+  nodeUnavailable,
+  parseSacct,
+  parseSbatchOutput,
+  parseScontrolNodes,
+  parseSqueue,
+  type SacctRow,
+  type SqueueRow,
+  shortenSlurmError,
+} from './slurm-parse.js';
+
+/** Directory holding `shepherd.py`; put on the job's PYTHONPATH (same runtime helper as locally). */
+const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url));
+const OUTPUT_FILE = 'output.log';
+const FINISH_FILE = 'finish.json';
+/** Job ids per squeue/sacct call; far above any team's active runs, but keeps argv bounded. */
+const IDS_PER_CALL = 1000;
+
+export interface SlurmExecutorOptions {
+  config: Pick<Config, 'slurm' | 'runs'>;
+  logger: Logger;
+  /** Runs `sbatch`, `squeue`, `sacct`, `scancel`, `scontrol`; defaults to `execFile` (never a shell). */
+  runCommand?: RunCommand;
+  /** Environment of the Slurm CLI when `runCommand` is not given (e.g. to set `SLURM_CONF`). */
+  environment?: Readonly<Record<string, string | undefined>>;
+  /** Directory with `shepherd.py` for the job's PYTHONPATH; must be readable from the compute nodes. */
+  runtimeDir?: string;
+  /** How often `terminate` re-checks a job that was signalled. */
+  terminatePollMs?: number;
+  /** How long `terminate` waits for a job after the final `scancel` before giving up. */
+  cancelWaitMs?: number;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const result: T[][] = [];
+  for (let start = 0; start < items.length; start += size) result.push(items.slice(start, start + size));
+  return result;
+}
+
+/** `--output` takes a filename pattern: a literal `%` must be doubled. */
+function outputPattern(file: string): string {
+  return file.replaceAll('%', '%%');
+}
+
+/**
+ * Executor that submits runs as Slurm batch jobs. Slurm allocates the GPUs (`allocatesGpus: true`);
+ * state comes from one `squeue` per poll (plus one `sacct` for jobs that ended), so the monitor's cost
+ * does not grow with the number of runs.
+ */
+export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
+  const { config, logger } = options;
+  const run = options.runCommand ?? createRunCommand(options.environment);
+  const runtimeDir = options.runtimeDir ?? DEFAULT_RUNTIME_DIR;
+  const terminatePollMs = options.terminatePollMs ?? 500;
+  const cancelWaitMs = options.cancelWaitMs ?? 120_000;
+  /** `accounting` = slurmdbd answers `sacct`; `completion` = only the jobcomp log (`sacct -c`). */
+  let sacctMode: 'accounting' | 'completion' | undefined;
+
+  function failure(command: string, result: CommandResult): RunError {
+    return new RunError(
+      'slurm_command_failed',
+      `${command} failed (exit ${result.exitCode}): ${shortenSlurmError(result.stderr || result.stdout)}`,
+    );
+  }
+
+  async function launch(request: LaunchRequest): Promise<LaunchResult> {
+    const { meta, runDir } = request;
+    await rm(path.join(runDir, FINISH_FILE), { force: true });
+    const scriptPath = path.join(runDir, SLURM_JOB_SCRIPT);
+    const environment: Record<string, string> = {
+      SHEPHERD_RUN_DIR: runDir,
+      SHEPHERD_RUN_ID: meta.id,
+      SHEPHERD_RUN_NAME: meta.name,
+      SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
+    };
+    await writeFile(
+      scriptPath,
+      renderJobScript({
+        python: config.runs.python,
+        script: 'train.py',
+        launchNumber: meta.launchCount,
+        scriptVersion: meta.scriptVersion,
+        runtimeDir,
+        environment,
+      }),
+      'utf8',
+    );
+    await chmod(scriptPath, 0o755);
+
+    const args = ['--parsable', `--job-name=${meta.name}`];
+    if (meta.gpus > 0) {
+      args.push(config.slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
+    }
+    args.push(
+      `--time=${formatTimeLimit(meta.maxHours)}`,
+      `--output=${outputPattern(path.join(runDir, OUTPUT_FILE))}`,
+      '--open-mode=append',
+      `--chdir=${runDir}`,
+    );
+    // `--export` splits on commas; values that contain one are set by the batch script instead.
+    // PYTHONPATH is prepended by the batch script, which keeps whatever PYTHONPATH the user had.
+    const exported = [`SHEPHERD_RUN_DIR=${runDir}`, `SHEPHERD_RUN_ID=${meta.id}`];
+    args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
+    if (config.slurm.partition !== undefined) args.push(`--partition=${config.slurm.partition}`);
+    if (config.slurm.account !== undefined) args.push(`--account=${config.slurm.account}`);
+    args.push(...config.slurm.extraArgs, scriptPath);
+
+    const result = await run('sbatch', args, { cwd: runDir });
+    if (result.exitCode !== 0) {
+      throw new RunError(
+        'slurm_submit_failed',
+        `sbatch: ${shortenSlurmError(result.stderr || result.stdout)}`,
+      );
+    }
+    const parsed = parseSbatchOutput(result.stdout);
+    if (parsed === undefined) {
+      throw new RunError(
+        'slurm_submit_failed',
+        `sbatch printed no job id: ${shortenSlurmError(result.stdout || result.stderr)}`,
+      );
+    }
+    logger.info(
+      { runId: meta.id, jobId: parsed.jobId, cluster: parsed.cluster, gpus: meta.gpus },
+      'run submitted to Slurm',
+    );
+    return { jobId: parsed.jobId };
+  }
+
+  async function squeueRows(jobIds: string[]): Promise<SqueueRow[]> {
+    const rows: SqueueRow[] = [];
+    for (const batch of chunks(jobIds, IDS_PER_CALL)) {
+      const result = await run('squeue', ['-h', '-t', 'all', '-j', batch.join(','), '-o', '%i|%T|%r']);
+      if (result.exitCode !== 0) {
+        // A single id Slurm has already purged is an error to squeue; it just means "not listed".
+        if (/Invalid job id/i.test(result.stderr)) continue;
+        throw failure('squeue', result);
+      }
+      rows.push(...parseSqueue(result.stdout));
+    }
+    return rows;
+  }
+
+  async function sacctOnce(jobIds: string[], mode: 'accounting' | 'completion'): Promise<CommandResult> {
+    const args = ['-X', '-n', '-P', '-j', jobIds.join(','), '-o', 'JobID,State,ExitCode'];
+    return run('sacct', mode === 'completion' ? ['-c', ...args] : args);
+  }
+
+  /** Final states from accounting, or from the job-completion log when accounting is off. */
+  async function sacctRows(jobIds: string[]): Promise<SacctRow[]> {
+    const rows: SacctRow[] = [];
+    for (const batch of chunks(jobIds, IDS_PER_CALL)) {
+      let result = await sacctOnce(batch, sacctMode ?? 'accounting');
+      if (
+        result.exitCode !== 0 &&
+        sacctMode === undefined &&
+        /accounting storage is disabled/i.test(result.stderr)
+      ) {
+        sacctMode = 'completion';
+        logger.info('Slurm accounting is off; reading final job states with sacct -c (jobcomp)');
+        result = await sacctOnce(batch, sacctMode);
+      }
+      if (result.exitCode !== 0) throw failure('sacct', result);
+      sacctMode ??= 'accounting';
+      rows.push(...parseSacct(result.stdout));
+    }
+    return rows;
+  }
+
+  async function poll(runs: RunMeta[]): Promise<Map<string, ProcessState>> {
+    const states = new Map<string, ProcessState>();
+    const submitted = runs.filter((meta) => meta.jobId !== undefined);
+    for (const meta of runs) {
+      if (meta.jobId === undefined)
+        states.set(meta.id, { kind: 'unknown', reason: 'run has no Slurm job id' });
+    }
+    if (submitted.length === 0) return states;
+
+    const queue = new Map(
+      (await squeueRows([...new Set(submitted.map((meta) => meta.jobId ?? ''))])).map((row) => [
+        row.jobId,
+        row,
+      ]),
+    );
+    // Jobs that ended (or already left squeue after MinJobAge) need sacct for their exit code.
+    const ended = submitted.filter((meta) => {
+      const row = queue.get(meta.jobId ?? '');
+      return row === undefined || isFinalState(row.state);
+    });
+    const finals =
+      ended.length === 0
+        ? new Map<string, SacctRow>()
+        : new Map(
+            (await sacctRows([...new Set(ended.map((meta) => meta.jobId ?? ''))])).map((row) => [
+              row.jobId,
+              row,
+            ]),
+          );
+
+    for (const meta of submitted) {
+      const jobId = meta.jobId ?? '';
+      const final = finals.get(jobId);
+      const row = queue.get(jobId);
+      if (final !== undefined && isFinalState(final.state)) {
+        states.set(meta.id, mapSlurmState(final.state, { exitCode: final.exitCode, signal: final.signal }));
+      } else if (row !== undefined) {
+        states.set(meta.id, mapSlurmState(row.state, { reason: row.reason }));
+      } else {
+        states.set(meta.id, {
+          kind: 'unknown',
+          reason: `Slurm has no record of job ${jobId} (not in squeue or sacct)`,
+        });
+      }
+    }
+    return states;
+  }
+
+  async function stateOf(meta: RunMeta): Promise<ProcessState> {
+    return (await poll([meta])).get(meta.id) ?? { kind: 'unknown', reason: 'not polled' };
+  }
+
+  /** Poll until the job is over; `undefined` when it is still there after `timeoutMs`. */
+  async function waitForEnd(meta: RunMeta, timeoutMs: number): Promise<ProcessState | undefined> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const state = await stateOf(meta);
+      if (state.kind !== 'alive' && state.kind !== 'pending') return state;
+      if (Date.now() >= deadline) return undefined;
+      await sleep(Math.min(terminatePollMs, Math.max(0, deadline - Date.now())));
+    }
+  }
+
+  async function scancel(args: string[]): Promise<void> {
+    const result = await run('scancel', args);
+    // Cancelling a job that just ended is fine; anything else is reported.
+    if (result.exitCode !== 0 && !/already completing or completed|Invalid job id/i.test(result.stderr)) {
+      throw failure('scancel', result);
+    }
+  }
+
+  async function terminate(
+    meta: RunMeta,
+    terminateOptions: { graceMs: number; reason: 'pause' | 'stop' },
+  ): Promise<ProcessState> {
+    const jobId = meta.jobId;
+    if (jobId === undefined) return { kind: 'unknown', reason: 'run has no Slurm job id' };
+    const before = await stateOf(meta);
+    if (before.kind === 'pending') {
+      // Never started (or requeued): nothing to checkpoint, just take it out of the queue.
+      await scancel([jobId]);
+      await waitForEnd(meta, cancelWaitMs);
+      return { kind: 'signaled', signal: 'SIGTERM' };
+    }
+    if (before.kind !== 'alive') return before;
+
+    logger.info({ runId: meta.id, jobId, reason: terminateOptions.reason }, 'sending SIGTERM to Slurm job');
+    // --full: signal the batch step too (that is where train.py runs), not only srun steps.
+    await scancel(['--signal=TERM', '--full', jobId]);
+    const ended = await waitForEnd(meta, terminateOptions.graceMs);
+    if (ended !== undefined) {
+      const exitCode = ended.kind === 'exited' || ended.kind === 'signaled' ? ended.exitCode : undefined;
+      return exitCode === undefined
+        ? { kind: 'signaled', signal: 'SIGTERM' }
+        : { kind: 'signaled', signal: 'SIGTERM', exitCode };
+    }
+    logger.warn({ runId: meta.id, jobId }, 'Slurm job ignored SIGTERM for the grace period; cancelling it');
+    await scancel([jobId]);
+    if ((await waitForEnd(meta, cancelWaitMs)) === undefined) {
+      throw new RunError(
+        'terminate_failed',
+        `Slurm job ${jobId} of run ${meta.name} is still there after scancel`,
+      );
+    }
+    return { kind: 'signaled', signal: 'SIGKILL', exitCode: 137 };
+  }
+
+  async function clusterInfo(): Promise<ClusterInfo> {
+    const partition = config.slurm.partition;
+    const queueArgs = ['-h', '-o', '%T', ...(partition === undefined ? [] : ['-p', partition])];
+    const [nodesResult, queueResult] = await Promise.all([
+      run('scontrol', ['show', 'node', '-d', '-o']),
+      run('squeue', queueArgs),
+    ]);
+    if (nodesResult.exitCode !== 0) throw failure('scontrol show node', nodesResult);
+    if (queueResult.exitCode !== 0) throw failure('squeue', queueResult);
+    const nodes = parseScontrolNodes(nodesResult.stdout).filter(
+      (node) => partition === undefined || node.partitions.includes(partition),
+    );
+    const jobStates = queueResult.stdout.split('\n').filter((line) => line.trim().length > 0);
+    const pending = jobStates.filter((state) => state.trim() === 'PENDING').length;
+    const gpusTotal = nodes.reduce((sum, node) => sum + node.gpusTotal, 0);
+    const gpusFree = nodes
+      .filter((node) => !nodeUnavailable(node.state))
+      .reduce((sum, node) => sum + Math.max(0, node.gpusTotal - node.gpusAllocated), 0);
+    const unavailable = nodes.filter((node) => nodeUnavailable(node.state));
+    const notes = [
+      `${jobStates.length} job(s) in the Slurm queue${partition === undefined ? '' : ` of partition ${partition}`}, ${pending} pending`,
+    ];
+    if (unavailable.length > 0) {
+      notes.push(
+        `unavailable nodes: ${unavailable.map((node) => `${node.name} (${node.state})`).join(', ')}`,
+      );
+    }
+    return {
+      executor: 'slurm',
+      nodes: nodes.map(({ name, state, gpusTotal: total, gpusAllocated }) => ({
+        name,
+        state,
+        gpusTotal: total,
+        gpusAllocated,
+      })),
+      gpusTotal,
+      gpusFree,
+      queueLength: jobStates.length,
+      notes,
+    };
+  }
+
+  return { kind: 'slurm', allocatesGpus: true, launch, poll, terminate, clusterInfo };
+}
