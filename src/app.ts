@@ -15,6 +15,7 @@ import { createWebStore } from './bot/web/web-store.js';
 import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
+import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
@@ -42,6 +43,8 @@ export interface App {
   readonly inbox: TurnInbox;
   readonly turnQueue: Queue;
   readonly features: Features;
+  /** `llm_calls_total` by reason. */
+  readonly llmCalls: LlmCallCounter;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Tells a thread's agent that something happened and starts a turn. */
@@ -86,11 +89,17 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const pushEvent = (threadId: string, eventId: string, text: string) =>
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
 
+  const llmCalls = createLlmCallCounter({ redis, prefix, logger });
   const provider =
     overrides.provider ??
     createLlmProvider(config.llm, {
       logger,
-      ...(overrides.onLlmCall === undefined ? {} : { onCall: overrides.onLlmCall }),
+      onCall: (reason) => {
+        llmCalls
+          .increment(reason)
+          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+        overrides.onLlmCall?.(reason);
+      },
     });
 
   const features = await createFeatures({
@@ -134,6 +143,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   });
 
   const workers: Worker[] = [];
+  let notifyWorker: Worker | undefined;
   let started = false;
 
   return {
@@ -144,6 +154,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     inbox,
     turnQueue,
     features,
+    llmCalls,
     pushEvent,
     async start() {
       if (started) return;
@@ -163,14 +174,12 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         workers.push(...(await features.startWorkers()));
       }
       if (runsAdapters) {
-        workers.push(
-          createNotifyWorker({
-            connection: redis,
-            prefix,
-            adapters: lookup,
-            logger: logger.child({ component: 'notify' }),
-          }),
-        );
+        notifyWorker = createNotifyWorker({
+          connection: redis,
+          prefix,
+          adapters: lookup,
+          logger: logger.child({ component: 'notify' }),
+        });
         for (const adapter of adapters.values()) await adapter.start(handlers);
       }
       logger.info(
@@ -185,10 +194,13 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     async stop() {
       if (!started) return;
       started = false;
-      // Adapters first (no new work), then workers finish or hand back their jobs, then connections.
-      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      // Workers finish or hand back their jobs first; their posts still need the notify worker and the
+      // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
       await Promise.all(workers.map((worker) => worker.close()));
       workers.length = 0;
+      await notifyWorker?.close();
+      notifyWorker = undefined;
+      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
       await features.stop();
       await notifier.close();
       await turnQueue.close();

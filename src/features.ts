@@ -7,12 +7,18 @@ import type { ActionRouter } from './bot/inbound.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import { type AlertService, createAlertService } from './monitor/alert-service.js';
+import { createMonitor } from './monitor/monitor.js';
+import { detectorConfigFrom } from './monitor/types.js';
+import { createRunWatcher } from './monitor/watch-runs.js';
+import { createMetricsCharts } from './notify/metrics-chart.js';
 import type { Notifier } from './notify/notifier.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
+import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
@@ -40,6 +46,7 @@ export interface Features {
   runs: RunsRuntime;
   approvals: ApprovalService;
   operations: RunOperations;
+  alerts: AlertService;
   controlQueue: Queue;
   startWorkers(): Promise<Worker[]>;
   stop(): Promise<void>;
@@ -52,7 +59,9 @@ const RUN_REFRESH_MS = 2000;
 export async function createFeatures(dependencies: FeatureDependencies): Promise<Features> {
   const { config, logger, redis, prefix, notifier } = dependencies;
 
-  const onRunEvent = (event: RunEvent) => {
+  let watchRun: (runId: string) => Promise<void> = async () => undefined;
+  const onRunEvent = async (event: RunEvent) => {
+    if (event.type === 'run-started') await watchRun(event.meta.id);
     // Never block a run transition on a chat post: the notify queue retries on its own.
     notifier.post(event.meta.threadId, event.message).catch((error: unknown) => {
       logger.warn({ runId: event.meta.id, err: String(error) }, 'could not post a run event');
@@ -92,12 +101,59 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     approvals,
     workspace: config.workspace,
   });
+  const postChart = createMetricsCharts({
+    runs: runs.service,
+    store: runs.store,
+    notifier,
+    quickchartUrl: config.monitor.quickchartUrl,
+  });
+  const monitor = createMonitor({
+    redis,
+    prefix,
+    runDir: (meta) => runs.store.runDir(meta.id),
+    detectors: detectorConfigFrom(config.monitor),
+    logger: logger.child({ component: 'monitor' }),
+  });
+  const alerts = createAlertService({
+    redis,
+    prefix,
+    monitor,
+    runs: runs.service,
+    store: runs.store,
+    executor: runs.executor,
+    operations,
+    notifier,
+    provider: dependencies.provider,
+    controlQueue,
+    quickchartUrl: config.monitor.quickchartUrl,
+    maxAutofix: config.monitor.maxAutofix,
+    python: config.runs.python,
+    logger: logger.child({ component: 'alerts' }),
+  });
+  for (const verb of ['ack', 'stop', 'fix'] as const) {
+    dependencies.actions.register(verb, (action, id) => alerts.onAction(action, verb, id));
+  }
+  const watcher = createRunWatcher({
+    config,
+    redis,
+    prefix,
+    monitor,
+    store: runs.store,
+    executor: runs.executor,
+    alerts,
+    notifier,
+    postChart,
+    logger,
+  });
+  watchRun = watcher.watch;
+
   const help = createHelpTool({ botName: config.botName });
-  const tools = createToolRegistry([help, ...createRunTools(operations)]);
+  const tools = createToolRegistry([help, ...createRunTools(operations), createShowMetricsTool(postChart)]);
   const commandHandler = createCommandHandler({
     operations,
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
+    chart: postChart,
     logger,
   });
 
@@ -106,12 +162,14 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runs,
     approvals,
     operations,
+    alerts,
     controlQueue,
     commands: {
       tryHandle: (threadId, item) => commandHandler.tryHandle(threadId, item.text, item.user),
     },
     async startWorkers() {
       await runs.service.reconcile();
+      await watcher.sync(await runs.service.listRuns());
       await controlQueue.upsertJobScheduler(
         'runs-refresh',
         { every: RUN_REFRESH_MS },
@@ -128,14 +186,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
           logger: logger.child({ component: 'control' }),
           handlers: {
             'approval-decision': (job) => approvals.apply(job),
+            'alert-action': (job) => alerts.apply(job),
             'run-schedule': async () => {
               await runs.service.refresh();
             },
           },
         }),
+        watcher.createWorker(),
       ];
     },
     async stop() {
+      await watcher.close();
       await controlQueue.close();
     },
   };

@@ -137,7 +137,8 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       if (posted && reply.length <= inlineReplyLimit) {
         await dependencies.edit(threadId, posted.messageId, reply);
       } else {
-        if (posted) await dependencies.edit(threadId, posted.messageId, `done in ${elapsed} s — answer below`);
+        if (posted)
+          await dependencies.edit(threadId, posted.messageId, `done in ${elapsed} s — answer below`);
         await dependencies.postOnce(`${batchId}:reply`, threadId, reply);
       }
     } catch (error) {

@@ -28,7 +28,8 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
   });
   afterAll(async () => {
     for (const run of await shepherd.app.features.runs.service.listRuns()) {
-      if (run.status === 'running') await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
+      if (run.status === 'running')
+        await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
     await shepherd.stop();
     await llm.close();
@@ -44,18 +45,29 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
       mentionBot: true,
     });
     const threadCall = await emulator.waitFor(
-      () => emulator.calls.find((call) => call.method === 'POST' && call.path === `/channels/${emulator.channelId}/messages/${String(mention.id)}/threads`),
+      () =>
+        emulator.calls.find(
+          (call) =>
+            call.method === 'POST' &&
+            call.path === `/channels/${emulator.channelId}/messages/${String(mention.id)}/threads`,
+        ),
       15_000,
     );
     expect(threadCall.status).toBe(201);
     // A thread started from a message takes the message's id, as on Discord.
     const threadId = String(mention.id);
     expect(emulator.channel(threadId)?.type).toBe(11);
-    await emulator.waitFor(() => emulator.messagesIn(threadId).find((m) => content(m).includes('I can launch runs here')), 15_000);
+    await emulator.waitFor(
+      () => emulator.messagesIn(threadId).find((m) => content(m).includes('I can launch runs here')),
+      15_000,
+    );
 
     llm.enqueue({ text: 'Nothing is running yet, Bob.' });
     emulator.userSends({ channelId: threadId, author: emulator.users.bob, content: 'how is it going?' });
-    await emulator.waitFor(() => emulator.messagesIn(threadId).find((m) => content(m).includes('Nothing is running yet')), 15_000);
+    await emulator.waitFor(
+      () => emulator.messagesIn(threadId).find((m) => content(m).includes('Nothing is running yet')),
+      15_000,
+    );
     expect(JSON.stringify(llm.requests.at(-1)?.body)).toContain('how is it going?');
 
     emulator.userSends({
@@ -65,7 +77,15 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
       mentionBot: true,
     });
     const card = await emulator.waitFor(
-      () => emulator.messagesIn(threadId).find((m) => JSON.stringify(m.embeds ?? []).includes('discord-run') && Array.isArray(m.components) && m.components.length > 0),
+      () =>
+        emulator
+          .messagesIn(threadId)
+          .find(
+            (m) =>
+              JSON.stringify(m.embeds ?? []).includes('discord-run') &&
+              Array.isArray(m.components) &&
+              m.components.length > 0,
+          ),
       15_000,
     );
     const buttons = JSON.stringify(card.components);
@@ -73,25 +93,45 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
     expect(approveId).toMatch(/^approve:ap_/);
 
     // Alice is not an approver: an ephemeral refusal and nothing changes.
-    const refused = emulator.clickButton({ messageId: String(card.id), customId: approveId, user: emulator.users.alice });
+    const refused = emulator.clickButton({
+      messageId: String(card.id),
+      customId: approveId,
+      user: emulator.users.alice,
+    });
     await emulator.waitFor(() => refused.callbacks[0], 5_000);
     expect(refused.callbacks[0]?.type).toBe(6);
     const followUp = await emulator.waitFor(
-      () => emulator.calls.find((call) => call.method === 'POST' && call.path === `/webhooks/${emulator.applicationId}/${refused.token}`),
+      () =>
+        emulator.calls.find(
+          (call) =>
+            call.method === 'POST' && call.path === `/webhooks/${emulator.applicationId}/${refused.token}`,
+        ),
       5_000,
     );
     expect(followUp.body).toMatchObject({ flags: 64 });
     expect((await shepherd.app.features.runs.service.findRun('discord-run')).status).toBe('pending_approval');
 
-    const click = emulator.clickButton({ messageId: String(card.id), customId: approveId, user: emulator.users.bob });
+    const click = emulator.clickButton({
+      messageId: String(card.id),
+      customId: approveId,
+      user: emulator.users.bob,
+    });
     const ack = await emulator.waitFor(() => click.callbacks[0], 5_000);
     expect(ack.type).toBe(6);
     expect(ack.at - click.createdAt).toBeLessThan(3000);
     await emulator.waitFor(() => {
       const edited = emulator.message(String(card.id));
-      return edited !== undefined && Array.isArray(edited.components) && edited.components.length === 0 && JSON.stringify(edited.embeds).includes('Approved by');
+      return (
+        edited !== undefined &&
+        Array.isArray(edited.components) &&
+        edited.components.length === 0 &&
+        JSON.stringify(edited.embeds).includes('Approved by')
+      );
     }, 15_000);
-    await emulator.waitFor(() => emulator.messagesIn(threadId).find((m) => /discord-run .*running/.test(content(m))), 15_000);
+    await emulator.waitFor(
+      () => emulator.messagesIn(threadId).find((m) => /discord-run .*running/.test(content(m))),
+      15_000,
+    );
     expect((await shepherd.app.features.runs.service.findRun('discord-run')).status).toBe('running');
   });
 });

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type App, type AppOverrides, createApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
-import { createLogger } from '../../src/logger.js';
+import { createLogger, type Logger } from '../../src/logger.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
 
 export interface PlaygroundMessage {
@@ -57,6 +57,8 @@ export interface TestAppOptions {
   prefix?: string;
   dataDir?: string;
   keepState?: boolean;
+  /** Replaces the silent default logger (e.g. to capture log lines a test asserts on). */
+  logger?: Logger;
 }
 
 /** A whole Shepherd (adapters and workers) in-process on real Redis, with its playground on a free port. */
@@ -73,7 +75,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     SHEPHERD_JOB_LOCK_MS: '3000',
     ...options.environment,
   });
-  const logger = createLogger(config.logLevel);
+  const logger = options.logger ?? createLogger(config.logLevel);
   const app = await createApp(config, logger, { runEnvironment: process.env, ...options.overrides });
   await app.start();
   const url = app.web.address().url;

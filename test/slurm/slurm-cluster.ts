@@ -51,6 +51,7 @@ function clusterAnswers(): boolean {
 export const slurmAvailable = clusterAnswers();
 export const SKIP_MESSAGE =
   'no Slurm cluster answers (start one with `bash .ci/slurm-up`; .ci/run does it in CI)';
+if (!slurmAvailable) process.stderr.write(`Slurm tests skipped: ${SKIP_MESSAGE}\n`);
 
 export function slurmTestConfig(overrides: Record<string, string> = {}) {
   return loadConfig({ SHEPHERD_EXECUTOR: 'slurm', SHEPHERD_LOG_LEVEL: 'silent', ...overrides });

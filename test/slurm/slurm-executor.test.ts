@@ -102,16 +102,23 @@ describe.skipIf(!slurmAvailable)(
       // Submitted with `--gpus=N` and extra sbatch words, each passed as its own argument.
       const small = await makeRun(root, 'one-gpu', { gpus: 1, config: { steps: 2, step_seconds: 0.1 } });
       const smallExecutor = newExecutor({
-        SHEPHERD_SLURM_EXTRA_ARGS: '--comment=shepherd-test  --nice=10',
+        SHEPHERD_SLURM_EXTRA_ARGS: '--comment=shepherd-test  --no-requeue',
         SHEPHERD_SLURM_GPU_FLAG: 'gpus',
       });
       const smallJob = await launch(smallExecutor, small.meta, small.runDir);
-      const waiting = await stateOf(executor, smallJob);
+      // Right after submission the reason is "None" until the scheduler has looked at the job.
+      const waiting = await waitForState(
+        executor,
+        smallJob,
+        (state) => state.kind === 'pending' && state.reason === 'queued on Slurm: waiting for resources',
+        'the pending reason "Resources"',
+        15_000,
+      );
       expect(waiting).toEqual({ kind: 'pending', reason: 'queued on Slurm: waiting for resources' });
       const { runCommand } = countingRunCommand();
       const shown = (await runCommand('scontrol', ['show', 'job', '-o', smallJob.jobId ?? ''])).stdout;
       expect(shown).toContain('Comment=shepherd-test');
-      expect(shown).toContain('Nice=10');
+      expect(shown).toContain('Requeue=0');
       expect(shown).toMatch(/TresPerJob=(gres:)?gpu:1/);
       expect(shown).toContain('JobName=one-gpu');
 

@@ -148,11 +148,7 @@ const CRASH_DEFAULT_SIGNAL: Readonly<Record<ExecutorCrashClass, string>> = {
 };
 
 /** States in which the job is over. */
-export const FINAL_STATES: ReadonlySet<string> = new Set([
-  'COMPLETED',
-  'FAILED',
-  ...Object.keys(CRASH_STATES),
-]);
+const FINAL_STATES: ReadonlySet<string> = new Set(['COMPLETED', 'FAILED', ...Object.keys(CRASH_STATES)]);
 
 export function isFinalState(state: string): boolean {
   return FINAL_STATES.has(state.toUpperCase());

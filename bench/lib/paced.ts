@@ -1,0 +1,40 @@
+import { z } from 'zod';
+import { runNodeScript } from './processes.js';
+
+const pacedResultSchema = z.object({
+  sent: z.number(),
+  ok: z.number(),
+  failed: z.number(),
+  elapsedS: z.number(),
+  p50: z.number(),
+  p90: z.number(),
+  p99: z.number(),
+  max: z.number(),
+});
+export type PacedResult = z.infer<typeof pacedResultSchema>;
+
+export interface PacedOptions {
+  url: string;
+  body: string;
+  /** Offered requests per second, spread evenly. */
+  rate: number;
+  connections: number;
+  durationS: number;
+}
+
+/** Runs bench/lib/paced-load.ts in its own process and returns its latency summary (ms). */
+export async function runPacedLoad(options: PacedOptions): Promise<PacedResult> {
+  const stdout = await runNodeScript(
+    'bench/lib/paced-load.ts',
+    JSON.stringify(options),
+    (options.durationS + 60) * 1000,
+  );
+  const line = stdout.trim().split('\n').pop() ?? '';
+  let raw: unknown;
+  try {
+    raw = JSON.parse(line);
+  } catch {
+    throw new Error(`paced load printed no JSON: ${stdout.slice(0, 500)}`);
+  }
+  return pacedResultSchema.parse(raw);
+}

@@ -1,0 +1,135 @@
+/**
+ * Ack path of the playground's `POST /api/messages`, side by side with a bare `node:http` server that
+ * answers 202 and does nothing else. Both servers run in their own child process, and the load
+ * generator (the autocannon CLI) in a third, so no two share an event loop.
+ *
+ * Shepherd runs with `SHEPHERD_ROLE=bot` (adapters + notify worker, no turn workers): that is the process
+ * that acks in a scaled-out deployment, and it keeps agent turns from competing with the ack path for
+ * the two cores. Each request is a top-level mention, so each one creates a message, starts a session and
+ * enqueues one BullMQ turn job (the full ack path).
+ *
+ * Two phases, each server warmed up first:
+ *  1. capacity — 200 connections as fast as they go: `ack_rps_*` (2xx/s) and `ack_capacity_ratio`
+ *     (Shepherd ÷ bare, goal ≥ 0.2). A closed loop at saturation only measures queueing (latency ≈
+ *     connections ÷ throughput), so its p99s are printed as `ack_p99_ms_saturated_*` for reference.
+ *  2. latency — 200 open connections carrying one fixed offered rate that both servers sustain
+ *     (`BENCH_ACK_RATE_FRACTION` of Shepherd's capacity, default 0.5), spread evenly in time by
+ *     bench/lib/paced-load.ts (autocannon's `-R` sends bursts at each second), measured from each
+ *     request's scheduled time: `ack_p99_ms_*` and `ack_p99_ratio` (goal ≤ 1.5).
+ *
+ * Run: npx tsx bench/spine-ack.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
+ * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type LoadResult, runAutocannon } from './lib/autocannon.js';
+import { note, print } from './lib/output.js';
+import { type PacedResult, runPacedLoad } from './lib/paced.js';
+import { freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
+import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
+
+const durationS = Number(process.env.BENCH_ACK_DURATION_S ?? '10');
+const connections = Number(process.env.BENCH_ACK_CONNECTIONS ?? '200');
+const rateFraction = Number(process.env.BENCH_ACK_RATE_FRACTION ?? '0.5');
+const warmupS = 3;
+const body = JSON.stringify({ channel: 'bench', user: 'loadgen', text: '@shepherd ack benchmark ping' });
+
+const prefix = `bench-ack-${process.pid}`;
+const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-bench-ack-'));
+const children: StartedChild[] = [];
+
+async function startBare(): Promise<string> {
+  const port = await freePort();
+  const child = startNodeChild('bench/lib/bare-server.ts', { PATH: process.env.PATH, PORT: String(port) });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(url, child);
+  return url;
+}
+
+async function startShepherd(): Promise<string> {
+  const port = await freePort();
+  const child = startNodeChild('src/main.ts', {
+    PATH: process.env.PATH,
+    REDIS_URL: benchRedisUrl,
+    SHEPHERD_ROLE: 'bot',
+    SHEPHERD_PORT: String(port),
+    SHEPHERD_QUEUE_PREFIX: prefix,
+    SHEPHERD_DATA_DIR: dataDir,
+    SHEPHERD_LOG_LEVEL: 'warn',
+    // Never reached on the ack path; set so nothing tries a real model.
+    SHEPHERD_LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+  });
+  children.push(child);
+  const url = `http://127.0.0.1:${port}`;
+  await waitForHttp(`${url}/api/channels`, child);
+  return url;
+}
+
+function check(label: string, result: LoadResult): void {
+  const failed = result.non2xx + result.errors + result.timeouts;
+  note(
+    `${label}: ${Math.round(result.okPerSecond)} ok/s, p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms, ` +
+      `${result['2xx']} ok, ${failed} failed`,
+  );
+  if (result['2xx'] === 0) throw new Error(`${label}: no request succeeded`);
+  if (failed > result['2xx'] * 0.01)
+    throw new Error(`${label}: ${failed} of ${result['2xx'] + failed} requests failed`);
+}
+
+async function load(label: string, url: string): Promise<LoadResult> {
+  const result = await runAutocannon({ url: `${url}/api/messages`, connections, durationS, body });
+  check(label, result);
+  return result;
+}
+
+async function paced(label: string, url: string, rate: number): Promise<PacedResult> {
+  const result = await runPacedLoad({ url: `${url}/api/messages`, body, rate, connections, durationS });
+  note(
+    `${label}: p50 ${result.p50.toFixed(2)} ms, p90 ${result.p90.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, ` +
+      `max ${result.max.toFixed(1)} ms, ${result.ok} ok, ${result.failed} failed in ${result.elapsedS.toFixed(1)} s`,
+  );
+  if (result.failed > result.sent * 0.01)
+    throw new Error(`${label}: ${result.failed} of ${result.sent} failed`);
+  return result;
+}
+
+try {
+  const bareUrl = await startBare();
+  const shepherdUrl = await startShepherd();
+  note(
+    `bare ${bareUrl}, shepherd ${shepherdUrl} (prefix ${prefix}); ${connections} connections, ${durationS} s each`,
+  );
+
+  for (const [label, url] of [
+    ['bare', bareUrl],
+    ['shepherd', shepherdUrl],
+  ] as const) {
+    await runAutocannon({ url: `${url}/api/messages`, connections, durationS: warmupS, body });
+    note(`${label} warmed up`);
+  }
+
+  const bareCapacity = await load('bare capacity', bareUrl);
+  const shepherdCapacity = await load('shepherd capacity', shepherdUrl);
+  const rate = Math.round(shepherdCapacity.okPerSecond * rateFraction);
+  const bareLatency = await paced(`bare paced at ${rate}/s`, bareUrl, rate);
+  const shepherdLatency = await paced(`shepherd paced at ${rate}/s`, shepherdUrl, rate);
+
+  print('ack_p99_ms_bare', bareLatency.p99);
+  print('ack_p99_ms_shepherd', shepherdLatency.p99);
+  print('ack_p99_ratio', shepherdLatency.p99 / bareLatency.p99);
+  print('ack_p50_ms_bare', bareLatency.p50);
+  print('ack_p50_ms_shepherd', shepherdLatency.p50);
+  print('ack_fixed_rate_rps', rate);
+  print('ack_rps_bare', bareCapacity.okPerSecond);
+  print('ack_rps_shepherd', shepherdCapacity.okPerSecond);
+  print('ack_capacity_ratio', shepherdCapacity.okPerSecond / bareCapacity.okPerSecond);
+  print('ack_p99_ms_saturated_bare', bareCapacity.latency.p99);
+  print('ack_p99_ms_saturated_shepherd', shepherdCapacity.latency.p99);
+} finally {
+  for (const child of children) await child.stop();
+  const deleted = await deleteKeysWithPrefix(prefix);
+  note(`deleted ${deleted} keys under ${prefix}:`);
+  rmSync(dataDir, { recursive: true, force: true });
+}

@@ -1,0 +1,144 @@
+/**
+ * Turn overhead: from the moment a message's turn is enqueued to the moment the turn's LLM request
+ * arrives at a scripted OpenAI-compatible server, on an idle queue. Prints:
+ *  turn_overhead_p50_ms / turn_overhead_p90_ms — t0 taken right before the turn job's `queue.add`
+ *    (the message already stored and accepted into its thread's inbox, exactly as the inbound handler
+ *    does), t1 the scripted server's arrival time of that turn's request (goal p50 ≤ 5 ms);
+ *  turn_overhead_http_p50_ms / _p90_ms — the same, with t0 just before the playground `POST /api/messages`
+ *    (includes the HTTP round trip, message store and inbox accept).
+ * Everything (Shepherd with role `all`, the scripted LLM) runs in this one process on real Redis; each
+ * sample is a new thread, sent only once the previous turn has finished and the queues are idle.
+ * Run: npx tsx bench/spine-turn-overhead.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
+ * Env: BENCH_TURN_SAMPLES (default 200), BENCH_TURN_HTTP_SAMPLES (default 100).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createApp } from '../src/app.js';
+import { encodeThreadId } from '../src/bot/chat-adapter.js';
+import { createWebStore } from '../src/bot/web/web-store.js';
+import { loadConfig } from '../src/config.js';
+import { createLogger } from '../src/logger.js';
+import { requestTurn } from '../src/queue/turn-worker.js';
+import { startScriptedOpenAi } from '../test/helpers/scripted-llm/index.js';
+import { note, print, quantile } from './lib/output.js';
+import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
+
+const samples = Number(process.env.BENCH_TURN_SAMPLES ?? '200');
+const httpSamples = Number(process.env.BENCH_TURN_HTTP_SAMPLES ?? '100');
+const warmup = 20;
+const prefix = `bench-turn-${process.pid}`;
+const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-bench-turn-'));
+const channel = 'bench';
+
+const llm = await startScriptedOpenAi();
+// Resolves the waiter registered for a probe's marker when its request arrives.
+const arrivals = new Map<string, (receivedAt: number) => void>();
+llm.setHandler((request) => {
+  const marker = /probe-\w+/.exec(request.lastUserText ?? '')?.[0];
+  if (marker !== undefined) arrivals.get(marker)?.(request.receivedAt);
+  return { text: 'ok' };
+});
+
+const config = loadConfig({
+  REDIS_URL: benchRedisUrl,
+  SHEPHERD_QUEUE_PREFIX: prefix,
+  SHEPHERD_PORT: '0',
+  SHEPHERD_DATA_DIR: dataDir,
+  SHEPHERD_LOG_LEVEL: 'warn',
+  SHEPHERD_LLM_BASE_URL: llm.url,
+  SHEPHERD_LLM_MAX_RETRIES: '0',
+});
+const app = await createApp(config, createLogger(config.logLevel));
+const store = createWebStore({ redis: app.redis, prefix });
+
+function arrival(marker: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no LLM request for ${marker} within 10 s`)), 10_000);
+    arrivals.set(marker, (receivedAt) => {
+      clearTimeout(timer);
+      arrivals.delete(marker);
+      resolve(receivedAt);
+    });
+  });
+}
+
+/** Waits until no turn or notify job is waiting or running, then a little more for the turn's tail. */
+async function settle(): Promise<void> {
+  for (let attempt = 0; attempt < 500; attempt++) {
+    const counts = await app.turnQueue.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
+    if (Object.values(counts).every((count) => count === 0)) break;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 30));
+}
+
+/** One probe through the inbound path; t0 right before the turn job is added. */
+async function probeDirect(label: string): Promise<number> {
+  const marker = `probe-${label}`;
+  const text = `@shepherd ${marker}`;
+  const stored = await store.createMessage({ channel, user: 'alice', text });
+  const threadId = encodeThreadId({ platform: 'web', channel, thread: stored.threadId });
+  const accepted = await app.inbox.accept(
+    threadId,
+    {
+      type: 'message',
+      messageId: stored.id,
+      deliveryId: stored.id,
+      user: { id: 'alice', name: 'alice' },
+      text,
+      addressed: true,
+      receivedAt: stored.ts,
+    },
+    { addressed: true, deliveryKey: `web:${stored.id}` },
+  );
+  if (accepted !== 'accepted') throw new Error(`inbox refused ${marker}: ${accepted}`);
+  const arrived = arrival(marker);
+  const t0 = Date.now();
+  await requestTurn(app.turnQueue, threadId, stored.id);
+  return (await arrived) - t0;
+}
+
+/** One probe through the playground HTTP API; t0 right before the POST. */
+async function probeHttp(index: number): Promise<number> {
+  const marker = `probe-h${index}`;
+  const arrived = arrival(marker);
+  const t0 = Date.now();
+  const response = await fetch(`${app.web.address().url}/api/messages`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ channel, user: 'alice', text: `@shepherd ${marker}` }),
+  });
+  if (response.status !== 202) throw new Error(`POST answered ${response.status}`);
+  await response.arrayBuffer();
+  return (await arrived) - t0;
+}
+
+try {
+  await app.start();
+  for (let index = 0; index < warmup; index++) {
+    await probeDirect(`w${index}`);
+    await settle();
+  }
+  const direct: number[] = [];
+  for (let index = 0; index < samples; index++) {
+    direct.push(await probeDirect(`d${index}`));
+    await settle();
+  }
+  const http: number[] = [];
+  for (let index = 0; index < httpSamples; index++) {
+    http.push(await probeHttp(index));
+    await settle();
+  }
+  note(`direct: min ${Math.min(...direct)} ms, max ${Math.max(...direct)} ms over ${direct.length} turns`);
+  print('turn_overhead_p50_ms', quantile(direct, 0.5));
+  print('turn_overhead_p90_ms', quantile(direct, 0.9));
+  print('turn_overhead_http_p50_ms', quantile(http, 0.5));
+  print('turn_overhead_http_p90_ms', quantile(http, 0.9));
+} finally {
+  await app.stop();
+  await llm.close();
+  const deleted = await deleteKeysWithPrefix(prefix);
+  note(`deleted ${deleted} keys under ${prefix}:`);
+  rmSync(dataDir, { recursive: true, force: true });
+}

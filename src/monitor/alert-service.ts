@@ -1,0 +1,342 @@
+import type { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { LlmProvider } from '../agent/llm-provider.js';
+import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { renderChart } from '../notify/charts/render-chart.js';
+import type { Notifier } from '../notify/notifier.js';
+import type { ControlJob } from '../queue/jobs.js';
+import type { Executor } from '../runs/executor.js';
+import type { RunService } from '../runs/run-service.js';
+import type { RunStore } from '../runs/run-store.js';
+import type { RunMeta } from '../runs/run-types.js';
+import type { RunOperations } from '../tools/run-operations.js';
+import type { Monitor } from './monitor.js';
+import { checkPythonSyntax, triage } from './triage.js';
+import type { Incident } from './types.js';
+
+/**
+ * Turns monitor incidents into alert cards (with a chart and Acknowledge / Stop run / Ask Shepherd to fix),
+ * and runs LLM triage — only for an incident or when a person asks — whose FIX goes through the same
+ * script-change approval as a person's change, capped at `maxAutofix` per run (counted in Redis).
+ */
+
+const alertSchema = z.object({
+  schemaVersion: z.literal(1),
+  id: z.string(),
+  runId: z.string(),
+  runName: z.string(),
+  threadId: z.string(),
+  kind: z.string(),
+  title: z.string(),
+  summary: z.string(),
+  metrics: z.array(z.string()),
+  traceback: z.string().optional(),
+  cardMessageId: z.string().optional(),
+  createdAt: z.number(),
+});
+type Alert = z.infer<typeof alertSchema>;
+
+/** Incidents that are triaged by the LLM without anyone asking. */
+const AUTO_TRIAGE: ReadonlySet<Incident['kind']> = new Set(['crash', 'nan', 'divergence']);
+const KEEP_SECONDS = 30 * 24 * 3600;
+const SHEPHERD: ChatUser = { id: 'shepherd', name: 'Shepherd' };
+
+export interface AlertServiceOptions {
+  redis: Redis;
+  prefix: string;
+  monitor: Monitor;
+  runs: RunService;
+  store: RunStore;
+  executor: Executor;
+  operations: RunOperations;
+  notifier: Notifier;
+  provider: LlmProvider;
+  controlQueue: Queue;
+  quickchartUrl: string;
+  maxAutofix: number;
+  python: string;
+  logger: Logger;
+}
+
+export function createAlertService(options: AlertServiceOptions) {
+  const { redis, prefix, notifier, logger } = options;
+  const alertKey = (id: string) => `${prefix}:alert:${id}`;
+  const decisionKey = (id: string) => `${prefix}:alert-decision:${id}`;
+  const autofixKey = (runId: string) => `${prefix}:autofix:${runId}`;
+
+  async function loadAlert(id: string): Promise<Alert | undefined> {
+    const raw = await redis.get(alertKey(id));
+    if (raw === null) return undefined;
+    try {
+      const parsed = alertSchema.safeParse(JSON.parse(raw));
+      return parsed.success ? parsed.data : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function chartFor(runName: string, runId: string, metrics: string[], highlight?: [number, number]) {
+    if (metrics.length === 0) return undefined;
+    try {
+      const series = await options.monitor.series(runId, metrics);
+      if (Object.values(series).every((points) => points.length === 0)) return undefined;
+      return await renderChart(
+        { runName, series, ...(highlight === undefined ? {} : { highlightSteps: highlight }) },
+        { quickchartUrl: options.quickchartUrl },
+      );
+    } catch (error) {
+      logger.warn({ runId, err: errorMessage(error) }, 'could not render an alert chart; posting without it');
+      return undefined;
+    }
+  }
+
+  function alertCard(alert: Alert, incident: Incident, png: Uint8Array | undefined): Card {
+    const lines = [alert.summary];
+    if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    const actions: Card['actions'] = [];
+    if (incident.kind !== 'finished') {
+      actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
+      if (incident.kind !== 'crash')
+        actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
+      actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
+    }
+    const fields = [{ label: 'Run', value: alert.runName }];
+    if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
+    if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
+    return {
+      title: incident.title,
+      text: lines.join('\n'),
+      fields,
+      ...(png === undefined
+        ? {}
+        : {
+            image: {
+              png,
+              filename: `${alert.runName}-${incident.kind}.png`,
+              alt: `${alert.metrics.join(', ')} chart`,
+            },
+          }),
+      ...(actions.length === 0 ? {} : { actions }),
+    };
+  }
+
+  /** Posts one alert card for an incident (the monitor delivers each episode once; the id de-duplicates retries). */
+  async function onIncident(incident: Incident, meta: RunMeta): Promise<void> {
+    const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
+    const existing = await loadAlert(id);
+    if (existing?.cardMessageId !== undefined) return;
+    const alert: Alert = {
+      schemaVersion: 1,
+      id,
+      runId: meta.id,
+      runName: meta.name,
+      threadId: meta.threadId,
+      kind: incident.kind,
+      title: incident.title,
+      summary: incident.summary,
+      metrics: incident.metrics,
+      ...(incident.traceback === undefined ? {} : { traceback: incident.traceback }),
+      createdAt: Date.now(),
+    };
+    const png = await chartFor(meta.name, meta.id, incident.metrics, incident.highlightSteps);
+    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png));
+    await redis.set(
+      alertKey(id),
+      JSON.stringify({ ...alert, cardMessageId: posted.messageId }),
+      'EX',
+      KEEP_SECONDS,
+    );
+    if (AUTO_TRIAGE.has(incident.kind)) {
+      await enqueue(
+        {
+          v: 1,
+          kind: 'alert-action',
+          alertId: id,
+          action: 'fix',
+          user: SHEPHERD,
+          threadId: meta.threadId,
+          messageId: posted.messageId,
+        },
+        `triage-${id}`,
+      );
+    }
+  }
+
+  async function enqueue(job: ControlJob, jobId: string): Promise<void> {
+    await options.controlQueue.add(job.kind, job, {
+      jobId,
+      attempts: 3,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: { age: 24 * 3600 },
+      removeOnFail: { age: 7 * 24 * 3600 },
+    });
+  }
+
+  /** Button handler for `ack:`, `stop:` and `fix:`; the first click on an alert decides it. */
+  async function onAction(
+    action: InboundAction,
+    verb: 'ack' | 'stop' | 'fix',
+    alertId: string,
+  ): Promise<ActionOutcome> {
+    const alert = await loadAlert(alertId);
+    if (alert === undefined) return { status: 'unknown', message: 'this alert no longer exists' };
+    const record = JSON.stringify({ verb, user: action.user, at: Date.now() });
+    const won = await redis.set(decisionKey(alertId), record, 'EX', KEEP_SECONDS, 'NX');
+    if (won !== 'OK') {
+      const previous = await redis.get(decisionKey(alertId));
+      const who =
+        previous === null
+          ? 'someone'
+          : ((JSON.parse(previous) as { user?: ChatUser }).user?.name ?? 'someone');
+      return { status: 'resolved', message: `this alert was already handled by ${who}` };
+    }
+    await enqueue(
+      {
+        v: 1,
+        kind: 'alert-action',
+        alertId,
+        action: verb,
+        user: action.user,
+        threadId: alert.threadId,
+        messageId: action.messageId,
+      },
+      `alert-${verb}-${alertId}`,
+    );
+    return { status: 'accepted' };
+  }
+
+  async function resolveCard(alert: Alert, outcome: string): Promise<void> {
+    if (alert.cardMessageId === undefined) return;
+    const card: Card = {
+      title: alert.title,
+      text: alert.summary,
+      fields: [{ label: 'Run', value: alert.runName }],
+      resolved: outcome,
+    };
+    await notifier.updateCard(alert.threadId, alert.cardMessageId, card);
+  }
+
+  /** Control job: applies an alert button, or runs triage (automatic or asked for). */
+  async function apply(job: Extract<ControlJob, { kind: 'alert-action' }>): Promise<void> {
+    const alert = await loadAlert(job.alertId);
+    if (alert === undefined) return;
+    const clock = new Date().toISOString().slice(11, 16);
+    if (job.action === 'ack') {
+      await resolveCard(alert, `Acknowledged by ${job.user.name} at ${clock} UTC`);
+      return;
+    }
+    if (job.action === 'stop') {
+      try {
+        await options.runs.stop(alert.runId, job.user, `stopped from an alert (${alert.kind})`);
+        await resolveCard(alert, `Run stopped by ${job.user.name} at ${clock} UTC`);
+      } catch (error) {
+        await resolveCard(
+          alert,
+          `Stop requested by ${job.user.name} at ${clock} UTC: ${errorMessage(error)}`,
+        );
+      }
+      return;
+    }
+    if (job.user.id !== SHEPHERD.id)
+      await resolveCard(alert, `${job.user.name} asked Shepherd to fix this at ${clock} UTC`);
+    await runTriage(alert, job.user);
+  }
+
+  async function runTriage(alert: Alert, askedBy: ChatUser): Promise<void> {
+    const meta = await options.runs.findRun(alert.runId);
+    const used = Number((await redis.get(autofixKey(meta.id))) ?? 0);
+    if (used >= options.maxAutofix) {
+      await notifier.post(
+        alert.threadId,
+        `${meta.name}: Shepherd has already proposed ${used} fixes for this run (the limit is ${options.maxAutofix}); a person must look at it now.`,
+      );
+      return;
+    }
+    const states = await options.executor.poll([meta]);
+    const processState = states.get(meta.id) ?? { kind: 'unknown' as const };
+    const script = await options.store.readScript(meta.id).catch(() => undefined);
+    const snapshot = await options.monitor.snapshot({
+      meta,
+      processState,
+      ...(script === undefined ? {} : { script }),
+    });
+    let result: Awaited<ReturnType<typeof triage>>;
+    try {
+      result = await triage({
+        snapshot,
+        reason: `triage:${alert.kind}`,
+        ask: async (prompt) => {
+          const response = await options.provider.complete({
+            system:
+              'You are Shepherd, an ML training run doctor. Answer only with the JSON object asked for.',
+            messages: [{ role: 'user', author: askedBy.name, content: prompt }],
+            tools: [],
+            reason: `triage:${alert.kind}`,
+          });
+          return response.text;
+        },
+      });
+    } catch (error) {
+      await notifier.post(
+        alert.threadId,
+        `${meta.name}: I could not reach the model to triage this (${errorMessage(error)}). Plain commands still work.`,
+      );
+      return;
+    }
+    if (result.decision !== 'FIX') {
+      const label = result.decision === 'LGTM' ? 'looks fine' : 'needs attention';
+      await notifier.post(
+        alert.threadId,
+        `Triage of ${meta.name} (${alert.kind}): ${label} — ${result.diagnosis}`,
+      );
+      return;
+    }
+    const syntax = await checkPythonSyntax(result.script, options.python);
+    if (!syntax.ok) {
+      await notifier.post(
+        alert.threadId,
+        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n\`\`\`\n${syntax.error.slice(0, 800)}\n\`\`\``,
+      );
+      return;
+    }
+    // Counted before the card goes out so a restart or a retry can never exceed the cap.
+    const count = await redis.incr(autofixKey(meta.id));
+    if (count > options.maxAutofix) {
+      await notifier.post(
+        alert.threadId,
+        `${meta.name}: the limit of ${options.maxAutofix} automatic fixes is reached; a person must look at it now.`,
+      );
+      return;
+    }
+    try {
+      const proposal = await options.operations.updateScript(
+        meta.id,
+        result.script,
+        result.diagnosis,
+        SHEPHERD,
+        'monitor',
+      );
+      await notifier.post(
+        alert.threadId,
+        `Triage of ${meta.name}: ${result.diagnosis}\nI proposed a fix (${count} of ${options.maxAutofix}); it needs approval on the card. ${proposal.text}`,
+      );
+    } catch (error) {
+      await notifier.post(
+        alert.threadId,
+        `Triage of ${meta.name}: ${result.diagnosis}\nThe fix could not be proposed: ${errorMessage(error)}`,
+      );
+    }
+  }
+
+  return {
+    onIncident,
+    onAction,
+    apply,
+    autofixCount: async (runId: string) => Number((await redis.get(autofixKey(runId))) ?? 0),
+  };
+}
+
+export type AlertService = ReturnType<typeof createAlertService>;

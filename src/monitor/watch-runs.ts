@@ -1,0 +1,102 @@
+import type { Worker } from 'bullmq';
+import type { Redis } from 'ioredis';
+import type { Config } from '../config.js';
+import type { Logger } from '../logger.js';
+import type { ChartRequest } from '../notify/metrics-chart.js';
+import type { Notifier } from '../notify/notifier.js';
+import type { Executor, ProcessState } from '../runs/executor.js';
+import type { RunStore } from '../runs/run-store.js';
+import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';
+import type { AlertService } from './alert-service.js';
+import type { Monitor } from './monitor.js';
+import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
+import { createMonitorWorker } from './monitor-worker.js';
+
+/**
+ * Keeps one monitor job scheduler per active run and runs the ticks: a run gets its scheduler when it
+ * starts, keeps it for one last tick after it ends (so the crash or finish is read), then loses it.
+ */
+export function createRunWatcher(options: {
+  config: Config;
+  redis: Redis;
+  prefix: string;
+  monitor: Monitor;
+  store: RunStore;
+  executor: Executor;
+  alerts: AlertService;
+  notifier: Notifier;
+  postChart: (request: ChartRequest) => Promise<string>;
+  logger: Logger;
+}) {
+  const { redis, prefix, logger, config } = options;
+  const scheduler: MonitorScheduler = createMonitorScheduler({
+    connection: redis,
+    prefix,
+    intervalS: config.monitor.intervalS,
+  });
+  const progressKey = (runId: string) => `${prefix}:progress-chart:${runId}`;
+
+  async function loadRun(runId: string): Promise<RunMeta | undefined> {
+    try {
+      return await options.store.readMeta(runId);
+    } catch {
+      return undefined;
+    }
+  }
+
+  async function pollProcess(meta: RunMeta): Promise<ProcessState> {
+    if (meta.status === 'queued' || meta.status === 'pending_approval') return { kind: 'pending' };
+    const states = await options.executor.poll([meta]);
+    return states.get(meta.id) ?? { kind: 'unknown', reason: 'the executor does not know this run' };
+  }
+
+  async function maybePostProgress(meta: RunMeta): Promise<void> {
+    const everyMs = config.monitor.progressEveryMin * 60_000;
+    if (everyMs <= 0 || meta.status !== 'running') return;
+    // SET NX with the period as TTL: one progress chart per period, whichever worker ticks first.
+    const due = await redis.set(progressKey(meta.id), '1', 'PX', everyMs, 'NX');
+    if (due !== 'OK') return;
+    await options.postChart({ run: meta.id, threadId: meta.threadId }).catch((error: unknown) => {
+      logger.warn({ runId: meta.id, err: String(error) }, 'progress chart failed');
+    });
+  }
+
+  return {
+    scheduler,
+    /** Starts watching a run (on `run-started`). */
+    watch: (runId: string) => scheduler.start(runId),
+    /** After a restart: schedulers for exactly the active runs. */
+    async sync(runs: RunMeta[]): Promise<void> {
+      const active = runs.filter((meta) => ACTIVE_STATUSES.has(meta.status)).map((meta) => meta.id);
+      const { added, removed } = await scheduler.sync(active);
+      if (added.length > 0 || removed.length > 0)
+        logger.info({ added, removed }, 'monitor schedulers synced');
+    },
+    createWorker(): Worker {
+      return createMonitorWorker({
+        connection: redis,
+        prefix,
+        monitor: options.monitor,
+        loadRun,
+        pollProcess,
+        logger: logger.child({ component: 'monitor' }),
+        onIncident: (incident, meta) => options.alerts.onIncident(incident, meta),
+        onMalformed: async (_runId, note, meta) => {
+          await options.notifier.post(meta.threadId, `${meta.name}: ${note}`);
+        },
+        onMissingRun: async (runId) => {
+          await scheduler.stop(runId);
+        },
+        onTick: async (_result, meta) => {
+          if (!ACTIVE_STATUSES.has(meta.status)) {
+            // This was the last tick after the run ended or paused: it has read the final lines.
+            await scheduler.stop(meta.id);
+            return;
+          }
+          await maybePostProgress(meta);
+        },
+      });
+    },
+    close: () => scheduler.close(),
+  };
+}

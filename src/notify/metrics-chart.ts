@@ -1,0 +1,92 @@
+import { createReadStream, existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { parseMetricLine } from '../monitor/metric-line.js';
+import type { RunService } from '../runs/run-service.js';
+import type { RunStore } from '../runs/run-store.js';
+import { renderChart } from './charts/render-chart.js';
+import type { Notifier } from './notifier.js';
+
+export interface ChartRequest {
+  run: string;
+  metrics?: string[];
+  steps?: { from: number; to: number };
+  threadId: string;
+}
+
+type Series = Record<string, Array<{ step: number; value: number }>>;
+
+/** Reads the requested metrics (all numeric ones when none are named) within a step range, streaming. */
+export async function readMetricSeries(
+  metricsPath: string,
+  wanted: readonly string[] | undefined,
+  steps: { from: number; to: number } | undefined,
+): Promise<Series> {
+  const series: Series = {};
+  if (!existsSync(metricsPath)) return series;
+  const lines = createInterface({
+    input: createReadStream(metricsPath, 'utf8'),
+    crlfDelay: Number.POSITIVE_INFINITY,
+  });
+  let index = 0;
+  for await (const line of lines) {
+    if (line.trim() === '') continue;
+    const parsed = parseMetricLine(line);
+    if (!parsed.ok) continue;
+    const step = parsed.point.step ?? index;
+    index += 1;
+    if (steps !== undefined && (step < steps.from || step > steps.to)) continue;
+    for (const [name, value] of Object.entries(parsed.point.metrics)) {
+      if (wanted !== undefined && wanted.length > 0 && !wanted.includes(name)) continue;
+      let points = series[name];
+      if (points === undefined) {
+        points = [];
+        series[name] = points;
+      }
+      points.push({ step, value });
+    }
+  }
+  return series;
+}
+
+/**
+ * The `chart` command and `show_metrics` tool: renders a run's metrics (LTTB-downsampled) and uploads the
+ * PNG into the thread. Returns a sentence for the thread or the model.
+ */
+export function createMetricsCharts(options: {
+  runs: RunService;
+  store: RunStore;
+  notifier: Notifier;
+  quickchartUrl: string;
+}) {
+  return async function postChart(request: ChartRequest): Promise<string> {
+    const meta = await options.runs.findRun(request.run);
+    const path = join(options.store.runDir(meta.id), 'metrics.jsonl');
+    const wanted = request.metrics !== undefined && request.metrics.length > 0 ? request.metrics : ['loss'];
+    let series = await readMetricSeries(path, wanted, request.steps);
+    if (Object.keys(series).length === 0 && (request.metrics === undefined || request.metrics.length === 0)) {
+      // No `loss`: chart whatever the run logs.
+      series = await readMetricSeries(path, undefined, request.steps);
+    }
+    const names = Object.keys(series);
+    if (names.length === 0) {
+      const range =
+        request.steps === undefined ? '' : ` between steps ${request.steps.from} and ${request.steps.to}`;
+      return `${meta.name} has no ${request.metrics?.join(', ') || ''} metrics${range} yet.`.replace(
+        '  ',
+        ' ',
+      );
+    }
+    const png = await renderChart({ runName: meta.name, series }, { quickchartUrl: options.quickchartUrl });
+    const points = names.reduce((sum, name) => sum + (series[name]?.length ?? 0), 0);
+    await options.notifier.upload(request.threadId, {
+      filename: `${meta.name}-${names.join('-')}.png`.replace(/[^\w.-]/g, '_'),
+      contentType: 'image/png',
+      data: png,
+      title: `${meta.name}: ${names.join(', ')}`,
+    });
+    return `Chart of ${names.join(', ')} for ${meta.name} (${points} points${
+      request.steps === undefined ? '' : `, steps ${request.steps.from}..${request.steps.to}`
+    }) posted in the thread.`;
+  };
+}

@@ -1,0 +1,35 @@
+import { z } from 'zod';
+import type { ChartRequest } from '../notify/metrics-chart.js';
+import { defineTool } from './registry.js';
+
+/** `show_metrics`: posts a chart of a run's metrics into the thread. */
+export function createShowMetricsTool(postChart: (request: ChartRequest) => Promise<string>) {
+  return defineTool({
+    name: 'show_metrics',
+    description:
+      'Post a chart of a run’s metrics into the thread (downsampled, NaN points marked). Use it when someone asks how a run is going or wants to see a curve.',
+    kind: 'read',
+    input: z.object({
+      run: z.string().min(1).max(100).describe('The run id (r-…) or its name'),
+      metrics: z
+        .array(z.string().min(1).max(64))
+        .max(8)
+        .optional()
+        .describe('Metric names, e.g. ["loss"]; default loss'),
+      steps: z
+        .object({
+          from: z.number().int().min(0).describe('First step'),
+          to: z.number().int().min(0).describe('Last step'),
+        })
+        .optional()
+        .describe('Only this step range'),
+    }),
+    execute: (input, context) =>
+      postChart({
+        run: input.run,
+        threadId: context.threadId,
+        ...(input.metrics === undefined ? {} : { metrics: input.metrics }),
+        ...(input.steps === undefined ? {} : { steps: input.steps }),
+      }),
+  });
+}
