@@ -9,6 +9,9 @@
  * Everything (Shepherd with role `all`, the scripted LLM) runs in this one process on real Redis; each
  * sample is a new thread, sent only once the previous turn has finished and the queues are idle.
  * Run: npx tsx bench/spine-turn-overhead.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
+ *  turn_pickup_p50_ms / turn_runner_p50_ms / turn_llm_client_p50_ms — where the time goes: add → the
+ *    worker took the job (BullMQ's processedOn); job taken → the provider starts its HTTP call (thread lock,
+ *    batch claim, command check, history load, prompt); provider call → request arrived (SDK + HTTP).
  * Env: BENCH_TURN_SAMPLES (default 200), BENCH_TURN_HTTP_SAMPLES (default 100).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -49,7 +52,12 @@ const config = loadConfig({
   SHEPHERD_LLM_BASE_URL: llm.url,
   SHEPHERD_LLM_MAX_RETRIES: '0',
 });
-const app = await createApp(config, createLogger(config.logLevel));
+let lastLlmCallAt = 0;
+const app = await createApp(config, createLogger(config.logLevel), {
+  onLlmCall: () => {
+    lastLlmCallAt = Date.now();
+  },
+});
 const store = createWebStore({ redis: app.redis, prefix });
 
 function arrival(marker: string): Promise<number> {
@@ -72,6 +80,13 @@ async function settle(): Promise<void> {
   }
   await new Promise((resolve) => setTimeout(resolve, 30));
 }
+
+const pickups: number[] = [];
+const runnerTimes: number[] = [];
+const sdkTimes: number[] = [];
+/** The id `requestTurn` gives a turn job. */
+const turnJobId = (threadId: string, key: string) =>
+  `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`;
 
 /** One probe through the inbound path; t0 right before the turn job is added. */
 async function probeDirect(label: string): Promise<number> {
@@ -96,7 +111,15 @@ async function probeDirect(label: string): Promise<number> {
   const arrived = arrival(marker);
   const t0 = Date.now();
   await requestTurn(app.turnQueue, threadId, stored.id);
-  return (await arrived) - t0;
+  const t1 = await arrived;
+  // Split the overhead at the moment the worker took the job (BullMQ's processedOn).
+  const job = await app.turnQueue.getJob(turnJobId(threadId, stored.id));
+  if (job?.processedOn !== undefined) {
+    pickups.push(job.processedOn - t0);
+    runnerTimes.push(lastLlmCallAt - job.processedOn);
+    sdkTimes.push(t1 - lastLlmCallAt);
+  }
+  return t1 - t0;
 }
 
 /** One probe through the playground HTTP API; t0 right before the POST. */
@@ -114,6 +137,7 @@ async function probeHttp(index: number): Promise<number> {
   return (await arrived) - t0;
 }
 
+let failed = false;
 try {
   await app.start();
   for (let index = 0; index < warmup; index++) {
@@ -133,8 +157,14 @@ try {
   note(`direct: min ${Math.min(...direct)} ms, max ${Math.max(...direct)} ms over ${direct.length} turns`);
   print('turn_overhead_p50_ms', quantile(direct, 0.5));
   print('turn_overhead_p90_ms', quantile(direct, 0.9));
+  print('turn_pickup_p50_ms', quantile(pickups.slice(warmup), 0.5));
+  print('turn_runner_p50_ms', quantile(runnerTimes.slice(warmup), 0.5));
+  print('turn_llm_client_p50_ms', quantile(sdkTimes.slice(warmup), 0.5));
   print('turn_overhead_http_p50_ms', quantile(http, 0.5));
   print('turn_overhead_http_p90_ms', quantile(http, 0.9));
+} catch (error) {
+  failed = true;
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
 } finally {
   await app.stop();
   await llm.close();
@@ -142,3 +172,5 @@ try {
   note(`deleted ${deleted} keys under ${prefix}:`);
   rmSync(dataDir, { recursive: true, force: true });
 }
+// Some library handles (timers, sockets) outlive app.stop(); a benchmark just ends.
+process.exit(failed ? 1 : 0);

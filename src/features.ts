@@ -18,6 +18,7 @@ import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
+import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
@@ -67,13 +68,23 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
       logger.warn({ runId: event.meta.id, err: String(error) }, 'could not post a run event');
     });
   };
+  // The local executor is the default; Slurm gets the same scrubbed environment its jobs inherit.
+  const executor =
+    dependencies.executor ??
+    (config.runs.executor === 'slurm'
+      ? createSlurmExecutor({
+          config,
+          logger: logger.child({ component: 'slurm' }),
+          environment: { ...dependencies.runEnvironment },
+        })
+      : undefined);
   const runs = await createRunsRuntime({
     config,
     redis,
     logger: logger.child({ component: 'runs' }),
     environment: dependencies.runEnvironment,
     onEvent: onRunEvent,
-    ...(dependencies.executor === undefined ? {} : { executor: dependencies.executor }),
+    ...(executor === undefined ? {} : { executor }),
   });
 
   const controlQueue = createControlQueue(redis, prefix);

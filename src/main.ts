@@ -3,6 +3,7 @@ import { type Config, loadConfig } from './config.js';
 import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
+import { scrubRunEnvironment } from './runs/run-environment.js';
 
 /** Entry point: the only place that reads `process.env`. */
 async function main(): Promise<void> {
@@ -18,7 +19,7 @@ async function main(): Promise<void> {
   }
   const logger = createLogger(config.logLevel);
   const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
-  const app = await createApp(config, logger, { runEnvironment: process.env });
+  const app = await createApp(config, logger, { runEnvironment: scrubRunEnvironment(process.env) });
   await app.start();
 
   let stopping = false;

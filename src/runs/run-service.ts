@@ -118,9 +118,13 @@ export function endingOf(state: ProcessState): Ending {
         status: 'failed',
         exitSignal: state.signal,
         reason:
-          state.signal === 'SIGTERM'
-            ? 'terminated by SIGTERM from outside Shepherd'
-            : `killed by ${state.signal}${state.crashClass === undefined ? '' : ` (${state.crashClass})`}`,
+          state.crashClass === 'timeout'
+            ? 'time limit reached (timeout)'
+            : state.crashClass !== undefined
+              ? `killed by ${state.signal} (${state.crashClass})`
+              : state.signal === 'SIGTERM'
+                ? 'terminated by SIGTERM from outside Shepherd'
+                : `killed by ${state.signal}`,
       };
       if (state.exitCode !== undefined) ending.exitCode = state.exitCode;
       return ending;

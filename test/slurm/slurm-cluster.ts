@@ -28,8 +28,9 @@ function findSlurmConf(): string | undefined {
 
 export const slurmConf = findSlurmConf();
 
+/** Like the app: the Slurm tools (and so, via `--export=ALL`, the jobs) get a minimal environment. */
 export const slurmEnvironment: Record<string, string | undefined> = {
-  ...process.env,
+  PATH: '/usr/local/bin:/usr/bin:/bin',
   ...(slurmConf === undefined ? {} : { SLURM_CONF: slurmConf }),
 };
 
