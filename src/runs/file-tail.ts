@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { z } from 'zod';
+import { parseMetricLine as parseMetricPoint } from '../monitor/metric-line.js';
 
 /**
  * Reading the end of run files (metrics.jsonl, output.log) without reading the whole file: a run's
@@ -38,51 +38,17 @@ export interface MetricRecord {
   values: Record<string, number>;
 }
 
-const metricLineSchema = z.record(z.string(), z.union([z.number(), z.string(), z.null(), z.boolean()]));
-const SPECIAL_NUMBERS: Record<string, number> = {
-  NaN: Number.NaN,
-  Infinity: Number.POSITIVE_INFINITY,
-  '-Infinity': Number.NEGATIVE_INFINITY,
-};
-const SPECIAL_MARKER = '@@shepherd-special@@';
-
 /**
- * Parse a metrics line as Python's `json` writes it (bare `NaN`, `Infinity`, `-Infinity` allowed).
- * Returns undefined for a malformed line.
+ * Parse a metrics line as Python's `json` writes it (bare `NaN`, `Infinity`, `-Infinity` allowed), with
+ * the monitor's parser so both read the protocol the same way. Returns undefined for a malformed line.
  */
 export function parseMetricLine(line: string): MetricRecord | undefined {
-  const trimmed = line.trim();
-  if (trimmed === '') return undefined;
-  // Quote bare special numbers that sit in value position so JSON.parse accepts the line.
-  const quoted = trimmed.replace(
-    /([:[,]\s*)(-?Infinity|NaN)(\s*[,}\]])/g,
-    (_match, before: string, word: string, after: string) => `${before}"${SPECIAL_MARKER}${word}"${after}`,
-  );
-  let raw: unknown;
-  try {
-    raw = JSON.parse(quoted);
-  } catch {
-    return undefined;
-  }
-  const parsed = metricLineSchema.safeParse(raw);
-  if (!parsed.success) return undefined;
-  const values: Record<string, number> = {};
-  let ts: number | undefined;
-  let step: number | undefined;
-  for (const [key, value] of Object.entries(parsed.data)) {
-    let number: number | undefined;
-    if (typeof value === 'number') number = value;
-    else if (typeof value === 'string' && value.startsWith(SPECIAL_MARKER)) {
-      number = SPECIAL_NUMBERS[value.slice(SPECIAL_MARKER.length)];
-    }
-    if (number === undefined) continue;
-    if (key === 'ts') ts = number;
-    else if (key === 'step') step = number;
-    else values[key] = number;
-  }
-  const record: MetricRecord = { values };
-  if (ts !== undefined) record.ts = ts;
-  if (step !== undefined) record.step = step;
+  const parsed = parseMetricPoint(line);
+  if (!parsed.ok) return undefined;
+  const record: MetricRecord = { values: parsed.point.metrics };
+  if (parsed.point.step !== undefined) record.step = parsed.point.step;
+  // MetricRecord keeps Python's epoch seconds.
+  if (parsed.point.ts !== undefined) record.ts = parsed.point.ts / 1000;
   return record;
 }
 

@@ -5,6 +5,7 @@ import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -48,18 +49,7 @@ const fixAnswer = (script: string, diagnosis: string) => ({
   text: JSON.stringify({ decision: 'FIX', diagnosis, script }),
 });
 
-function cards(messages: PlaygroundMessage[], titlePart: string): PlaygroundMessage[] {
-  return messages.filter((message) => message.card?.title?.includes(titlePart));
-}
-
-function metricSteps(dataDir: string, runId: string): number[] {
-  const path = join(dataDir, 'runs', runId, 'metrics.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => Number((JSON.parse(line) as { step: number }).step));
-}
+const cards = cardsTitled;
 
 async function approveLatest(
   shepherd: TestApp,

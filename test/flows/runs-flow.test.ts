@@ -2,22 +2,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
 const HEALTHY = 'test/fixtures/healthy_train.py';
 
-function cardMessage(messages: PlaygroundMessage[], titlePart: string): PlaygroundMessage | undefined {
-  return messages.find((message) => message.card?.title?.includes(titlePart));
-}
-
-function metricSteps(dataDir: string, runId: string): number[] {
-  const path = join(dataDir, 'runs', runId, 'metrics.jsonl');
-  if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => Number((JSON.parse(line) as { step: number }).step));
-}
+const cardMessage = (messages: PlaygroundMessage[], titlePart: string) => cardsTitled(messages, titlePart)[0];
 
 async function until<T>(
   probe: () => Promise<T | undefined> | T | undefined,
