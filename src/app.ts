@@ -163,6 +163,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         workers.push(
           createTurnWorker({
             connection: redis,
+            queue: turnQueue,
             prefix,
             inbox,
             processBatch,

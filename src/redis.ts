@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 /** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
@@ -26,3 +27,18 @@ export function createKeys(prefix: string) {
 }
 
 export type Keys = ReturnType<typeof createKeys>;
+
+/** Run a Lua script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
+export function createScriptRunner(redis: Redis, script: string) {
+  const sha = createHash('sha1').update(script).digest('hex');
+  return async (keys: string[], args: (string | number)[]): Promise<unknown> => {
+    try {
+      return await redis.evalsha(sha, keys.length, ...keys, ...args);
+    } catch (error) {
+      if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
+        return await redis.eval(script, keys.length, ...keys, ...args);
+      }
+      throw error;
+    }
+  };
+}

@@ -67,7 +67,14 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
         );
         return false;
       }
-      await requestTurn(turnQueue, message.threadId, message.deliveryId);
+      // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
+      // worker's sweeper re-adds it should this process die first).
+      requestTurn(turnQueue, message.threadId, message.deliveryId).catch((error: unknown) => {
+        logger.warn(
+          { threadId: message.threadId, err: String(error) },
+          'could not request a turn; the sweeper will',
+        );
+      });
       return true;
     },
     onAction: (action) => actions.route(action),

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { createScriptRunner } from '../redis.js';
 
 /**
  * The per-thread inbox that makes agent turns serial and lossless.
@@ -36,13 +37,54 @@ const batchSchema = z.object({ batchId: z.string(), count: z.number().int().posi
 export type Batch = z.infer<typeof batchSchema> & { items: InboxItem[] };
 
 const ACCEPT_SCRIPT = `
--- KEYS[1] delivery key, KEYS[2] known-sessions set, KEYS[3] inbox
+-- KEYS[1] delivery key, KEYS[2] known-sessions set, KEYS[3] inbox, KEYS[4] pending-inboxes set
 -- ARGV[1] item json, ARGV[2] thread id, ARGV[3] addressed ("1"/"0"), ARGV[4] delivery ttl seconds
 if redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[4])) == false then return 'duplicate' end
 if ARGV[3] ~= '1' and redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return 'ignored' end
 redis.call('SADD', KEYS[2], ARGV[2])
 redis.call('RPUSH', KEYS[3], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[2])
 return 'accepted'
+`;
+
+const PUSH_EVENT_SCRIPT = `
+-- KEYS[1] known-sessions set, KEYS[2] inbox, KEYS[3] pending-inboxes set; ARGV[1] item, ARGV[2] thread
+redis.call('SADD', KEYS[1], ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[2])
+return 1
+`;
+
+const CLAIM_SCRIPT = `
+-- KEYS[1] batch key, KEYS[2] inbox; ARGV[1] new batch id, ARGV[2] max items
+-- Returns {batch json, items...}: the batch a crashed attempt claimed, or a fresh one; {} when empty.
+local batch = redis.call('GET', KEYS[1])
+local count
+if batch then
+  count = tonumber(cjson.decode(batch).count)
+else
+  local length = redis.call('LLEN', KEYS[2])
+  if length == 0 then return {} end
+  count = math.min(length, tonumber(ARGV[2]))
+  batch = cjson.encode({ batchId = ARGV[1], count = count })
+  redis.call('SET', KEYS[1], batch)
+end
+local result = { batch }
+for _, item in ipairs(redis.call('LRANGE', KEYS[2], 0, count - 1)) do table.insert(result, item) end
+return result
+`;
+
+const FORGET_IF_EMPTY_SCRIPT = `
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+return 1
+`;
+
+const COMMIT_SCRIPT = `
+-- KEYS[1] inbox, KEYS[2] batch key, KEYS[3] pending-inboxes set; ARGV[1] count, ARGV[2] thread id
+redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
+redis.call('DEL', KEYS[2])
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
+return 1
 `;
 
 const RELEASE_SCRIPT = `
@@ -79,6 +121,8 @@ export interface TurnInbox {
     extra?: (multi: ReturnType<Redis['multi']>) => void,
   ): Promise<void>;
   length(threadId: string): Promise<number>;
+  /** Threads whose oldest inbox item has waited longer than `olderThanMs` (for the sweeper), with its key. */
+  stale(olderThanMs: number, now: number): Promise<Array<{ threadId: string; key: string }>>;
 }
 
 export function createTurnInbox(options: { redis: Redis; prefix: string; deliveryTtlS?: number }): TurnInbox {
@@ -88,24 +132,21 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
   const inboxKey = (threadId: string) => `${prefix}:inbox:${threadId}`;
   const lockKey = (threadId: string) => `${prefix}:turn-lock:${threadId}`;
   const batchKey = (threadId: string) => `${prefix}:turn-batch:${threadId}`;
+  const pending = `${prefix}:inbox-pending`;
+  const runAccept = createScriptRunner(redis, ACCEPT_SCRIPT);
+  const runPushEvent = createScriptRunner(redis, PUSH_EVENT_SCRIPT);
+  const runClaim = createScriptRunner(redis, CLAIM_SCRIPT);
 
   return {
     async accept(threadId, item, { addressed, deliveryKey }) {
-      const result = await redis.eval(
-        ACCEPT_SCRIPT,
-        3,
-        `${prefix}:delivery:${deliveryKey}`,
-        known,
-        inboxKey(threadId),
-        JSON.stringify(item),
-        threadId,
-        addressed ? '1' : '0',
-        String(deliveryTtlS),
+      const result = await runAccept(
+        [`${prefix}:delivery:${deliveryKey}`, known, inboxKey(threadId), pending],
+        [JSON.stringify(item), threadId, addressed ? '1' : '0', deliveryTtlS],
       );
       return result as AcceptResult;
     },
     async pushEvent(threadId, item) {
-      await redis.multi().sadd(known, threadId).rpush(inboxKey(threadId), JSON.stringify(item)).exec();
+      await runPushEvent([known, inboxKey(threadId), pending], [JSON.stringify(item), threadId]);
     },
     async hasSession(threadId) {
       return (await redis.sismember(known, threadId)) === 1;
@@ -122,35 +163,51 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
       await redis.eval(RELEASE_SCRIPT, 1, lockKey(threadId), token);
     },
     async claimBatch(threadId, max) {
-      const existing = await redis.get(batchKey(threadId));
-      let batch: z.infer<typeof batchSchema> | undefined;
-      if (existing !== null) {
-        const parsed = batchSchema.safeParse(safeJson(existing));
-        if (parsed.success) batch = parsed.data;
-      }
-      if (batch === undefined) {
-        const length = await redis.llen(inboxKey(threadId));
-        if (length === 0) return undefined;
-        batch = { batchId: randomBytes(6).toString('hex'), count: Math.min(length, max) };
-        await redis.set(batchKey(threadId), JSON.stringify(batch));
-      }
-      const raw = await redis.lrange(inboxKey(threadId), 0, batch.count - 1);
+      const result = (await runClaim(
+        [batchKey(threadId), inboxKey(threadId)],
+        [randomBytes(6).toString('hex'), max],
+      )) as string[];
+      const [batchJson, ...raw] = result;
+      if (batchJson === undefined) return undefined;
+      const batch = batchSchema.safeParse(safeJson(batchJson));
+      if (!batch.success) throw new Error(`corrupt turn batch for ${threadId}: ${batchJson}`);
       const items: InboxItem[] = [];
       for (const entry of raw) {
         const parsed = inboxItemSchema.safeParse(safeJson(entry));
         // A corrupt entry is dropped with the batch rather than wedging the thread forever.
         if (parsed.success) items.push(parsed.data);
       }
-      return { ...batch, count: raw.length, items };
+      return { ...batch.data, count: raw.length, items };
     },
     async commitBatch(threadId, batch, extra) {
       const multi = redis.multi();
       extra?.(multi);
-      multi.ltrim(inboxKey(threadId), batch.count, -1);
-      multi.del(batchKey(threadId));
+      multi.eval(COMMIT_SCRIPT, 3, inboxKey(threadId), batchKey(threadId), pending, batch.count, threadId);
       await multi.exec();
     },
     length: (threadId) => redis.llen(inboxKey(threadId)),
+    async stale(olderThanMs, now) {
+      const threads = await redis.srandmember(pending, 200);
+      const stale: Array<{ threadId: string; key: string }> = [];
+      for (const threadId of threads) {
+        const head = await redis.lindex(inboxKey(threadId), 0);
+        if (head === null) {
+          // Only if still empty: an item may have arrived since LINDEX.
+          await redis.eval(FORGET_IF_EMPTY_SCRIPT, 2, inboxKey(threadId), pending, threadId);
+          continue;
+        }
+        const parsed = inboxItemSchema.safeParse(safeJson(head));
+        const receivedAt = parsed.success ? parsed.data.receivedAt : 0;
+        if (now - receivedAt < olderThanMs) continue;
+        const key = parsed.success
+          ? parsed.data.type === 'message'
+            ? parsed.data.deliveryId
+            : parsed.data.eventId
+          : 'corrupt';
+        stale.push({ threadId, key });
+      }
+      return stale;
+    },
   };
 }
 

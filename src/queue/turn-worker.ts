@@ -6,6 +6,9 @@ import type { Batch, TurnInbox } from './turn-inbox.js';
 
 /** How long a turn job waits before trying a busy thread's lock again. */
 const LOCKED_RETRY_MS = 150;
+/** An inbox item this old without its turn having started gets a turn requested again. */
+const SWEEP_AFTER_MS = 5000;
+const SWEEP_EVERY_MS = 2000;
 /** The most inbox items one agent turn takes in. */
 const MAX_BATCH = 50;
 
@@ -13,6 +16,8 @@ export type BatchProcessor = (threadId: string, batch: Batch) => Promise<void>;
 
 export interface TurnWorkerOptions {
   connection: Redis;
+  /** Where the sweeper re-requests turns for inboxes whose wake-up job was lost. */
+  queue: Queue;
   prefix: string;
   inbox: TurnInbox;
   processBatch: BatchProcessor;
@@ -91,5 +96,17 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       'agent turn job failed',
     );
   });
+  // The inbox is the durable record; a turn job is only the wake-up call. If the process that accepted a
+  // message died before adding its job, the sweeper adds it: no message waits for a later one.
+  const sweeper = setInterval(() => {
+    inbox
+      .stale(SWEEP_AFTER_MS, Date.now())
+      .then((threads) =>
+        Promise.all(threads.map(({ threadId, key }) => requestTurn(options.queue, threadId, `sweep-${key}`))),
+      )
+      .catch((error: unknown) => logger.warn({ err: String(error) }, 'inbox sweep failed'));
+  }, SWEEP_EVERY_MS);
+  sweeper.unref();
+  worker.on('closing', () => clearInterval(sweeper));
   return worker;
 }

@@ -1,6 +1,3 @@
-import { createHash } from 'node:crypto';
-import type { Redis } from 'ioredis';
-
 /*
  * Lua scripts for the playground store. A message is created in one atomic round trip: the id, the
  * message hash, the thread list, the channel indexes and the change event all happen together, so a
@@ -49,17 +46,4 @@ redis.call('PUBLISH', ARGV[5], cjson.encode({kind = 'message-edit', channel = fi
 return 1
 `;
 
-/** Run a script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
-export function createScriptRunner(redis: Redis, script: string) {
-  const sha = createHash('sha1').update(script).digest('hex');
-  return async (keys: string[], args: (string | number)[]): Promise<unknown> => {
-    try {
-      return await redis.evalsha(sha, keys.length, ...keys, ...args);
-    } catch (error) {
-      if (error instanceof Error && error.message.startsWith('NOSCRIPT')) {
-        return await redis.eval(script, keys.length, ...keys, ...args);
-      }
-      throw error;
-    }
-  };
-}
+export { createScriptRunner } from '../../redis.js';
