@@ -57,13 +57,15 @@ export interface App {
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
   const redis = createRedis(config.redisUrl);
+  // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
+  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true });
   const prefix = config.queuePrefix;
   const keys = createKeys(prefix);
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
 
   const configured = createConfiguredAdapters(config, logger);
-  const webStore = createWebStore({ redis, prefix });
+  const webStore = createWebStore({ redis: ackRedis, prefix });
   const web = createWebAdapter({
     store: webStore,
     redis,
@@ -80,7 +82,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const lookup = (platform: Platform) => adapters.get(platform);
 
   const notifier = createQueueNotifier({ connection: redis, prefix });
-  const inbox = createTurnInbox({ redis, prefix });
+  const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix);
   const sessions = createSessionStore({ redis, prefix, logger });
   const actions = createActionRouter();
@@ -206,6 +208,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       await notifier.close();
       await turnQueue.close();
       redis.disconnect();
+      ackRedis.disconnect();
     },
   };
 }

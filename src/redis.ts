@@ -2,8 +2,12 @@ import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 
 /** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
-export function createRedis(url: string, options: { lazy?: boolean } = {}): Redis {
-  return new Redis(url, { maxRetriesPerRequest: null, lazyConnect: options.lazy ?? false });
+export function createRedis(url: string, options: { lazy?: boolean; autoPipelining?: boolean } = {}): Redis {
+  return new Redis(url, {
+    maxRetriesPerRequest: null,
+    lazyConnect: options.lazy ?? false,
+    enableAutoPipelining: options.autoPipelining ?? false,
+  });
 }
 
 /** Application keys share the queue prefix so several deployments (and tests) can use one Redis. */

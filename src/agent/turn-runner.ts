@@ -85,13 +85,6 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     actor: { id: string; name: string },
   ): Promise<ChatMessage[]> {
     const started = now();
-    // The status post is not awaited before the LLM call so it never delays the turn.
-    const statusPosted = dependencies
-      .postOnce(`${batchId}:status`, threadId, 'thinking…')
-      .catch((error: unknown) => {
-        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
-        return undefined;
-      });
     let lastEditAt = 0;
     let pendingStatus: string | undefined;
     let pendingTimer: NodeJS.Timeout | undefined;
@@ -116,6 +109,13 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     };
 
     const history = [...(await dependencies.loadHistory(threadId)), ...newMessages];
+    // Started after the history read and not awaited: the LLM request never waits behind it.
+    const statusPosted = dependencies
+      .postOnce(`${batchId}:status`, threadId, 'thinking…')
+      .catch((error: unknown) => {
+        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
+        return undefined;
+      });
     let reply: string;
     let produced: ChatMessage[];
     try {

@@ -43,7 +43,8 @@ function clusterAnswers(): boolean {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
     });
-    return /idle|mix|alloc/.test(states);
+    // `comp` shows while another file's job is completing: the cluster is up.
+    return /idle|mix|alloc|comp/.test(states);
   } catch {
     return false;
   }
@@ -52,6 +53,10 @@ function clusterAnswers(): boolean {
 export const slurmAvailable = clusterAnswers();
 export const SKIP_MESSAGE =
   'no Slurm cluster answers (start one with `bash .ci/slurm-up`; .ci/run does it in CI)';
+if (!slurmAvailable && process.env.SHEPHERD_SLURM_TESTS === 'required') {
+  // .ci/run started a cluster: a cluster that does not answer is a failure, not a skip.
+  throw new Error(`Slurm tests are required but ${SKIP_MESSAGE}`);
+}
 if (!slurmAvailable) process.stderr.write(`Slurm tests skipped: ${SKIP_MESSAGE}\n`);
 
 export function slurmTestConfig(overrides: Record<string, string> = {}) {

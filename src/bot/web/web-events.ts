@@ -43,7 +43,8 @@ export function createWebEventHub(options: {
   }
 
   function onRedisMessage(source: string, raw: string): void {
-    if (source !== channel) return;
+    // Nobody is watching: skip the parse (this runs for every message under load).
+    if (source !== channel || clients.size === 0) return;
     let parsed: unknown;
     try {
       parsed = JSON.parse(raw);
