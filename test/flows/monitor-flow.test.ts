@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';

@@ -58,7 +58,7 @@ describe('readNewLines', () => {
 
   it('caps the bytes per read and continues on the next call; handles a missing file', async () => {
     const path = join(directory, 'cap.jsonl');
-    await writeFile(path, Array.from({ length: 100 }, (_, index) => `line-${index}`).join('\n') + '\n');
+    await writeFile(path, `${Array.from({ length: 100 }, (_, index) => `line-${index}`).join('\n')}\n`);
     const seen: string[] = [];
     let cursor: FileCursor | undefined;
     let calls = 0;
