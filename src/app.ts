@@ -122,6 +122,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     logger,
     loadHistory: (threadId) => sessions.load(threadId),
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
+    postedOnce: (key) => notifier.postedOnce(key),
     edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
     tryCommand: (threadId, item) => features.commands.tryHandle(threadId, item),
     runAgent: ({ threadId, history, actor, onProgress }) =>

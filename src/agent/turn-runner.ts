@@ -7,6 +7,8 @@ export interface TurnRunnerDependencies {
   loadHistory(threadId: string): Promise<ChatMessage[]>;
   /** Posts into a thread; `key` makes a repeat after a crash a no-op. */
   postOnce(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
+  /** What an earlier `postOnce` with this key posted, if it did. */
+  postedOnce(key: string): Promise<{ messageId: string } | undefined>;
   edit(threadId: string, messageId: string, text: string): Promise<void>;
   /** Plain commands that need no LLM; resolves `undefined` when the text is not a command. */
   tryCommand(threadId: string, item: Extract<InboxItem, { type: 'message' }>): Promise<string | undefined>;
@@ -21,6 +23,8 @@ export interface TurnRunnerDependencies {
   logger: Logger;
   /** Minimum gap between two edits of the status message. */
   statusIntervalMs?: number;
+  /** A turn that takes longer than this gets a status message (default 700 ms). */
+  statusDelayMs?: number;
   /** Replies up to this length replace the status message; longer ones are posted below it. */
   inlineReplyLimit?: number;
   now?: () => number;
@@ -35,6 +39,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
   const statusIntervalMs = dependencies.statusIntervalMs ?? 1000;
   const inlineReplyLimit = dependencies.inlineReplyLimit ?? 1800;
   const now = dependencies.now ?? Date.now;
+  const statusDelayMs = dependencies.statusDelayMs ?? 700;
 
   return async function processBatch(threadId: string, batch: Batch): Promise<void> {
     const sessionMessages: ChatMessage[] = [];
@@ -85,37 +90,41 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     actor: { id: string; name: string },
   ): Promise<ChatMessage[]> {
     const started = now();
+    const statusKey = `${batchId}:status`;
+    let latestStatus = 'thinking…';
     let lastEditAt = 0;
-    let pendingStatus: string | undefined;
     let pendingTimer: NodeJS.Timeout | undefined;
+    let statusPosted: Promise<{ messageId: string } | undefined> | undefined;
     let editChain: Promise<unknown> = Promise.resolve();
 
+    // A quick answer needs no status line; a slow turn gets one after `statusDelayMs`, then edits.
+    const postStatus = () => {
+      statusPosted ??= dependencies.postOnce(statusKey, threadId, latestStatus).catch((error: unknown) => {
+        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
+        return undefined;
+      });
+      lastEditAt = now();
+    };
+    const statusTimer = setTimeout(postStatus, statusDelayMs);
     const flushStatus = () => {
       pendingTimer = undefined;
-      const text = pendingStatus;
-      pendingStatus = undefined;
-      if (text === undefined) return;
+      const posted = statusPosted;
+      if (posted === undefined) return;
+      const text = latestStatus;
       lastEditAt = now();
       editChain = editChain
-        .then(() => statusPosted)
-        .then((posted) => (posted ? dependencies.edit(threadId, posted.messageId, text) : undefined))
+        .then(() => posted)
+        .then((message) => (message ? dependencies.edit(threadId, message.messageId, text) : undefined))
         .catch((error: unknown) => logger.debug({ threadId, err: String(error) }, 'status edit failed'));
     };
     const onProgress = (status: string) => {
-      pendingStatus = status;
-      if (pendingTimer !== undefined) return;
+      latestStatus = status;
+      if (pendingTimer !== undefined || statusPosted === undefined) return;
       const wait = Math.max(0, lastEditAt + statusIntervalMs - now());
       pendingTimer = setTimeout(flushStatus, wait);
     };
 
     const history = [...(await dependencies.loadHistory(threadId)), ...newMessages];
-    // Started after the history read and not awaited: the LLM request never waits behind it.
-    const statusPosted = dependencies
-      .postOnce(`${batchId}:status`, threadId, 'thinking…')
-      .catch((error: unknown) => {
-        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
-        return undefined;
-      });
     let reply: string;
     let produced: ChatMessage[];
     try {
@@ -128,10 +137,11 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       reply = `Something went wrong while I was working on that (${String(error).slice(0, 200)}). Plain commands still work — try \`help\`.`;
       produced = [{ role: 'assistant', content: reply }];
     }
+    clearTimeout(statusTimer);
     if (pendingTimer !== undefined) clearTimeout(pendingTimer);
-    pendingStatus = undefined;
     await editChain;
-    const posted = await statusPosted;
+    // A status line this batch posted before a crash is reused, so a retried turn leaves no stray one.
+    const posted = (await statusPosted) ?? (await dependencies.postedOnce(statusKey).catch(() => undefined));
     const elapsed = ((now() - started) / 1000).toFixed(1);
     try {
       if (posted && reply.length <= inlineReplyLimit) {

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { DelayedError, type Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
 import { PlatformError, RateLimitedError } from '../errors.js';
@@ -55,6 +55,8 @@ export function payloadToCard(payload: CardPayload): Card {
   return card;
 }
 
+const onceJobId = (key: string) => `post-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
+
 export interface QueueNotifierOptions {
   connection: Redis;
   prefix: string;
@@ -65,6 +67,8 @@ export interface QueueNotifierOptions {
 export interface QueueNotifier extends Notifier {
   /** Like the Notifier methods, but a deterministic `key` makes a repeated request (after a crash) a no-op. */
   postOnce(key: string, threadId: string, text: string): Promise<PostedMessage>;
+  /** The message an earlier `postOnce` with this key posted (e.g. before a crash), if any. */
+  postedOnce(key: string): Promise<PostedMessage | undefined>;
   close(): Promise<void>;
 }
 
@@ -96,11 +100,12 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
 
   return {
     post: (threadId, text) => messageResult({ v: 1, op: 'post', threadId, text }),
-    postOnce: (key, threadId, text) =>
-      messageResult(
-        { v: 1, op: 'post', threadId, text },
-        `post-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`,
-      ),
+    postOnce: (key, threadId, text) => messageResult({ v: 1, op: 'post', threadId, text }, onceJobId(key)),
+    async postedOnce(key) {
+      const job = await Job.fromId(queue, onceJobId(key));
+      const messageId = (job?.returnvalue as { messageId?: unknown } | undefined)?.messageId;
+      return typeof messageId === 'string' ? { messageId } : undefined;
+    },
     edit: async (threadId, messageId, text) => {
       await send({ v: 1, op: 'edit', threadId, messageId, text });
     },

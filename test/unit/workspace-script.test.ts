@@ -18,16 +18,24 @@ describe('workspace scripts', () => {
   afterAll(() => rmSync(root, { recursive: true, force: true }));
 
   it('resolves scripts inside the workspace, also through symlinks that stay inside', async () => {
-    expect(await resolveWorkspaceScript(workspace, 'jobs/train.py')).toBe(join(workspace, 'jobs', 'train.py'));
-    expect(await resolveWorkspaceScript(workspace, 'inside-link.py')).toBe(join(workspace, 'jobs', 'train.py'));
+    expect(await resolveWorkspaceScript(workspace, 'jobs/train.py')).toBe(
+      join(workspace, 'jobs', 'train.py'),
+    );
+    expect(await resolveWorkspaceScript(workspace, 'inside-link.py')).toBe(
+      join(workspace, 'jobs', 'train.py'),
+    );
     expect(await resolveWorkspaceScript(workspace, join(workspace, 'jobs', 'train.py'))).toBe(
       join(workspace, 'jobs', 'train.py'),
     );
   });
 
   it('refuses .., absolute paths outside, and symlinks that lead out', async () => {
-    await expect(resolveWorkspaceScript(workspace, '../outside/secret.py')).rejects.toThrow(/outside the workspace/);
-    await expect(resolveWorkspaceScript(workspace, join(outside, 'secret.py'))).rejects.toThrow(/outside the workspace/);
+    await expect(resolveWorkspaceScript(workspace, '../outside/secret.py')).rejects.toThrow(
+      /outside the workspace/,
+    );
+    await expect(resolveWorkspaceScript(workspace, join(outside, 'secret.py'))).rejects.toThrow(
+      /outside the workspace/,
+    );
     await expect(resolveWorkspaceScript(workspace, 'link.py')).rejects.toThrow(/symlink/);
     await expect(resolveWorkspaceScript(workspace, 'linked-dir/secret.py')).rejects.toThrow(/symlink/);
     await expect(resolveWorkspaceScript(workspace, 'missing.py')).rejects.toThrow(/no script/);
