@@ -4,7 +4,7 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
-import { createSessionStore } from './agent/session-store.js';
+import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createTurnRunner } from './agent/turn-runner.js';
 import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
@@ -120,7 +120,8 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
 
   const processBatch = createTurnRunner({
     logger,
-    loadHistory: (threadId) => sessions.load(threadId),
+    loadHistory: async (threadId, prefetched) =>
+      prefetched === undefined ? sessions.load(threadId) : parseSessionEntries(prefetched, threadId, logger),
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
     postedOnce: (key) => notifier.postedOnce(key),
     edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
@@ -170,6 +171,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
             prefix,
             inbox,
             processBatch,
+            sessionKey: keys.session,
             logger: logger.child({ component: 'turns' }),
             concurrency: config.queue.turnConcurrency,
             lockMs: config.queue.lockMs,

@@ -23,6 +23,27 @@ export interface SessionStoreOptions {
   maxEntries?: number;
 }
 
+/** Parses a thread's stored history; entries that fail validation are skipped and logged. */
+export function parseSessionEntries(entries: string[], threadId: string, logger?: Logger): ChatMessage[] {
+  const messages: ChatMessage[] = [];
+  for (const [index, entry] of entries.entries()) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(entry);
+    } catch {
+      logger?.warn({ threadId, index }, 'session entry is not JSON; skipped');
+      continue;
+    }
+    const result = chatMessageSchema.safeParse(parsed);
+    if (!result.success) {
+      logger?.warn({ threadId, index, issues: result.error.issues.length }, 'session entry invalid; skipped');
+      continue;
+    }
+    messages.push(result.data as ChatMessage);
+  }
+  return messages;
+}
+
 /** Per-thread history as a Redis list of JSON messages: shared by all workers, survives restarts. */
 export function createSessionStore(options: SessionStoreOptions): SessionStore {
   const { redis, logger } = options;
@@ -31,27 +52,7 @@ export function createSessionStore(options: SessionStoreOptions): SessionStore {
 
   return {
     async load(threadId) {
-      const entries = await redis.lrange(keys.session(threadId), 0, -1);
-      const messages: ChatMessage[] = [];
-      for (const [index, entry] of entries.entries()) {
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(entry);
-        } catch {
-          logger?.warn({ threadId, index }, 'session entry is not JSON; skipped');
-          continue;
-        }
-        const result = chatMessageSchema.safeParse(parsed);
-        if (!result.success) {
-          logger?.warn(
-            { threadId, index, issues: result.error.issues.length },
-            'session entry invalid; skipped',
-          );
-          continue;
-        }
-        messages.push(result.data as ChatMessage);
-      }
-      return messages;
+      return parseSessionEntries(await redis.lrange(keys.session(threadId), 0, -1), threadId, logger);
     },
 
     async append(threadId, messages) {

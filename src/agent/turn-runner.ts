@@ -4,7 +4,8 @@ import type { ChatMessage, UserMessage } from './messages.js';
 
 /** What the turn runner needs from the outside world; everything is injected. */
 export interface TurnRunnerDependencies {
-  loadHistory(threadId: string): Promise<ChatMessage[]>;
+  /** The thread's history; `prefetched` holds its raw entries when they were read with the batch. */
+  loadHistory(threadId: string, prefetched?: string[]): Promise<ChatMessage[]>;
   /** Posts into a thread; `key` makes a repeat after a crash a no-op. */
   postOnce(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
   /** What an earlier `postOnce` with this key posted, if it did. */
@@ -41,7 +42,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
   const now = dependencies.now ?? Date.now;
   const statusDelayMs = dependencies.statusDelayMs ?? 700;
 
-  return async function processBatch(threadId: string, batch: Batch): Promise<void> {
+  return async function processBatch(threadId: string, batch: Batch, prefetched?: string[]): Promise<void> {
     const sessionMessages: ChatMessage[] = [];
     const forAgent: UserMessage[] = [];
     let actor = { id: 'system', name: 'system' };
@@ -77,7 +78,13 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     }
 
     if (forAgent.length > 0) {
-      const agentMessages = await runAgentWithStatus(threadId, batch.batchId, sessionMessages, actor);
+      const agentMessages = await runAgentWithStatus(
+        threadId,
+        batch.batchId,
+        sessionMessages,
+        actor,
+        prefetched,
+      );
       sessionMessages.push(...agentMessages);
     }
     await dependencies.commit(threadId, batch, sessionMessages);
@@ -88,6 +95,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     batchId: string,
     newMessages: ChatMessage[],
     actor: { id: string; name: string },
+    prefetched: string[] | undefined,
   ): Promise<ChatMessage[]> {
     const started = now();
     const statusKey = `${batchId}:status`;
@@ -124,7 +132,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       pendingTimer = setTimeout(flushStatus, wait);
     };
 
-    const history = [...(await dependencies.loadHistory(threadId)), ...newMessages];
+    const history = [...(await dependencies.loadHistory(threadId, prefetched)), ...newMessages];
     let reply: string;
     let produced: ChatMessage[];
     try {

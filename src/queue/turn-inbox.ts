@@ -55,6 +55,30 @@ redis.call('SADD', KEYS[3], ARGV[2])
 return 1
 `;
 
+const LOCK_AND_CLAIM_SCRIPT = `
+-- KEYS[1] lock, KEYS[2] batch key, KEYS[3] inbox, KEYS[4] list to prefetch (the session)
+-- ARGV[1] lock token, ARGV[2] lease ms, ARGV[3] new batch id, ARGV[4] max items
+-- Returns {} when the lock is taken; else {batch json or '', prefetched count, items..., prefetched...}.
+if not redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]), 'NX') then return {} end
+local batch = redis.call('GET', KEYS[2])
+local count = 0
+if batch then
+  count = tonumber(cjson.decode(batch).count)
+else
+  local length = redis.call('LLEN', KEYS[3])
+  if length == 0 then return { '', 0 } end
+  count = math.min(length, tonumber(ARGV[4]))
+  batch = cjson.encode({ batchId = ARGV[3], count = count })
+  redis.call('SET', KEYS[2], batch)
+end
+local items = redis.call('LRANGE', KEYS[3], 0, count - 1)
+local prefetched = redis.call('LRANGE', KEYS[4], 0, -1)
+local result = { batch, #prefetched }
+for _, item in ipairs(items) do table.insert(result, item) end
+for _, entry in ipairs(prefetched) do table.insert(result, entry) end
+return result
+`;
+
 const CLAIM_SCRIPT = `
 -- KEYS[1] batch key, KEYS[2] inbox; ARGV[1] new batch id, ARGV[2] max items
 -- Returns {batch json, items...}: the batch a crashed attempt claimed, or a fresh one; {} when empty.
@@ -109,9 +133,21 @@ export interface TurnInbox {
   /** Appends a system event for a thread that already has a session (approval results, alerts). */
   pushEvent(threadId: string, item: InboxItem): Promise<void>;
   hasSession(threadId: string): Promise<boolean>;
-  tryLock(threadId: string, leaseMs: number): Promise<string | undefined>;
   extendLock(threadId: string, token: string, leaseMs: number): Promise<boolean>;
   releaseLock(threadId: string, token: string): Promise<void>;
+  /**
+   * Takes the thread's lock and its first batch in one round trip, reading `prefetchKey` (the session
+   * history) under the lock too. `locked` when another turn holds the thread.
+   */
+  lockAndClaim(
+    threadId: string,
+    leaseMs: number,
+    max: number,
+    prefetchKey: string,
+  ): Promise<
+    | { status: 'locked' }
+    | { status: 'claimed'; token: string; batch: Batch | undefined; prefetched: string[] }
+  >;
   /** The batch to work on: the one a crashed attempt claimed, or up to `max` fresh items. */
   claimBatch(threadId: string, max: number): Promise<Batch | undefined>;
   /** Removes the batch from the inbox, in the same MULTI as `extra` writes (the session append). */
@@ -136,6 +172,19 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
   const runAccept = createScriptRunner(redis, ACCEPT_SCRIPT);
   const runPushEvent = createScriptRunner(redis, PUSH_EVENT_SCRIPT);
   const runClaim = createScriptRunner(redis, CLAIM_SCRIPT);
+  const runLockAndClaim = createScriptRunner(redis, LOCK_AND_CLAIM_SCRIPT);
+
+  function toBatch(threadId: string, batchJson: string, raw: string[]): Batch {
+    const batch = batchSchema.safeParse(safeJson(batchJson));
+    if (!batch.success) throw new Error(`corrupt turn batch for ${threadId}: ${batchJson}`);
+    const items: InboxItem[] = [];
+    for (const entry of raw) {
+      const parsed = inboxItemSchema.safeParse(safeJson(entry));
+      // A corrupt entry is dropped with the batch rather than wedging the thread forever.
+      if (parsed.success) items.push(parsed.data);
+    }
+    return { ...batch.data, count: raw.length, items };
+  }
 
   return {
     async accept(threadId, item, { addressed, deliveryKey }) {
@@ -151,16 +200,27 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     async hasSession(threadId) {
       return (await redis.sismember(known, threadId)) === 1;
     },
-    async tryLock(threadId, leaseMs) {
-      const token = randomBytes(8).toString('hex');
-      const ok = await redis.set(lockKey(threadId), token, 'PX', leaseMs, 'NX');
-      return ok === 'OK' ? token : undefined;
-    },
     async extendLock(threadId, token, leaseMs) {
       return (await redis.eval(EXTEND_SCRIPT, 1, lockKey(threadId), token, String(leaseMs))) === 1;
     },
     async releaseLock(threadId, token) {
       await redis.eval(RELEASE_SCRIPT, 1, lockKey(threadId), token);
+    },
+    async lockAndClaim(threadId, leaseMs, max, prefetchKey) {
+      const token = randomBytes(8).toString('hex');
+      const result = (await runLockAndClaim(
+        [lockKey(threadId), batchKey(threadId), inboxKey(threadId), prefetchKey],
+        [token, leaseMs, randomBytes(6).toString('hex'), max],
+      )) as Array<string | number>;
+      if (result.length === 0) return { status: 'locked' };
+      const [batchJson, prefetchedCount, ...rest] = result;
+      if (batchJson === '' || typeof batchJson !== 'string') {
+        return { status: 'claimed', token, batch: undefined, prefetched: [] };
+      }
+      const split = rest.length - Number(prefetchedCount);
+      const items = rest.slice(0, split).map(String);
+      const prefetched = rest.slice(split).map(String);
+      return { status: 'claimed', token, batch: toBatch(threadId, batchJson, items), prefetched };
     },
     async claimBatch(threadId, max) {
       const result = (await runClaim(
@@ -169,15 +229,7 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
       )) as string[];
       const [batchJson, ...raw] = result;
       if (batchJson === undefined) return undefined;
-      const batch = batchSchema.safeParse(safeJson(batchJson));
-      if (!batch.success) throw new Error(`corrupt turn batch for ${threadId}: ${batchJson}`);
-      const items: InboxItem[] = [];
-      for (const entry of raw) {
-        const parsed = inboxItemSchema.safeParse(safeJson(entry));
-        // A corrupt entry is dropped with the batch rather than wedging the thread forever.
-        if (parsed.success) items.push(parsed.data);
-      }
-      return { ...batch.data, count: raw.length, items };
+      return toBatch(threadId, batchJson, raw);
     },
     async commitBatch(threadId, batch, extra) {
       const multi = redis.multi();

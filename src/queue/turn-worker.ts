@@ -12,7 +12,8 @@ const SWEEP_EVERY_MS = 2000;
 /** The most inbox items one agent turn takes in. */
 const MAX_BATCH = 50;
 
-export type BatchProcessor = (threadId: string, batch: Batch) => Promise<void>;
+/** `prefetchedHistory`: the thread's stored session, read under the lock with the first batch. */
+export type BatchProcessor = (threadId: string, batch: Batch, prefetchedHistory?: string[]) => Promise<void>;
 
 export interface TurnWorkerOptions {
   connection: Redis;
@@ -21,6 +22,8 @@ export interface TurnWorkerOptions {
   prefix: string;
   inbox: TurnInbox;
   processBatch: BatchProcessor;
+  /** Redis key of a thread's session history, read together with the first batch. */
+  sessionKey: (threadId: string) => string;
   logger: Logger;
   concurrency: number;
   /** Lease of a job and of a thread's lock; a crashed worker's work is picked up after it. */
@@ -57,11 +60,12 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
     QUEUE_NAMES.turns,
     async (job: Job, token?: string) => {
       const { threadId } = agentTurnJob.parse(job.data);
-      const lock = await inbox.tryLock(threadId, lockMs);
-      if (lock === undefined) {
+      const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
+      if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
         throw new DelayedError();
       }
+      const lock = claimed.token;
       const renew = setInterval(
         () => {
           inbox.extendLock(threadId, lock, lockMs).catch((error: unknown) => {
@@ -71,10 +75,13 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
         Math.max(200, Math.floor(lockMs / 3)),
       );
       try {
-        for (;;) {
-          const batch = await inbox.claimBatch(threadId, MAX_BATCH);
-          if (batch === undefined) break;
-          await options.processBatch(threadId, batch);
+        if (claimed.batch !== undefined) {
+          await options.processBatch(threadId, claimed.batch, claimed.prefetched);
+          for (;;) {
+            const batch = await inbox.claimBatch(threadId, MAX_BATCH);
+            if (batch === undefined) break;
+            await options.processBatch(threadId, batch);
+          }
         }
       } finally {
         clearInterval(renew);
