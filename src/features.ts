@@ -53,6 +53,13 @@ export interface Features {
   stop(): Promise<void>;
 }
 
+/** Run events the thread hears about: what happened on its own (started, waiting, ended by itself). */
+function postsRunEvent(event: RunEvent): boolean {
+  if (event.type === 'run-status' || event.type === 'run-paused') return false;
+  if (event.type === 'run-ended') return event.meta.status === 'completed' || event.meta.status === 'failed';
+  return true;
+}
+
 /** How often every run's process state is checked (one batched executor poll) and the GPU queue advanced. */
 const RUN_REFRESH_MS = 2000;
 
@@ -63,6 +70,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   let watchRun: (runId: string) => Promise<void> = async () => undefined;
   const onRunEvent = async (event: RunEvent) => {
     if (event.type === 'run-started') await watchRun(event.meta.id);
+    // What a person did (create, pause, stop, reject) is answered by the command, tool or card that did it.
+    if (!postsRunEvent(event)) return;
     // Never block a run transition on a chat post: the notify queue retries on its own.
     notifier.post(event.meta.threadId, event.message).catch((error: unknown) => {
       logger.warn({ runId: event.meta.id, err: String(error) }, 'could not post a run event');
