@@ -163,6 +163,16 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     async start() {
       if (started) return;
       started = true;
+      // Adapters first: a port already in use fails start-up before any worker has taken a job.
+      if (runsAdapters) {
+        for (const adapter of adapters.values()) await adapter.start(handlers);
+        notifyWorker = createNotifyWorker({
+          connection: redis,
+          prefix,
+          adapters: lookup,
+          logger: logger.child({ component: 'notify' }),
+        });
+      }
       if (runsWorkers) {
         workers.push(
           createTurnWorker({
@@ -178,15 +188,6 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
           }),
         );
         workers.push(...(await features.startWorkers()));
-      }
-      if (runsAdapters) {
-        notifyWorker = createNotifyWorker({
-          connection: redis,
-          prefix,
-          adapters: lookup,
-          logger: logger.child({ component: 'notify' }),
-        });
-        for (const adapter of adapters.values()) await adapter.start(handlers);
       }
       logger.info(
         {

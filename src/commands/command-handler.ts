@@ -54,12 +54,14 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         );
       case 'chart':
         if (options.chart === undefined) return 'Charts are not available in this deployment.';
-        return options.chart({
+        // The chart carries its own caption; there is nothing more to say.
+        await options.chart({
           run: command.run,
           metrics: command.metrics,
           threadId,
           ...(command.steps === undefined ? {} : { steps: command.steps }),
         });
+        return '';
       case 'invalid':
         return `\`${command.command}\`: ${command.error}`;
     }

@@ -16,6 +16,10 @@ export interface ChartRequest {
 
 type Series = Record<string, Array<{ step: number; value: number }>>;
 
+function formatStep(step: number): string {
+  return step === Number.MAX_SAFE_INTEGER ? 'end' : String(step);
+}
+
 /** Reads the requested metrics (all numeric ones when none are named) within a step range, streaming. */
 export async function readMetricSeries(
   metricsPath: string,
@@ -79,14 +83,16 @@ export function createMetricsCharts(options: {
     }
     const png = await renderChart({ runName: meta.name, series }, { quickchartUrl: options.quickchartUrl });
     const points = names.reduce((sum, name) => sum + (series[name]?.length ?? 0), 0);
+    const range =
+      request.steps === undefined ? '' : `, steps ${request.steps.from}..${formatStep(request.steps.to)}`;
+    const caption = `Chart of ${names.join(', ')} for ${meta.name} (${points} points${range})`;
     await options.notifier.upload(request.threadId, {
       filename: `${meta.name}-${names.join('-')}.png`.replace(/[^\w.-]/g, '_'),
       contentType: 'image/png',
       data: png,
       title: `${meta.name}: ${names.join(', ')}`,
+      comment: caption,
     });
-    return `Chart of ${names.join(', ')} for ${meta.name} (${points} points${
-      request.steps === undefined ? '' : `, steps ${request.steps.from}..${request.steps.to}`
-    }) posted in the thread.`;
+    return `${caption} posted in the thread.`;
   };
 }
