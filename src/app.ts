@@ -4,7 +4,11 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
-import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
+import {
+  createSessionStore,
+  DEFAULT_SESSION_MAX_ENTRIES,
+  parseSessionEntries,
+} from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createTurnRunner } from './agent/turn-runner.js';
 import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
@@ -142,7 +146,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         if (messages.length === 0) return;
         const key = keys.session(threadId);
         multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
-        multi.ltrim(key, -1000, -1);
+        multi.ltrim(key, -DEFAULT_SESSION_MAX_ENTRIES, -1);
       }),
   });
 

@@ -317,3 +317,40 @@ describe('approval expiry', () => {
     }
   });
 });
+
+describe('auto-approval', () => {
+  it('starts cheap jobs at once and still posts the card, marked auto-approved; dearer ones wait', async () => {
+    const shepherd = await startTestApp({
+      environment: {
+        SHEPHERD_WORKSPACE: process.cwd(),
+        SHEPHERD_GPUS: '2',
+        SHEPHERD_AUTO_APPROVE_USD: '5',
+        SHEPHERD_STOP_GRACE_S: '3',
+      },
+      overrides: { runEnvironment: { ...process.env, HEALTHY_STEPS: '200', HEALTHY_SLEEP: '0.05' } },
+    });
+    try {
+      const cheap = await shepherd.mention(`run ${HEALTHY} --gpus 1 --hours 2 --name cheap-run`, 'alice');
+      const messages = await shepherd.waitForMessages(cheap, (all) =>
+        botMessages(all).some((m) => /cheap-run is running on GPU 0/.test(m.text)),
+      );
+      const card = cardMessage(messages, 'cheap-run');
+      expect(card?.card?.resolved).toMatch(/^Auto-approved at \d\d:\d\d UTC \(est\. \$5 ≤ \$5\)$/);
+      expect(card?.card?.actions).toBeUndefined();
+
+      const dear = await shepherd.mention(`run ${HEALTHY} --gpus 1 --hours 3 --name dear-run`, 'alice');
+      const dearMessages = await shepherd.waitForMessages(
+        dear,
+        (all) => cardMessage(all, 'dear-run') !== undefined,
+      );
+      expect(cardMessage(dearMessages, 'dear-run')?.card?.actions?.map((action) => action.label)).toEqual([
+        'Approve',
+        'Reject',
+      ]);
+      expect((await shepherd.app.features.runs.service.findRun('dear-run')).status).toBe('pending_approval');
+    } finally {
+      await shepherd.app.features.runs.service.stop('cheap-run', 'system').catch(() => undefined);
+      await shepherd.stop();
+    }
+  });
+});
