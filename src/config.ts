@@ -113,6 +113,9 @@ const environmentSchema = z.object({
   DISCORD_TOKEN: optionalString,
   DISCORD_API_URL: optionalString,
   DISCORD_GUILD_IDS: commaList,
+
+  SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
+  SHEPHERD_HUB_TOKEN: optionalString,
 });
 
 function buildConfig(environment: z.output<typeof environmentSchema>) {
@@ -184,6 +187,10 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       token: environment.DISCORD_TOKEN,
       apiUrl: environment.DISCORD_API_URL,
       guildIds: environment.DISCORD_GUILD_IDS,
+    },
+    hub: {
+      url: environment.SHEPHERD_HUB_URL,
+      token: environment.SHEPHERD_HUB_TOKEN,
     },
   };
 }

@@ -21,6 +21,8 @@ import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
+import { createHubClient } from './tools/hub-client.js';
+import { createHubTools } from './tools/hub-tools.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
@@ -168,7 +170,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   watchRun = watcher.watch;
 
   const help = createHelpTool({ botName: config.botName });
-  const tools = createToolRegistry([help, ...createRunTools(operations), createShowMetricsTool(postChart)]);
+  const hub = createHubClient({
+    baseUrl: config.hub.url,
+    token: config.hub.token,
+    logger: logger.child({ component: 'hub' }),
+  });
+  const tools = createToolRegistry([
+    help,
+    ...createRunTools(operations),
+    createShowMetricsTool(postChart),
+    ...createHubTools(hub),
+  ]);
   const commandHandler = createCommandHandler({
     operations,
     botName: config.botName,

@@ -17,6 +17,7 @@ function sections(
       'It can: launch a training script as a run, ask the team to approve it, pause / resume / stop runs,',
       'report status (step, loss trend, GPUs, last log lines), draw metric charts, watch runs for crashes,',
       'loss spikes, divergence and stalls, and propose fixes as script diffs that need approval.',
+      'It can also search the model hub for models and datasets when planning a fine-tune.',
     ].join(' '),
     runs: [
       'Runs: describe what to train (model, data, method, GPUs, max hours) or point at a script,',
@@ -36,7 +37,7 @@ function sections(
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`chart <run> [metric] [--steps FROM..TO]`.',
+      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`.',
     ].join(' '),
   };
 }

@@ -1,0 +1,174 @@
+import { RunError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Executor, ProcessState } from './executor.js';
+import type { GpuAllocator } from './gpu-allocator.js';
+import type { RunLauncher } from './run-launcher.js';
+import { lastStepOf } from './run-reports.js';
+import type { RunStore } from './run-store.js';
+import type { RunTransitions } from './run-transitions.js';
+import type { RunMeta } from './run-types.js';
+
+export interface ReconcileReport {
+  reattached: RunMeta[];
+  finalized: RunMeta[];
+  started: RunMeta[];
+  releasedStale: string[];
+}
+
+type Ending = { status: 'completed' | 'failed'; exitCode?: number; exitSignal?: string; reason: string };
+
+/** How a process that ended on its own maps onto the status machine. */
+export function endingOf(state: ProcessState): Ending {
+  switch (state.kind) {
+    case 'exited': {
+      if (state.exitCode === 0) return { status: 'completed', exitCode: 0, reason: 'exited with code 0' };
+      const crash = state.crashClass === undefined ? '' : ` (${state.crashClass})`;
+      return { status: 'failed', exitCode: state.exitCode, reason: `exit ${state.exitCode}${crash}` };
+    }
+    case 'signaled': {
+      const ending: Ending = {
+        status: 'failed',
+        exitSignal: state.signal,
+        reason:
+          state.crashClass === 'timeout'
+            ? 'time limit reached (timeout)'
+            : state.crashClass !== undefined
+              ? `killed by ${state.signal} (${state.crashClass})`
+              : state.signal === 'SIGTERM'
+                ? 'terminated by SIGTERM from outside Shepherd'
+                : `killed by ${state.signal}`,
+      };
+      if (state.exitCode !== undefined) ending.exitCode = state.exitCode;
+      return ending;
+    }
+    default:
+      return {
+        status: 'failed',
+        reason: ('reason' in state ? state.reason : undefined) ?? 'process ended in an unknown way',
+      };
+  }
+}
+
+export interface RunEndings {
+  /** Record how a running run ended on its own; frees its GPUs. Caller holds the lock. */
+  finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta>;
+  /** Poll running runs, apply their ends, then start queued runs whose GPUs are free (FIFO). */
+  refresh(run?: string): Promise<RunMeta[]>;
+  /** At start-up: free stale GPU claims, re-attach alive runs, finalise dead ones, re-schedule the queue. */
+  reconcile(): Promise<ReconcileReport>;
+}
+
+export interface RunEndingsOptions {
+  store: RunStore;
+  executor: Executor;
+  allocator: GpuAllocator;
+  logger: Logger;
+  transitions: RunTransitions;
+  launcher: RunLauncher;
+}
+
+/** Noticing runs that ended on their own (polling, start-up reconciliation) and recording the ending. */
+export function createRunEndings(options: RunEndingsOptions): RunEndings {
+  const { store, executor, allocator, logger, transitions, launcher } = options;
+  const { now, emit, setStatus, tryWithRun } = transitions;
+  const { scheduleQueued } = launcher;
+
+  async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
+    await allocator.release(meta.id);
+    const ending = endingOf(state);
+    const patch: Partial<RunMeta> = {
+      gpuIndices: [],
+      endedAt: now().toISOString(),
+      ...(await lastStepOf(store, meta)),
+    };
+    const clear: Array<keyof RunMeta> = ['exitCode', 'exitSignal'];
+    if (ending.exitCode !== undefined) patch.exitCode = ending.exitCode;
+    if (ending.exitSignal !== undefined) patch.exitSignal = ending.exitSignal;
+    const ended = await setStatus(meta, ending.status, {
+      by: 'system',
+      reason: ending.reason,
+      ...(ending.status === 'failed' ? { statusReason: ending.reason } : {}),
+      patch,
+      clear: clear.filter((key) => !(key in patch)),
+    });
+    const message =
+      ending.status === 'completed'
+        ? `${meta.name} completed${ended.lastStep === undefined ? '' : ` at step ${ended.lastStep}`}`
+        : `${meta.name} failed (${ending.reason})`;
+    await emit('run-ended', ended, message);
+    return ended;
+  }
+
+  /** Poll running runs; apply ends and pending reasons. */
+  async function refreshRunning(runs: RunMeta[]): Promise<{ alive: RunMeta[]; ended: RunMeta[] }> {
+    const running = runs.filter((meta) => meta.status === 'running');
+    const alive: RunMeta[] = [];
+    const ended: RunMeta[] = [];
+    if (running.length === 0) return { alive, ended };
+    const states = await executor.poll(running);
+    for (const meta of running) {
+      const state = states.get(meta.id);
+      if (state === undefined) continue;
+      if (state.kind === 'alive' || state.kind === 'pending') {
+        alive.push(meta);
+        const reason =
+          state.kind === 'pending' ? (state.reason ?? 'waiting in the executor queue') : undefined;
+        if (meta.statusReason === reason) continue;
+        await tryWithRun(meta.id, async (fresh) => {
+          if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return;
+          const next = { ...fresh, updatedAt: now().toISOString() };
+          delete next.statusReason;
+          if (reason !== undefined) next.statusReason = reason;
+          await store.writeMeta(next);
+          if (reason !== undefined) await emit('run-waiting', next, `${meta.name}: ${reason}`);
+        });
+        continue;
+      }
+      const result = await tryWithRun(meta.id, async (fresh) => {
+        // Someone paused/stopped/relaunched it meanwhile: their outcome stands.
+        if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return undefined;
+        return finishRun(fresh, state);
+      });
+      if (result !== undefined) ended.push(result);
+    }
+    return { alive, ended };
+  }
+
+  async function refresh(run?: string): Promise<RunMeta[]> {
+    const runs = run === undefined ? await store.listRuns() : [await store.findRun(run)];
+    const { ended } = await refreshRunning(runs);
+    const queueSource = run === undefined || ended.length > 0 ? await store.listRuns() : runs;
+    const started = await scheduleQueued(queueSource);
+    return [...ended, ...started];
+  }
+
+  async function reconcile(): Promise<ReconcileReport> {
+    const releasedStale: string[] = [];
+    const owners = new Set((await allocator.owners()).values());
+    for (const runId of owners) {
+      await tryWithRun(runId, async (meta) => {
+        if (meta.status !== 'running') {
+          await allocator.release(runId);
+          releasedStale.push(runId);
+        }
+      }).catch(async (error: unknown) => {
+        if (error instanceof RunError && error.code === 'run_not_found') {
+          await allocator.release(runId);
+          releasedStale.push(runId);
+          return;
+        }
+        throw error;
+      });
+    }
+    const runs = await store.listRuns();
+    const { alive, ended } = await refreshRunning(runs);
+    const started = await scheduleQueued(await store.listRuns());
+    logger.info(
+      { reattached: alive.length, finalized: ended.length, started: started.length, releasedStale },
+      'runs reconciled',
+    );
+    return { reattached: alive, finalized: ended, started, releasedStale };
+  }
+
+  return { finishRun, refresh, reconcile };
+}

@@ -1,0 +1,99 @@
+import type { Config } from '../config.js';
+import { errorMessage } from '../errors.js';
+import type { Actor } from './audit-log.js';
+import type { Executor, ProcessState } from './executor.js';
+import type { GpuAllocator } from './gpu-allocator.js';
+import { describeGpus, plural } from './run-events.js';
+import type { RunStore } from './run-store.js';
+import type { RunTransitions } from './run-transitions.js';
+import type { RunMeta } from './run-types.js';
+
+export interface RunLauncher {
+  /** Start a queued run: take its GPUs (unless the executor allocates), launch, mark running. Caller holds the lock. */
+  launchQueued(meta: RunMeta, by: Actor): Promise<RunMeta>;
+  /** Start queued runs in FIFO order when their GPUs are free (a smaller later run may start first). */
+  scheduleQueued(runs: RunMeta[]): Promise<RunMeta[]>;
+  /** Terminate a running run and release its GPUs. Returns the final process state. */
+  terminateRun(meta: RunMeta, reason: 'pause' | 'stop'): Promise<ProcessState>;
+}
+
+export interface RunLauncherOptions {
+  config: Config;
+  store: RunStore;
+  executor: Executor;
+  allocator: GpuAllocator;
+  transitions: RunTransitions;
+  graceMs: number;
+}
+
+/** Launching runs and the GPU queue: allocate, launch, wait for GPUs, start queued runs FIFO, terminate. */
+export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
+  const { store, executor, allocator, transitions, graceMs } = options;
+  const { now, emit, setStatus, writeQuietly, tryWithRun } = transitions;
+
+  async function launchQueued(meta: RunMeta, by: Actor): Promise<RunMeta> {
+    let indices: number[] = [];
+    if (!executor.allocatesGpus && meta.gpus > 0) {
+      const allocation = await allocator.allocate(meta.id, meta.gpus);
+      if (!allocation.ok) {
+        const reason = `waiting for ${plural(meta.gpus, 'GPU')}, ${allocation.free} free`;
+        if (meta.statusReason === reason) return meta;
+        const waiting = await writeQuietly(meta, { statusReason: reason });
+        await emit('run-waiting', waiting, `${meta.name} is queued: ${reason}`);
+        return waiting;
+      }
+      indices = allocation.indices;
+    }
+    const launching: RunMeta = { ...meta, launchCount: meta.launchCount + 1, gpuIndices: indices };
+    let handle: Awaited<ReturnType<Executor['launch']>>;
+    try {
+      handle = await executor.launch({ meta: launching, runDir: store.runDir(meta.id), gpuIndices: indices });
+    } catch (error) {
+      await allocator.release(meta.id);
+      const reason = `launch failed: ${errorMessage(error)}`.slice(0, 500);
+      const failed = await setStatus(launching, 'failed', {
+        by: 'system',
+        reason,
+        statusReason: reason,
+        patch: { gpuIndices: [], endedAt: now().toISOString() },
+      });
+      await emit('run-ended', failed, `${meta.name} could not start: ${reason}`);
+      return failed;
+    }
+    const running = await setStatus(launching, 'running', {
+      by,
+      reason: `launch ${launching.launchCount}`,
+      patch: { ...handle, startedAt: now().toISOString() },
+      clear: ['exitCode', 'exitSignal', 'endedAt', 'pid', 'pgid', 'processStartTime', 'jobId'].filter(
+        (key) => !(key in handle),
+      ) as Array<keyof RunMeta>,
+    });
+    const where = executor.allocatesGpus
+      ? `on ${options.config.runs.executor}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
+      : `on ${describeGpus(indices)}`;
+    await emit('run-started', running, `${meta.name} is running ${where} (script v${meta.scriptVersion})`);
+    return running;
+  }
+
+  async function scheduleQueued(runs: RunMeta[]): Promise<RunMeta[]> {
+    const queued = runs
+      .filter((meta) => meta.status === 'queued')
+      .sort((a, b) => (a.queuedAt ?? a.updatedAt).localeCompare(b.queuedAt ?? b.updatedAt));
+    const started: RunMeta[] = [];
+    for (const meta of queued) {
+      const result = await tryWithRun(meta.id, async (fresh) =>
+        fresh.status === 'queued' ? launchQueued(fresh, 'system') : undefined,
+      );
+      if (result?.status === 'running') started.push(result);
+    }
+    return started;
+  }
+
+  async function terminateRun(meta: RunMeta, reason: 'pause' | 'stop'): Promise<ProcessState> {
+    const state = await executor.terminate(meta, { graceMs, reason });
+    await allocator.release(meta.id);
+    return state;
+  }
+
+  return { launchQueued, scheduleQueued, terminateRun };
+}
