@@ -14,8 +14,14 @@ describe('progress charts', () => {
       overrides: { runEnvironment: { ...process.env, HEALTHY_STEPS: '120', HEALTHY_SLEEP: '0.05' } },
     });
     try {
-      const threadId = await shepherd.mention('run test/fixtures/healthy_train.py --gpus 0 --name progress', 'alice');
-      const messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'progress').length > 0);
+      const threadId = await shepherd.mention(
+        'run test/fixtures/healthy_train.py --gpus 0 --name progress',
+        'alice',
+      );
+      const messages = await shepherd.waitForMessages(
+        threadId,
+        (all) => cardsTitled(all, 'progress').length > 0,
+      );
       const card = cardsTitled(messages, 'progress')[0];
       await shepherd.click(threadId, card?.id ?? '', card?.card?.actions?.[0]?.actionId ?? '', 'bob');
       const charted = await shepherd.waitForMessages(
