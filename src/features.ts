@@ -150,6 +150,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     quickchartUrl: config.monitor.quickchartUrl,
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
+    environment: dependencies.runEnvironment,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {

@@ -58,6 +58,8 @@ export interface AlertServiceOptions {
   quickchartUrl: string;
   maxAutofix: number;
   python: string;
+  /** Environment for the syntax check (the same one training processes get). */
+  environment: Readonly<Record<string, string | undefined>>;
   logger: Logger;
 }
 
@@ -294,7 +296,7 @@ export function createAlertService(options: AlertServiceOptions) {
       );
       return;
     }
-    const syntax = await checkPythonSyntax(result.script, options.python);
+    const syntax = await checkPythonSyntax(result.script, options.python, options.environment);
     if (!syntax.ok) {
       await notifier.post(
         alert.threadId,

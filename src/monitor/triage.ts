@@ -128,7 +128,12 @@ export async function triage(options: {
 export type SyntaxCheck = { ok: true } | { ok: false; error: string };
 
 /** `python -m py_compile` on a temp copy of the script; the error text is what Python printed. */
-export async function checkPythonSyntax(source: string, python = 'python3'): Promise<SyntaxCheck> {
+export async function checkPythonSyntax(
+  source: string,
+  python = 'python3',
+  /** The environment to run Python in (the runs' environment; nothing here reads `process.env`). */
+  environment: Readonly<Record<string, string | undefined>> = { PATH: '/usr/local/bin:/usr/bin:/bin' },
+): Promise<SyntaxCheck> {
   const directory = await mkdtemp(join(tmpdir(), 'shepherd-syntax-'));
   const file = join(directory, 'train.py');
   try {
@@ -137,7 +142,7 @@ export async function checkPythonSyntax(source: string, python = 'python3'): Pro
       execFile(
         python,
         ['-m', 'py_compile', file],
-        { timeout: 30_000, env: { PYTHONDONTWRITEBYTECODE: '1', PATH: process.env.PATH ?? '/usr/bin:/bin' } },
+        { timeout: 30_000, env: { ...environment, PYTHONDONTWRITEBYTECODE: '1' } },
         (error, _stdout, stderr) => {
           if (error === null) resolve({ ok: true });
           else
