@@ -4,7 +4,7 @@ import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
-import type { RunService } from '../runs/run-service.js';
+import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 
@@ -17,15 +17,8 @@ import type { RunMeta } from '../runs/run-types.js';
 export const MAX_SCRIPT_BYTES = 512 * 1024;
 const PREVIEW_LINES = 25;
 
-export interface LaunchInput {
-  name: string;
-  script: string;
-  gpus: number;
-  maxHours?: number;
-  modelId?: string;
-  config?: Record<string, unknown>;
-  threadId: string;
-  requester: ChatUser;
+/** A run request plus who launched it and how (an agent tool call resumes its turn on decision). */
+export interface LaunchInput extends CreateRunRequest {
   origin: 'agent' | 'command';
   toolCall?: { name: string; input: unknown };
 }
@@ -94,16 +87,8 @@ export function createRunOperations(options: RunOperationsOptions) {
     if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
-    const meta = await runs.createRun({
-      name: input.name,
-      script: input.script,
-      gpus: input.gpus,
-      threadId: input.threadId,
-      requester: input.requester,
-      ...(input.maxHours === undefined ? {} : { maxHours: input.maxHours }),
-      ...(input.modelId === undefined ? {} : { modelId: input.modelId }),
-      ...(input.config === undefined ? {} : { config: input.config }),
-    });
+    const { origin: _origin, toolCall: _toolCall, ...request } = input;
+    const meta = await runs.createRun(request);
     const { approval, autoApproved } = await approvals.request({
       kind: 'start',
       meta,
