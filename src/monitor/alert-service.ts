@@ -95,7 +95,12 @@ export function createAlertService(options: AlertServiceOptions) {
     }
   }
 
-  function alertCard(alert: Alert, incident: Incident, png: Uint8Array | undefined): Card {
+  function alertCard(
+    alert: Alert,
+    incident: Incident,
+    png: Uint8Array | undefined,
+    checkpointStep: number | undefined,
+  ): Card {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
     const actions: Card['actions'] = [];
@@ -108,6 +113,10 @@ export function createAlertService(options: AlertServiceOptions) {
     const fields = [{ label: 'Run', value: alert.runName }];
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
     if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
+    // Where a restart or a fix would continue from.
+    if (checkpointStep !== undefined && incident.kind !== 'finished') {
+      fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
+    }
     return {
       title: incident.title,
       text: lines.join('\n'),
@@ -144,7 +153,11 @@ export function createAlertService(options: AlertServiceOptions) {
       createdAt: Date.now(),
     };
     const png = await chartFor(meta.name, meta.id, incident.metrics, incident.highlightSteps);
-    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png));
+    const checkpoint = await options.runs
+      .status(meta.id)
+      .then((report) => report.resume?.step ?? undefined)
+      .catch(() => undefined);
+    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png, checkpoint));
     await redis.set(
       alertKey(id),
       JSON.stringify({ ...alert, cardMessageId: posted.messageId }),

@@ -182,6 +182,12 @@ describe('monitoring in the thread', () => {
     );
     const crash = botMessages(messages).find((m) => m.card?.title === 'garbage failed');
     expect(crash?.card?.text).toMatch(/CUDA out of memory/);
+    expect(crash?.card?.fields).toEqual(
+      expect.arrayContaining([
+        { label: 'Class', value: 'cuda_oom' },
+        { label: 'Last checkpoint', value: 'step 20' },
+      ]),
+    );
     expect(botMessages(messages).find((m) => /Triage of garbage/.test(m.text))?.text).toMatch(
       /could not be parsed/,
     );
