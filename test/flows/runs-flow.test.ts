@@ -354,3 +354,46 @@ describe('auto-approval', () => {
     }
   });
 });
+
+describe('bot restart (local executor)', () => {
+  it('re-attaches to a run that kept going while the bot was down, and reports its end', async () => {
+    const environment = {
+      SHEPHERD_WORKSPACE: process.cwd(),
+      SHEPHERD_GPUS: '2',
+      SHEPHERD_MONITOR_INTERVAL_S: '0.5',
+    };
+    const overrides = { runEnvironment: { ...process.env, HEALTHY_STEPS: '80', HEALTHY_SLEEP: '0.05' } };
+    const first = await startTestApp({ environment, overrides, keepState: true });
+    const { prefix, dataDir } = first;
+    const threadId = await first.mention(`run ${HEALTHY} --gpus 1 --name survivor`, 'alice');
+    const messages = await first.waitForMessages(
+      threadId,
+      (all) => cardMessage(all, 'survivor') !== undefined,
+    );
+    const card = cardMessage(messages, 'survivor');
+    await first.click(threadId, card?.id ?? '', card?.card?.actions?.[0]?.actionId ?? '', 'bob');
+    const running = await until(async () => {
+      const meta = await first.app.features.runs.service.findRun('survivor');
+      return meta.status === 'running' ? meta : undefined;
+    }, 'survivor running');
+    await first.stop();
+    // The training process outlives the bot.
+    expect(() => process.kill(running.pid ?? -1, 0)).not.toThrow();
+
+    const second = await startTestApp({ environment, overrides, prefix, dataDir });
+    try {
+      const reattached = await second.app.features.runs.service.findRun('survivor');
+      expect(reattached.status).toBe('running');
+      expect(reattached.pid).toBe(running.pid);
+      const done = await second.waitForMessages(
+        threadId,
+        (all) => botMessages(all).some((m) => /survivor completed at step 80/.test(m.text)),
+        30_000,
+      );
+      expect(cardsTitled(done, 'survivor finished')).toHaveLength(1);
+      expect((await second.app.features.runs.service.findRun('survivor')).launchCount).toBe(1);
+    } finally {
+      await second.stop();
+    }
+  });
+});
