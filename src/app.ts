@@ -186,6 +186,14 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
             inbox,
             processBatch,
             sessionKey: keys.session,
+            onBatchDropped: async (threadId, batch, error) => {
+              await notifier
+                .post(
+                  threadId,
+                  `Sorry — I could not handle the last ${batch.items.length === 1 ? 'message' : `${batch.items.length} messages`} after several attempts (${String(error).slice(0, 200)}). Please try again.`,
+                )
+                .catch(() => undefined);
+            },
             logger: logger.child({ component: 'turns' }),
             concurrency: config.queue.turnConcurrency,
             lockMs: config.queue.lockMs,

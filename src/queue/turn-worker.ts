@@ -9,6 +9,8 @@ const LOCKED_RETRY_MS = 150;
 /** An inbox item this old without its turn having started gets a turn requested again. */
 const SWEEP_AFTER_MS = 5000;
 const SWEEP_EVERY_MS = 2000;
+/** Attempts of a turn job (retried 0.5 s, 1 s, 2 s, 4 s apart) before its batch is dropped. */
+export const TURN_ATTEMPTS = 5;
 /** The most inbox items one agent turn takes in. */
 const MAX_BATCH = 50;
 
@@ -26,6 +28,8 @@ export interface TurnWorkerOptions {
   sessionKey: (threadId: string) => string;
   logger: Logger;
   concurrency: number;
+  /** Told when a batch failed on every attempt and was dropped (to say so in the thread). */
+  onBatchDropped?: (threadId: string, batch: Batch, error: unknown) => Promise<void>;
   /** Lease of a job and of a thread's lock; a crashed worker's work is picked up after it. */
   lockMs: number;
 }
@@ -42,8 +46,8 @@ export async function requestTurn(queue: Queue, threadId: string, key: string): 
     { v: 1, threadId },
     {
       jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`,
-      attempts: 5,
-      backoff: { type: 'exponential', delay: 1000 },
+      attempts: TURN_ATTEMPTS,
+      backoff: { type: 'exponential', delay: 500 },
       removeOnComplete: { age: 3600, count: 10_000 },
       removeOnFail: { age: 24 * 3600 },
     },
@@ -74,13 +78,27 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
         },
         Math.max(200, Math.floor(lockMs / 3)),
       );
+      const process = async (batch: Batch, prefetched?: string[]) => {
+        try {
+          await options.processBatch(threadId, batch, prefetched);
+        } catch (error) {
+          if (job.attemptsMade + 1 < TURN_ATTEMPTS) throw error;
+          // Every attempt failed: drop this batch so one poisonous message cannot block the thread.
+          logger.error(
+            { threadId, batchId: batch.batchId, err: String(error) },
+            'turn failed on every attempt',
+          );
+          await inbox.commitBatch(threadId, batch);
+          await options.onBatchDropped?.(threadId, batch, error);
+        }
+      };
       try {
         if (claimed.batch !== undefined) {
-          await options.processBatch(threadId, claimed.batch, claimed.prefetched);
+          await process(claimed.batch, claimed.prefetched);
           for (;;) {
             const batch = await inbox.claimBatch(threadId, MAX_BATCH);
             if (batch === undefined) break;
-            await options.processBatch(threadId, batch);
+            await process(batch);
           }
         }
       } finally {
