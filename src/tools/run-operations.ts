@@ -15,7 +15,8 @@ import type { RunMeta } from '../runs/run-types.js';
  */
 
 export const MAX_SCRIPT_BYTES = 512 * 1024;
-const PREVIEW_LINES = 25;
+/** "The first lines of train.py" on a launch card: enough to recognise it, short enough to read. */
+const PREVIEW_LINES = 15;
 
 /** A run request plus who launched it and how (an agent tool call resumes its turn on decision). */
 export interface LaunchInput extends CreateRunRequest {

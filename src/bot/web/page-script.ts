@@ -151,6 +151,22 @@ export const PAGE_SCRIPT = String.raw`
     if (nearBottom) box.scrollTop = box.scrollHeight;
   }
 
+  // Text with \`\`\` fences: plain parts keep their line breaks, fenced parts become <pre> blocks.
+  function richText(className, text) {
+    var box = make('div', className);
+    var fence = String.fromCharCode(96, 96, 96);
+    String(text).split(fence).forEach(function (part, index) {
+      if (index % 2 === 1) {
+        var block = make('pre', 'code');
+        block.textContent = part.replace(/^[a-z]*\n/, '').replace(/\n$/, '');
+        box.append(block);
+      } else if (part.trim() !== '') {
+        box.append(make('span', null, part.replace(/^\n+|\n+$/g, '')));
+      }
+    });
+    return box;
+  }
+
   function renderMessage(message) {
     var classes = 'message' + (message.user === BOT_USER ? ' bot' : '') + (message.visibleTo ? ' ephemeral' : '');
     var item = make('article', classes);
@@ -164,7 +180,7 @@ export const PAGE_SCRIPT = String.raw`
       meta.append(only);
     }
     item.append(meta);
-    if (message.text) item.append(make('div', 'text', message.text));
+    if (message.text) item.append(richText('text', message.text));
     if (message.card) item.append(renderCard(message));
     (message.images || []).forEach(function (url) {
       if (!isFileUrl(url)) return;
@@ -196,12 +212,13 @@ export const PAGE_SCRIPT = String.raw`
     var card = message.card;
     var box = make('section', 'card' + (card.resolved ? ' resolved' : ''));
     if (card.title) box.append(make('h3', null, card.title));
-    if (card.text) box.append(make('div', 'card-text', card.text));
+    // Fields first: who asked, GPUs and cost read at a glance; the script or traceback follows.
     if (card.fields && card.fields.length) {
       var list = make('dl');
       card.fields.forEach(function (field) { list.append(make('dt', null, field.label), make('dd', null, field.value)); });
       box.append(list);
     }
+    if (card.text) box.append(richText('card-text', card.text));
     if (card.imageUrl && isFileUrl(card.imageUrl)) {
       var image = make('img');
       image.src = card.imageUrl;

@@ -53,6 +53,7 @@ input:focus, textarea:focus { outline: 2px solid var(--accent); outline-offset: 
 .author { font-weight: 700; font-size: 13px; color: var(--text); }
 .only { font-style: italic; }
 .text { white-space: pre-wrap; overflow-wrap: anywhere; margin-top: 2px; }
+pre.code { white-space: pre; overflow-x: auto; max-height: 22em; margin: 6px 0; padding: 8px 10px; border-radius: 6px; background: rgba(127, 127, 127, 0.12); font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .inline-image { display: block; max-width: min(100%, 640px); margin-top: 6px; border-radius: 6px; border: 1px solid var(--border); }
 .file { display: inline-block; margin-top: 6px; color: var(--accent); }
 .card { margin-top: 6px; border: 1px solid var(--border); border-left: 4px solid var(--accent); border-radius: 6px; background: var(--card); padding: 10px 12px; max-width: 640px; }
