@@ -84,6 +84,12 @@ describe('Slack over Socket Mode → real core', () => {
       typeof needle === 'string' ? shown(message).includes(needle) : needle.test(shown(message)),
     );
 
+  const findTopLevel = (channel: string, needle: string) =>
+    [...emulator.messages.values()].find(
+      (message) =>
+        message.channel === channel && message.threadTs === undefined && shown(message).includes(needle),
+    );
+
   /** Sends an event the way Slack does over Socket Mode; resolves once Bolt acked it. */
   async function deliver(event: Record<string, unknown>, eventId?: string, retryAttempt = 0) {
     return emulator.sendEnvelope(
@@ -134,10 +140,11 @@ describe('Slack over Socket Mode → real core', () => {
     await emulator?.close();
   });
 
-  it('answers a mention in its thread, a follow-up without a mention, and a DM as its own session', async () => {
+  it('answers a mention in its thread, a follow-up without a mention, and DMs as one top-level session', async () => {
     replies.set('[Q1]', { text: 'Hello Alice, I launch and watch runs.' });
     replies.set('[Q2]', { text: 'Still nothing running, Bob.' });
     replies.set('[DM1]', { text: 'Private hello.' });
+    replies.set('[DM2]', { text: 'Still private, Alice.' });
 
     const mention = messageEvent({
       type: 'app_mention',
@@ -182,16 +189,37 @@ describe('Slack over Socket Mode → real core', () => {
       messageEvent({ channel: 'C1', user: 'UBOB', text: 'lunch? [NOISE]', channelType: 'channel' }),
     );
 
-    // A DM: no mention needed, answered in the DM, and its session does not see the channel thread.
+    // A DM: no mention needed, answered top-level in the DM, and its session does not see the channel thread.
     const dm = messageEvent({ channel: 'D1', user: 'UALICE', text: 'psst [DM1]', channelType: 'im' });
     await deliver(dm);
-    const dmAnswer = await until(() => findInThread('D1', String(dm.ts), 'Private hello'), 'the DM answer');
+    const dmAnswer = await until(() => findTopLevel('D1', 'Private hello'), 'the DM answer');
     expect(dmAnswer.channel).toBe('D1');
+    expect(dmAnswer.threadTs).toBeUndefined();
     const dmRequest = requestsFor(llm, '[DM1]');
     expect(dmRequest).toHaveLength(1);
     expect(JSON.stringify(dmRequest[0]?.body)).not.toContain('[Q1]');
+
+    // A second top-level DM continues the same conversation: its turn sees the first DM and its answer.
+    const secondDm = messageEvent({
+      channel: 'D1',
+      user: 'UALICE',
+      text: 'and then? [DM2]',
+      channelType: 'im',
+    });
+    await deliver(secondDm);
+    const secondAnswer = await until(() => findTopLevel('D1', 'Still private'), 'the second DM answer');
+    expect(secondAnswer.threadTs).toBeUndefined();
+    const secondRequest = requestsFor(llm, '[DM2]');
+    expect(secondRequest).toHaveLength(1);
+    expect(JSON.stringify(secondRequest[0]?.body)).toContain('psst [DM1]');
+    expect(JSON.stringify(secondRequest[0]?.body)).toContain('Private hello.');
+    // Nothing was threaded under either DM: every post to the DM went out without thread_ts.
+    const dmPosts = emulator.callsTo('chat.postMessage').filter((call) => call.params.channel === 'D1');
+    expect(dmPosts.length).toBeGreaterThanOrEqual(2);
+    for (const call of dmPosts) expect(call.params).not.toHaveProperty('thread_ts');
+    expect(inThread('D1', String(dm.ts))).toHaveLength(0);
     expect(requestsFor(llm, '[NOISE]')).toHaveLength(0);
-    expect(llm.requests.length).toBe(before + 1);
+    expect(llm.requests.length).toBe(before + 2);
   });
 
   it('runs one turn for an event delivered three times (Socket Mode retries with the same event_id)', async () => {

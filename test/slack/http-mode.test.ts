@@ -147,7 +147,7 @@ describe('slack adapter over signed HTTP', () => {
       });
       expect(good.status).toBe(200);
       const [message] = await handlers.waitForMessages(1);
-      expect(message).toMatchObject({ threadId: `slack:D7:${dm.ts}`, deliveryId: 'EvShared1' });
+      expect(message).toMatchObject({ threadId: 'slack:D7:dm', deliveryId: 'EvShared1' });
     } finally {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

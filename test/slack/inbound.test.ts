@@ -55,8 +55,64 @@ describe('classifyEventCallback', () => {
     );
     expect(classifyEventCallback(dm, identity)).toMatchObject({
       kind: 'deliver',
-      threadId: 'slack:D1:9.9',
+      threadId: 'slack:D1:dm',
       addressed: true,
+      startsThread: false,
+      rawText: 'hi',
+    });
+  });
+
+  it('maps every top-level DM to the one DM session, and a thread inside the DM to that thread', () => {
+    const first = eventCallback(
+      messageEvent({ channel: 'D1', user: 'U1', text: 'status?', channelType: 'im', ts: '10.1' }),
+    );
+    const second = eventCallback(
+      messageEvent({ channel: 'D1', user: 'U1', text: 'and now?', channelType: 'im', ts: '11.1' }),
+    );
+    for (const body of [first, second]) {
+      expect(classifyEventCallback(body, identity)).toMatchObject({
+        kind: 'deliver',
+        threadId: 'slack:D1:dm',
+        addressed: true,
+        startsThread: false,
+      });
+    }
+    expect(classifyEventCallback(first, identity)).toMatchObject({ messageId: '10.1' });
+    expect(classifyEventCallback(second, identity)).toMatchObject({ messageId: '11.1' });
+
+    const inDmThread = eventCallback(
+      messageEvent({
+        channel: 'D1',
+        user: 'U1',
+        text: 'this one',
+        channelType: 'im',
+        ts: '12.1',
+        threadTs: '10.1',
+      }),
+    );
+    expect(classifyEventCallback(inDmThread, identity)).toMatchObject({
+      kind: 'deliver',
+      threadId: 'slack:D1:10.1',
+      addressed: true,
+      startsThread: false,
+    });
+    // A DM without channel_type (some payloads omit it) is still recognised by its `D…` channel id.
+    const untyped = eventCallback(messageEvent({ channel: 'D2', user: 'U1', text: 'hello', ts: '13.1' }));
+    expect(classifyEventCallback(untyped, identity)).toMatchObject({
+      kind: 'deliver',
+      threadId: 'slack:D2:dm',
+    });
+    // A channel message without a mention is still ignored; a top-level mention still starts a thread.
+    const chatter = eventCallback(
+      messageEvent({ channel: 'C1', user: 'U1', text: 'hi', channelType: 'channel' }),
+    );
+    expect(classifyEventCallback(chatter, identity)).toMatchObject({ kind: 'ignore' });
+    const mention = eventCallback(
+      messageEvent({ type: 'app_mention', channel: 'C1', user: 'U1', text: '<@UBOT> go', ts: '14.1' }),
+    );
+    expect(classifyEventCallback(mention, identity)).toMatchObject({
+      threadId: 'slack:C1:14.1',
+      startsThread: true,
     });
   });
 

@@ -153,15 +153,144 @@ describe('slack adapter over Socket Mode', () => {
     expect(handlers.messages).toHaveLength(1);
   });
 
-  it('treats a DM as its own addressed session, threaded on the DM message', async () => {
-    const dm = messageEvent({ channel: 'D1', user: 'UALICE', text: 'status of run 7?', channelType: 'im' });
-    await emulator.sendEnvelope('events_api', eventCallback(dm, { eventId: 'EvDm1' }));
-    const [message] = await handlers.waitForMessages(1);
-    expect(message).toMatchObject({
-      threadId: `slack:D1:${dm.ts}`,
-      addressed: true,
-      startsThread: true,
+  it('treats top-level DMs as one addressed session and a thread inside the DM as its own', async () => {
+    const first = messageEvent({
+      channel: 'D1',
+      user: 'UALICE',
       text: 'status of run 7?',
+      channelType: 'im',
+    });
+    await emulator.sendEnvelope('events_api', eventCallback(first, { eventId: 'EvDm1' }));
+    const second = messageEvent({ channel: 'D1', user: 'UALICE', text: 'and run 8?', channelType: 'im' });
+    await emulator.sendEnvelope('events_api', eventCallback(second, { eventId: 'EvDm2' }));
+    const threaded = messageEvent({
+      channel: 'D1',
+      user: 'UALICE',
+      text: 'about this one',
+      channelType: 'im',
+      threadTs: String(first.ts),
+    });
+    await emulator.sendEnvelope('events_api', eventCallback(threaded, { eventId: 'EvDm3' }));
+    const messages = await handlers.waitForMessages(3);
+    const byText = (text: string) => messages.find((message) => message.text === text);
+    for (const [text, ts] of [
+      ['status of run 7?', first.ts],
+      ['and run 8?', second.ts],
+    ] as const) {
+      expect(byText(text)).toMatchObject({
+        threadId: 'slack:D1:dm',
+        messageId: ts,
+        addressed: true,
+        startsThread: false,
+      });
+    }
+    expect(byText('about this one')).toMatchObject({
+      threadId: `slack:D1:${first.ts}`,
+      addressed: true,
+      startsThread: false,
+    });
+  });
+
+  it('answers the DM session top-level: messages, cards, uploads and ephemerals carry no thread_ts', async () => {
+    const png = new Uint8Array(256).map((_, index) => index);
+    const before = emulator.calls.length;
+    const posted = await adapter.postMessage('slack:D1:dm', 'Run 7 is **running**');
+    const card = await adapter.postCard('slack:D1:dm', {
+      title: 'Approve run exp-9?',
+      image: { png, filename: 'chart.png', alt: 'loss chart' },
+      actions: [{ actionId: 'approve:ap_dm', label: 'Approve' }],
+    });
+    const upload = await adapter.upload('slack:D1:dm', {
+      filename: 'loss.png',
+      data: png,
+      contentType: 'image/png',
+      comment: 'Loss',
+    });
+    await adapter.postEphemeral('slack:D1:dm', 'UALICE', 'Only you see this');
+    const calls = emulator.calls.slice(before);
+    const outbound = calls.filter((call) =>
+      ['chat.postMessage', 'files.completeUploadExternal', 'chat.postEphemeral'].includes(call.method),
+    );
+    expect(outbound.map((call) => call.method)).toEqual([
+      'chat.postMessage',
+      'files.completeUploadExternal',
+      'chat.postMessage',
+      'files.completeUploadExternal',
+      'chat.postEphemeral',
+    ]);
+    for (const call of outbound) {
+      expect(call.params.channel ?? call.params.channel_id).toBe('D1');
+      expect(call.params).not.toHaveProperty('thread_ts');
+    }
+    expect(emulator.messages.get(posted.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });
+    expect(emulator.messages.get(card.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });
+    expect(emulator.uploads.get(upload.messageId)?.completed).toMatchObject({
+      channel: 'D1',
+      threadTs: undefined,
+    });
+
+    // Edits address the message ts, as in any thread.
+    await adapter.editMessage('slack:D1:dm', posted.messageId, 'Run 7 finished');
+    expect(emulator.callsTo('chat.update').at(-1)?.params).toMatchObject({
+      channel: 'D1',
+      ts: posted.messageId,
+    });
+    await adapter.updateCard('slack:D1:dm', card.messageId, {
+      title: 'Approve run exp-9?',
+      resolved: 'Approved',
+    });
+    expect(emulator.callsTo('chat.update').at(-1)?.params).toMatchObject({
+      channel: 'D1',
+      ts: card.messageId,
+    });
+
+    // A DM thread still gets thread replies.
+    await adapter.postMessage('slack:D1:1700000006.000006', 'in the thread');
+    expect(emulator.callsTo('chat.postMessage').at(-1)?.params).toMatchObject({
+      channel: 'D1',
+      thread_ts: '1700000006.000006',
+    });
+  });
+
+  it('routes a click on a top-level DM card to the DM session, and its refusal top-level', async () => {
+    const card = await adapter.postCard('slack:D1:dm', {
+      title: 'Approve run exp-10?',
+      actions: [{ actionId: 'approve:ap_dm2', label: 'Approve' }],
+    });
+    handlers.outcome = () => ({ status: 'forbidden', message: 'Only approvers can approve this run.' });
+    await emulator.sendEnvelope(
+      'interactive',
+      blockActionsPayload({
+        userId: 'UALICE',
+        channel: 'D1',
+        messageTs: card.messageId,
+        actionId: 'approve:ap_dm2',
+      }),
+    );
+    const [action] = await handlers.waitForActions(1);
+    expect(action).toMatchObject({ threadId: 'slack:D1:dm', messageId: card.messageId });
+    const ephemeral = await emulator.waitForCall(
+      'chat.postEphemeral',
+      (call) => call.params.channel === 'D1' && call.params.text === 'Only approvers can approve this run.',
+    );
+    expect(ephemeral.params).not.toHaveProperty('thread_ts');
+  });
+
+  it('runs /shepherd in a DM in the DM session', async () => {
+    await emulator.sendEnvelope(
+      'slash_commands',
+      slashCommandPayload({ userId: 'UALICE', channel: 'D3', text: 'runs' }),
+    );
+    const [message] = await handlers.waitForMessages(1);
+    const root = emulator.callsTo('chat.postMessage').find((call) => call.params.channel === 'D3');
+    expect(root?.params.thread_ts).toBeUndefined();
+    const rootTs = (root?.response as { ts?: string } | undefined)?.ts;
+    expect(message).toMatchObject({
+      threadId: 'slack:D3:dm',
+      messageId: rootTs,
+      text: 'runs',
+      addressed: true,
+      startsThread: false,
     });
   });
 

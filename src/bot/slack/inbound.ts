@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { encodeThreadId } from '../chat-adapter.js';
 import { unescapeMrkdwn } from './mrkdwn.js';
+import { dmThreadId, isDirectMessageChannel } from './slack-threads.js';
 
 const messageEventSchema = z.object({
   type: z.enum(['app_mention', 'message']),
@@ -137,14 +138,21 @@ export function classifyEventCallback(body: unknown, identity: BotIdentity): Mes
     mentionedUserIds: mentionedUsers(rawText).filter((id) => id !== identity.botUserId),
     deliveryId,
   };
+  // Direct messages: Slack sends no app_mention there, so every DM addresses the bot. The top-level
+  // DM is one ongoing session answered top-level; a thread inside the DM is its own session.
+  if (event.channel_type === 'im' || isDirectMessageChannel(event.channel)) {
+    const topLevel = event.thread_ts === undefined || event.thread_ts === event.ts;
+    const threadId = topLevel
+      ? dmThreadId(event.channel)
+      : encodeThreadId({ platform: 'slack', channel: event.channel, thread: event.thread_ts ?? event.ts });
+    return { ...base, threadId, addressed: true, startsThread: false };
+  }
   // A top-level message opens its own thread (thread ts = its ts); a reply belongs to its thread.
   const threadTs = event.thread_ts ?? event.ts;
   const threadId = encodeThreadId({ platform: 'slack', channel: event.channel, thread: threadTs });
   const startsThread = event.thread_ts === undefined || event.thread_ts === event.ts;
 
   if (event.type === 'app_mention') return { ...base, threadId, addressed: true, startsThread };
-  // Direct messages: Slack sends no app_mention there, so every DM addresses the bot.
-  if (event.channel_type === 'im') return { ...base, threadId, addressed: true, startsThread };
   // The same mention also arrives as app_mention; handle it there only.
   if (mentionsBot) return { kind: 'ignore', reason: 'mention handled by app_mention' };
   if (event.thread_ts === undefined) return { kind: 'ignore', reason: 'top-level message without mention' };

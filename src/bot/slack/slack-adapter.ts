@@ -8,15 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import {
-  type Card,
-  type ChatAdapter,
-  type ChatUser,
-  decodeThreadId,
-  type InboundHandlers,
-  type PostedMessage,
-  type Upload,
-} from '../chat-adapter.js';
+import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
 import { createBoltLogger } from './bolt-logger.js';
 import { renderCard, renderTextMessages, type SlackMessageBody } from './cards.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './inbound.js';
@@ -24,6 +16,7 @@ import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
 import { toPlatformError } from './slack-errors.js';
 import { registerListeners } from './slack-listeners.js';
+import { slackThread } from './slack-threads.js';
 import { createUserDirectory } from './user-directory.js';
 
 export interface SlackAdapterConfig {
@@ -72,16 +65,6 @@ export interface SlackAdapter extends ChatAdapter {
 }
 
 const DEFAULT_MAX_MESSAGES = 4;
-
-function slackThread(threadId: string): { channel: string; threadTs: string } {
-  const reference = decodeThreadId(threadId);
-  if (reference.platform !== 'slack') {
-    throw new PlatformError('slack', 'wrong_platform', `not a Slack thread: ${threadId}`, {
-      retryable: false,
-    });
-  }
-  return { channel: reference.channel, threadTs: reference.thread };
-}
 
 export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const logger = config.logger.child({ component: 'slack' });
@@ -163,10 +146,12 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
   async function uploadFile(threadId: string, upload: Upload): Promise<PostedMessage> {
     const { channel, threadTs } = slackThread(threadId);
+    // The top-level DM session has no thread: the file goes straight into the DM.
+    const destination =
+      threadTs === undefined ? { channel_id: channel } : { channel_id: channel, thread_ts: threadTs };
     return call('files.uploadV2', threadId, async () => {
       const response = await client.files.uploadV2({
-        channel_id: channel,
-        thread_ts: threadTs,
+        ...destination,
         file: Buffer.from(upload.data),
         filename: upload.filename,
         title: upload.title ?? upload.filename,
@@ -182,7 +167,12 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   async function postEphemeral(threadId: string, userId: string, text: string): Promise<void> {
     const { channel, threadTs } = slackThread(threadId);
     await call('chat.postEphemeral', threadId, () =>
-      client.chat.postEphemeral({ channel, user: userId, thread_ts: threadTs, text: markdownToMrkdwn(text) }),
+      client.chat.postEphemeral({
+        channel,
+        user: userId,
+        ...(threadTs === undefined ? {} : { thread_ts: threadTs }),
+        text: markdownToMrkdwn(text),
+      }),
     );
   }
 

@@ -14,6 +14,7 @@ import {
 } from './inbound.js';
 import { escapeMrkdwn } from './mrkdwn.js';
 import type { RecentIds } from './recent-ids.js';
+import { dmThreadId, isDirectMessageChannel } from './slack-threads.js';
 
 export interface ListenerDependencies {
   logger: Logger;
@@ -26,6 +27,15 @@ export interface ListenerDependencies {
   postRoot(channel: string, mrkdwn: string): Promise<string>;
   slashCommand: string;
   botName: string;
+}
+
+/**
+ * The session a clicked card belongs to: its thread, or for a top-level card in a DM (no
+ * `thread_ts`) the top-level DM session.
+ */
+export function actionThreadId(channel: string, messageTs: string, threadTs: string | undefined): string {
+  if (threadTs === undefined && isDirectMessageChannel(channel)) return dmThreadId(channel);
+  return encodeThreadId({ platform: 'slack', channel, thread: threadTs ?? messageTs });
 }
 
 /** Register Bolt listeners that route Slack deliveries to the core's handlers. */
@@ -88,11 +98,7 @@ export function registerListeners(
     const channel = payload.channel?.id ?? payload.container?.channel_id;
     const messageTs = payload.container?.message_ts ?? payload.message?.ts;
     if (action === undefined || channel === undefined || messageTs === undefined) return;
-    const threadId = encodeThreadId({
-      platform: 'slack',
-      channel,
-      thread: payload.message?.thread_ts ?? messageTs,
-    });
+    const threadId = actionThreadId(channel, messageTs, payload.message?.thread_ts);
     try {
       const outcome = await handlers.onAction({
         threadId,
@@ -114,7 +120,8 @@ export function registerListeners(
     const parsed = slashCommandSchema.safeParse(body);
     if (!parsed.success) return;
     const command = parsed.data;
-    // A slash command has no thread; a visible root message gives the answer one to live in.
+    // A slash command has no thread; a visible root message gives the answer one to live in (in a
+    // DM it is the visible echo), and failing to post it tells us the bot is not in this conversation.
     const invocation = `${command.command}${command.text === '' ? '' : ` ${command.text}`}`;
     let rootTs: string;
     try {
@@ -130,14 +137,18 @@ export function registerListeners(
       }).catch((respondError: unknown) => logger.warn({ err: respondError }, 'slack respond failed'));
       return;
     }
+    // In a DM the command continues the ongoing top-level DM session instead of opening a thread.
+    const inDirectMessage = isDirectMessageChannel(command.channel_id);
     try {
       await handlers.onMessage({
-        threadId: encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
+        threadId: inDirectMessage
+          ? dmThreadId(command.channel_id)
+          : encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
         messageId: rootTs,
         user: await chatUser(command.user_id),
         text: command.text,
         addressed: true,
-        startsThread: true,
+        startsThread: !inDirectMessage,
         deliveryId: `slash:${command.trigger_id}`,
         receivedAt: Date.now(),
       });
