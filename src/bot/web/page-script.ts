@@ -3,7 +3,6 @@
  * text goes through textContent, never innerHTML. (Written without template literals so it can live in
  * String.raw below.)
  */
-// biome-ignore lint/complexity/noUselessStringRaw: a backslash added later must reach the browser as written
 export const PAGE_SCRIPT = String.raw`
 'use strict';
 (function () {
