@@ -1,11 +1,9 @@
-import { existsSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { CHROMIUM, hasChromium, launchChromium, openPage } from '../helpers/browser.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 const QUESTION = '@shepherd how is browser-run doing?';
 const ANSWER = 'browser-run looks healthy: the loss is still falling.';
 
@@ -33,17 +31,7 @@ describe.skipIf(!hasChromium)(
         },
         overrides: { runEnvironment: { ...process.env, HEALTHY_STEPS: '30', HEALTHY_SLEEP: '0.05' } },
       });
-      browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: [
-          '--no-sandbox',
-          '--disable-background-networking',
-          '--disable-gpu',
-          '--disable-component-update',
-          '--disable-sync',
-          '--no-first-run',
-        ],
-      });
+      browser = await launchChromium();
     }, 60_000);
 
     afterAll(async () => {
@@ -60,15 +48,7 @@ describe.skipIf(!hasChromium)(
     }, 60_000);
 
     it('launches a run from the page, approves it as bob, and shows the model answer live', async () => {
-      const context = await browser.newContext();
-      const page = await context.newPage();
-      const pageErrors: string[] = [];
-      page.on('pageerror', (error) => pageErrors.push(error.message));
-      page.on('console', (message) => {
-        // alice's refused click is logged by the browser as a failed 403 resource; anything else is real.
-        if (message.type() === 'error' && !message.text().includes('status of 403'))
-          pageErrors.push(message.text());
-      });
+      const { page, pageErrors } = await openPage(browser);
 
       await page.goto(`${shepherd.url}/`);
       await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
@@ -117,7 +97,7 @@ describe.skipIf(!hasChromium)(
       expect(messages.some((message) => message.card?.resolved?.startsWith('Approved by bob'))).toBe(true);
       expect(messages.some((message) => message.user === 'shepherd' && message.text === ANSWER)).toBe(true);
       expect(pageErrors).toEqual([]);
-      await context.close();
+      await page.context().close();
     }, 90_000);
   },
 );

@@ -1,10 +1,7 @@
-import { existsSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM, hasChromium, launchChromium, openPage } from '../helpers/browser.js';
 import { type Playground, startPlayground } from './playground-fixture.js';
-
-const CHROMIUM = '/usr/bin/chromium';
-const hasChromium = existsSync(CHROMIUM);
 
 // Without Chromium this suite reports as skipped under this name; install it with `apt-get install -y chromium`.
 describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHROMIUM})`, () => {
@@ -13,17 +10,7 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
 
   beforeAll(async () => {
     playground = await startPlayground('web-page');
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: [
-        '--no-sandbox',
-        '--disable-background-networking',
-        '--disable-gpu',
-        '--disable-component-update',
-        '--disable-sync',
-        '--no-first-run',
-      ],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();
@@ -56,15 +43,7 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
       });
     };
 
-    const context = await browser.newContext();
-    const page = await context.newPage();
-    const pageErrors: string[] = [];
-    page.on('pageerror', (error) => pageErrors.push(error.message));
-    page.on('console', (message) => {
-      // The 403 above is logged by the browser as a failed resource; anything else is a real error.
-      if (message.type() === 'error' && !message.text().includes('status of 403'))
-        pageErrors.push(message.text());
-    });
+    const { page, pageErrors } = await openPage(browser);
 
     await page.goto(`${playground.url}/`);
     await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
@@ -108,6 +87,6 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     ]);
     expect(handlers.actions[1]?.threadId).toBe(handlers.messages[0]?.threadId);
     expect(pageErrors).toEqual([]);
-    await context.close();
+    await page.context().close();
   });
 });
