@@ -5,7 +5,7 @@ import { QueueEvents } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
-import { cardsTitled, metricSteps } from '../helpers/flow.js';
+import { cardsTitled, fetchesPng, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -144,14 +144,7 @@ describe('monitoring in the thread', () => {
     );
     expect(spikes).toHaveLength(1);
     const spike = spikes[0];
-    expect(spike?.card?.imageUrl).toBeDefined();
-    const image = await fetch(`${shepherd.url}${spike?.card?.imageUrl ?? ''}`);
-    expect(image.headers.get('content-type')).toBe('image/png');
-    expect(
-      Buffer.from(await image.arrayBuffer())
-        .subarray(1, 4)
-        .toString(),
-    ).toBe('PNG');
+    expect(await fetchesPng(shepherd.url, spike?.card?.imageUrl)).toBe(true);
     const ack = spike?.card?.actions?.find((action) => action.label === 'Acknowledge');
     expect((await shepherd.click(threadId, spike?.id ?? '', ack?.actionId ?? '', 'carol')).status).toBe(200);
     const after = await shepherd.waitForMessages(threadId, (all) =>

@@ -1,9 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled, fetchesPng, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { SKIP_MESSAGE, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
@@ -82,21 +83,8 @@ const slurmAvailable = clusterAnswers();
 const APPROVER = 'bob';
 const submittedJobs = new Set<string>();
 
-function cardsTitled(messages: PlaygroundMessage[], titlePart: string): PlaygroundMessage[] {
-  return messages.filter((message) => message.card?.title?.includes(titlePart));
-}
-
 function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
-}
-
-function metricSteps(dataDir: string, runId: string): number[] {
-  const file = join(dataDir, 'runs', runId, 'metrics.jsonl');
-  if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((line) => line.trim() !== '')
-    .map((line) => Number((JSON.parse(line) as { step: number }).step));
 }
 
 /** The job as Slurm itself sees it (`undefined` once it left squeue). */
@@ -355,14 +343,7 @@ describe.skipIf(!slurmAvailable)(
       );
       const nanCard = cardsTitled(nanMessages, 'nan-run: non-finite metric')[0];
       expect(nanCard?.card?.text).toMatch(/loss became NaN at step 12/);
-      expect(nanCard?.card?.imageUrl).toBeDefined();
-      const image = await fetch(`${shepherd.url}${nanCard?.card?.imageUrl ?? ''}`);
-      expect(image.headers.get('content-type')).toBe('image/png');
-      expect(
-        Buffer.from(await image.arrayBuffer())
-          .subarray(1, 4)
-          .toString(),
-      ).toBe('PNG');
+      expect(await fetchesPng(shepherd.url, nanCard?.card?.imageUrl)).toBe(true);
 
       const crashMessages = await shepherd.waitForMessages(
         crash.threadId,

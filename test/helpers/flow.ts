@@ -16,3 +16,11 @@ export function metricSteps(dataDir: string, runId: string): number[] {
     .filter((line) => line.trim() !== '')
     .map((line) => Number((JSON.parse(line) as { step: number }).step));
 }
+
+/** Fetches a playground file URL and returns whether it is served as a PNG with a PNG signature. */
+export async function fetchesPng(baseUrl: string, url: string | undefined): Promise<boolean> {
+  if (url === undefined) return false;
+  const response = await fetch(`${baseUrl}${url}`);
+  const bytes = Buffer.from(await response.arrayBuffer());
+  return response.headers.get('content-type') === 'image/png' && bytes.subarray(1, 4).toString() === 'PNG';
+}
