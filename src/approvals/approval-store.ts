@@ -55,8 +55,6 @@ export interface ApprovalStore {
   /** Records the decision if none exists yet; returns the winning decision and whether it was this one. */
   decide(approvalId: string, decision: Decision): Promise<{ won: boolean; decision: Decision }>;
   getDecision(approvalId: string): Promise<Decision | undefined>;
-  /** Pending approvals of a run (for "resume needs approval" and listing). */
-  pendingForRun(runId: string): Promise<Approval[]>;
 }
 
 const KEEP_SECONDS = 30 * 24 * 3600;
@@ -65,7 +63,6 @@ export function createApprovalStore(options: { redis: Redis; prefix: string }): 
   const { redis, prefix } = options;
   const key = (id: string) => `${prefix}:approval:${id}`;
   const decisionKey = (id: string) => `${prefix}:approval-decision:${id}`;
-  const runIndex = (runId: string) => `${prefix}:approvals-of-run:${runId}`;
 
   async function get(approvalId: string): Promise<Approval | undefined> {
     const raw = await redis.get(key(approvalId));
@@ -90,12 +87,7 @@ export function createApprovalStore(options: { redis: Redis; prefix: string }): 
         createdAt: now.toISOString(),
         expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
       };
-      await redis
-        .multi()
-        .set(key(approval.id), JSON.stringify(approval), 'EX', KEEP_SECONDS)
-        .sadd(runIndex(approval.runId), approval.id)
-        .expire(runIndex(approval.runId), KEEP_SECONDS)
-        .exec();
+      await redis.set(key(approval.id), JSON.stringify(approval), 'EX', KEEP_SECONDS);
       return approval;
     },
     get,
@@ -111,15 +103,6 @@ export function createApprovalStore(options: { redis: Redis; prefix: string }): 
       return { won: false, decision: existing ?? decision };
     },
     getDecision,
-    async pendingForRun(runId) {
-      const ids = await redis.smembers(runIndex(runId));
-      const pending: Approval[] = [];
-      for (const id of ids) {
-        const [approval, decision] = await Promise.all([get(id), getDecision(id)]);
-        if (approval !== undefined && decision === undefined) pending.push(approval);
-      }
-      return pending.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-    },
   };
 }
 

@@ -3,9 +3,8 @@ import { decodeThreadId } from '../bot/chat-adapter.js';
 import { BotError } from '../errors.js';
 
 /**
- * How everything above the adapters speaks into a thread. The production implementation goes through the
- * notify queue (retries at 1 s, 2 s, 4 s, Retry-After honoured); `createDirectNotifier` calls the adapter
- * straight away and is for unit tests and benchmarks.
+ * How everything above the adapters speaks into a thread. It is implemented by the notify queue
+ * (`src/queue/notify-queue.ts`: retries at 1 s, 2 s, 4 s, Retry-After honoured).
  */
 export interface Notifier {
   post(threadId: string, text: string): Promise<PostedMessage>;
@@ -24,21 +23,4 @@ export function adapterForThread(lookup: AdapterLookup, threadId: string): ChatA
   const adapter = lookup(platform);
   if (adapter === undefined) throw new BotError('adapter_missing', `no ${platform} adapter is running`);
   return adapter;
-}
-
-export function createDirectNotifier(lookup: AdapterLookup): Notifier {
-  return {
-    post: (threadId, text) => adapterForThread(lookup, threadId).postMessage(threadId, text),
-    edit: (threadId, messageId, text) =>
-      adapterForThread(lookup, threadId).editMessage(threadId, messageId, text),
-    postCard: (threadId, card) => adapterForThread(lookup, threadId).postCard(threadId, card),
-    updateCard: (threadId, messageId, card) =>
-      adapterForThread(lookup, threadId).updateCard(threadId, messageId, card),
-    upload: (threadId, upload) => adapterForThread(lookup, threadId).upload(threadId, upload),
-    ephemeral: async (threadId, userId, text) => {
-      const adapter = adapterForThread(lookup, threadId);
-      if (adapter.postEphemeral) await adapter.postEphemeral(threadId, userId, text);
-      else await adapter.postMessage(threadId, text);
-    },
-  };
 }

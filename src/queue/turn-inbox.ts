@@ -132,7 +132,6 @@ export interface TurnInbox {
   ): Promise<AcceptResult>;
   /** Appends a system event for a thread that already has a session (approval results, alerts). */
   pushEvent(threadId: string, item: InboxItem): Promise<void>;
-  hasSession(threadId: string): Promise<boolean>;
   extendLock(threadId: string, token: string, leaseMs: number): Promise<boolean>;
   releaseLock(threadId: string, token: string): Promise<void>;
   /**
@@ -196,9 +195,6 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     },
     async pushEvent(threadId, item) {
       await runPushEvent([known, inboxKey(threadId), pending], [JSON.stringify(item), threadId]);
-    },
-    async hasSession(threadId) {
-      return (await redis.sismember(known, threadId)) === 1;
     },
     async extendLock(threadId, token, leaseMs) {
       return (await redis.eval(EXTEND_SCRIPT, 1, lockKey(threadId), token, String(leaseMs))) === 1;
