@@ -122,6 +122,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,

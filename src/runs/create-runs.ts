@@ -35,7 +35,7 @@ export async function createRunsRuntime(options: {
 }): Promise<RunsRuntime> {
   const { config, redis, logger } = options;
   const prefix = config.queuePrefix;
-  const store = createRunStore({ dataDir: config.dataDir, logger });
+  const store = createRunStore({ dataDir: config.dataDir, logger, redis, prefix });
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
@@ -46,6 +46,7 @@ export async function createRunsRuntime(options: {
       runsDir: store.runsDir,
       environment: options.environment,
       gpuInventory: allocator.inventory,
+      graceS: config.runs.stopGraceS,
       logger,
     });
   const service = createRunService({

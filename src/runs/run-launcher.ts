@@ -64,9 +64,16 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
       by,
       reason: `launch ${launching.launchCount}`,
       patch: { ...handle, startedAt: now().toISOString() },
-      clear: ['exitCode', 'exitSignal', 'endedAt', 'pid', 'pgid', 'processStartTime', 'jobId'].filter(
-        (key) => !(key in handle),
-      ) as Array<keyof RunMeta>,
+      clear: [
+        'exitCode',
+        'exitSignal',
+        'endedAt',
+        'pid',
+        'pgid',
+        'processStartTime',
+        'jobId',
+        'deadlineAt',
+      ].filter((key) => !(key in handle)) as Array<keyof RunMeta>,
     });
     const where = executor.allocatesGpus
       ? `on ${options.config.runs.executor}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
