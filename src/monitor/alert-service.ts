@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
-import { errorMessage } from '../errors.js';
+import { BotError, errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { Notifier } from '../notify/notifier.js';
@@ -68,6 +68,7 @@ export function createAlertService(options: AlertServiceOptions) {
   const alertKey = (id: string) => `${prefix}:alert:${id}`;
   const decisionKey = (id: string) => `${prefix}:alert-decision:${id}`;
   const autofixKey = (runId: string) => `${prefix}:autofix:${runId}`;
+  const claimKey = (id: string) => `${prefix}:alert-claim:${id}`;
 
   async function loadAlert(id: string): Promise<Alert | undefined> {
     const raw = await redis.get(alertKey(id));
@@ -139,6 +140,19 @@ export function createAlertService(options: AlertServiceOptions) {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     const existing = await loadAlert(id);
     if (existing?.cardMessageId !== undefined) return;
+    // The next tick re-delivers an incident not yet acknowledged; while this delivery is still posting
+    // (a first chart render is slow), that one must wait rather than post a second card.
+    const claimed = await redis.set(claimKey(id), String(process.pid), 'PX', 120_000, 'NX');
+    if (claimed !== 'OK') throw new BotError('delivery_in_progress', `alert ${id} is being delivered`);
+    try {
+      await deliver(id, incident, meta);
+    } catch (error) {
+      await redis.del(claimKey(id));
+      throw error;
+    }
+  }
+
+  async function deliver(id: string, incident: Incident, meta: RunMeta): Promise<void> {
     const alert: Alert = {
       schemaVersion: 1,
       id,

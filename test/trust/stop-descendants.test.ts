@@ -57,7 +57,13 @@ async function escapeePids(runId: string): Promise<number[]> {
 
 async function launch(name: string, script: string) {
   const { service } = harness.runtime;
-  const created = await service.createRun({ name, script, gpus: 1, threadId: 'web:local:t', requester: ALICE });
+  const created = await service.createRun({
+    name,
+    script,
+    gpus: 1,
+    threadId: 'web:local:t',
+    requester: ALICE,
+  });
   await service.approve(created.id, BOB);
   return created;
 }
