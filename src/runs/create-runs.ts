@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { type AuditLog, createAuditLog } from './audit-log.js';
+import { type CheckpointHistory, createCheckpointHistory } from './checkpoint-history.js';
 import type { Executor } from './executor.js';
 import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './gpu-inventory.js';
@@ -17,6 +18,8 @@ export interface RunsRuntime {
   allocator: GpuAllocator;
   executor: Executor;
   gpus: GpuInfo[];
+  /** Checkpoint history with health, and where approved fixes resume from. */
+  checkpoints: CheckpointHistory;
 }
 
 /**
@@ -49,7 +52,9 @@ export async function createRunsRuntime(options: {
       graceS: config.runs.stopGraceS,
       logger,
     });
+  const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({
+    beforeLaunch: checkpoints.beforeLaunch,
     config,
     redis,
     prefix,
@@ -61,5 +66,5 @@ export async function createRunsRuntime(options: {
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
   });
-  return { service, store, audit, allocator, executor, gpus };
+  return { service, store, audit, allocator, executor, gpus, checkpoints };
 }

@@ -24,6 +24,8 @@ export interface RunLauncherOptions {
   allocator: GpuAllocator;
   transitions: RunTransitions;
   graceMs: number;
+  /** Runs just before each launch (an approved fix points resume.json at a healthy checkpoint). */
+  beforeLaunch?: (meta: RunMeta) => Promise<void>;
 }
 
 /** Launching runs and the GPU queue: allocate, launch, wait for GPUs, start queued runs FIFO, terminate. */
@@ -47,6 +49,7 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
     const launching: RunMeta = { ...meta, launchCount: meta.launchCount + 1, gpuIndices: indices };
     let handle: Awaited<ReturnType<Executor['launch']>>;
     try {
+      await options.beforeLaunch?.(launching);
       handle = await executor.launch({ meta: launching, runDir: store.runDir(meta.id), gpuIndices: indices });
     } catch (error) {
       await allocator.release(meta.id);

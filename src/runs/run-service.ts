@@ -76,6 +76,8 @@ export interface RunServiceOptions {
   logger: Logger;
   clock?: () => Date;
   onEvent?: RunEventHandler;
+  /** Runs just before each launch (see checkpoint-history). */
+  beforeLaunch?: (meta: RunMeta) => Promise<void>;
 }
 
 /**
@@ -106,6 +108,7 @@ export function createRunService(options: RunServiceOptions): RunService {
     allocator,
     transitions,
     graceMs,
+    ...(options.beforeLaunch === undefined ? {} : { beforeLaunch: options.beforeLaunch }),
   });
   const endings = createRunEndings({
     store,

@@ -4,6 +4,7 @@ import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { redactSecrets } from '../monitor/redact.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -214,7 +215,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'script-change',
       meta,
       requester: actor,
-      scriptExcerpt: diff,
+      // The card shows the diff redacted; the approved script itself is applied as written.
+      scriptExcerpt: redactSecrets(diff),
       proposedScript: script,
       reason,
       origin,
