@@ -225,7 +225,7 @@ export function createAlertService(options: AlertServiceOptions) {
       fix.kind === incident.kind
         ? `still ${kindLabel(incident.kind)} ${after}`
         : `${kindLabel(incident.kind)} ${after}`;
-    return { ...incident, title: `${incident.title} (${label})`, summary: `${label}: ${incident.summary}` };
+    return { ...incident, summary: `${label}: ${incident.summary}` };
   }
 
   async function enqueue(job: ControlJob, jobId: string): Promise<void> {

@@ -128,7 +128,8 @@ describe('the incident loop with a real PyTorch run (issue 10 item 12)', () => {
     let messages = await shepherd.messages(threadId);
     const alerts = nanCards(messages);
     expect(alerts).toHaveLength(2);
-    expect(alerts[1]?.card?.title).toMatch(/still NaN after fix 1 of 3/);
+    expect(alerts[1]?.card?.text).toMatch(/^still NaN after fix 1 of 3: /);
+    expect(alerts[0]?.card?.text).not.toMatch(/after fix/);
     expect(nanPrompts).toHaveLength(2);
     expect(second.card?.text).toMatch(/resumes from the checkpoint at step 20 /);
 
