@@ -138,6 +138,32 @@ describe('max hours is enforced (issue 10 item 9)', () => {
     expect(names).not.toContain('agent-long');
   });
 
+  it('refuses to resume a run whose hours are above a lowered SHEPHERD_MAX_HOURS, before any card', async () => {
+    const threadId = await shepherd.mention('run forever.py --gpus 1 --hours 100 --name long-one', 'alice');
+    await waitFor(async () => {
+      const meta = await shepherd.app.features.runs.service.findRun('long-one').catch(() => undefined);
+      return meta?.status === 'running';
+    });
+    await shepherd.reply(threadId, '@shepherd pause long-one', 'alice');
+    await waitFor(
+      async () => (await shepherd.app.features.runs.service.findRun('long-one')).status === 'paused',
+    );
+    await shepherd.stop();
+    shepherd = await startTestApp({
+      environment: { ...environment(), SHEPHERD_MAX_HOURS: '50' },
+      prefix,
+      dataDir,
+      keepState: true,
+    });
+    const cardsBefore = (await shepherd.messages(threadId)).filter((m) => m.card !== undefined).length;
+    await shepherd.reply(threadId, '@shepherd resume long-one', 'alice');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /max hours 100 is above this deployment's limit of 50 h/.test(m.text)),
+    );
+    expect(messages.filter((m) => m.card !== undefined)).toHaveLength(cardsBefore);
+    expect((await shepherd.app.features.runs.service.findRun('long-one')).status).toBe('paused');
+  });
+
   it('never estimates an infinite or NaN cost', () => {
     expect(() => estimateCostUsd(8, Number.POSITIVE_INFINITY, 2.5)).toThrow(/bounded/);
     expect(() => estimateCostUsd(1e306, 168, 2.5)).toThrow(/bounded/);
