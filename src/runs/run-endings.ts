@@ -90,7 +90,9 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
   }
 
   async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
-    if (state.kind === 'signaled' && state.crashClass === 'timeout') return pauseAtLimit(meta);
+    if ((state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout') {
+      return pauseAtLimit(meta);
+    }
     await allocator.release(meta.id);
     const ending = endingOf(state);
     const patch: Partial<RunMeta> = {
