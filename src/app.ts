@@ -164,6 +164,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const workers: Worker[] = [];
   let notifyWorker: Worker | undefined;
   let started = false;
+  let closed = false;
 
   return {
     config,
@@ -227,21 +228,31 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       );
     },
     async stop() {
-      if (!started) return;
-      started = false;
-      // Workers finish or hand back their jobs first; their posts still need the notify worker and the
-      // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
-      await Promise.all(workers.map((worker) => worker.close()));
-      workers.length = 0;
-      await notifyWorker?.close();
-      notifyWorker = undefined;
-      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      // An app that was never started (the CLI's read-only use) still closes its connections.
+      if (closed) return;
+      closed = true;
+      const wasStarted = started;
+      if (started) {
+        started = false;
+        // Workers finish or hand back their jobs first; their posts still need the notify worker and the
+        // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
+        await Promise.all(workers.map((worker) => worker.close()));
+        workers.length = 0;
+        await notifyWorker?.close();
+        notifyWorker = undefined;
+        if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      }
       await features.stop();
       await ops.stop();
       await notifier.close();
       await turnQueue.close();
-      redis.disconnect();
-      ackRedis.disconnect();
+      if (wasStarted) {
+        redis.disconnect();
+        ackRedis.disconnect();
+      } else {
+        // Queues created moments ago may still be loading their scripts: let those commands finish.
+        await Promise.all([redis.quit(), ackRedis.quit()].map((quit) => quit.catch(() => undefined)));
+      }
     },
   };
 }

@@ -3,6 +3,7 @@ import { createApp } from '../app.js';
 import { type Config, loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
+import { userFacingError } from '../tools/run-operations.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
 const USAGE = `usage: shepherd <command>
@@ -32,14 +33,26 @@ async function redisAnswers(url: string): Promise<boolean> {
   }
 }
 
+/** Where the CLI writes; tests capture it. */
+export interface CliOutput {
+  out(text: string): void;
+  error(text: string): void;
+}
+
+const processOutput: CliOutput = {
+  out: (text) => process.stdout.write(text),
+  error: (text) => process.stderr.write(text),
+};
+
 /** `runs` and `status`: the same text the chat commands answer, built from the same services. */
 async function printRuns(
   config: Config,
   command: 'runs' | 'status',
   run: string | undefined,
+  io: CliOutput,
 ): Promise<number> {
   if (!(await redisAnswers(config.redisUrl))) {
-    process.stderr.write(
+    io.error(
       `shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`,
     );
     return 1;
@@ -51,18 +64,24 @@ async function printRuns(
       command === 'runs'
         ? await app.features.operations.list()
         : await app.features.operations.status(run ?? '');
-    process.stdout.write(`${text}\n`);
+    io.out(`${text}\n`);
     return 0;
   } catch (error) {
-    process.stderr.write(`shepherd: ${error instanceof Error ? error.message : String(error)}\n`);
+    io.error(`shepherd: ${userFacingError(error)}\n`);
     return 1;
+  } finally {
+    await app.stop();
   }
 }
 
-export async function main(argv: string[], environment: Record<string, string | undefined>): Promise<number> {
+export async function main(
+  argv: string[],
+  environment: Record<string, string | undefined>,
+  io: CliOutput = processOutput,
+): Promise<number> {
   const [command, ...rest] = argv;
   if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(`${USAGE}\n`);
+    io.out(`${USAGE}\n`);
     return command === undefined ? 2 : 0;
   }
   let config: Config;
@@ -70,7 +89,7 @@ export async function main(argv: string[], environment: Record<string, string | 
     config = loadConfig(environment, { dotenvPath: '.env' });
   } catch (error) {
     if (error instanceof ConfigError) {
-      process.stderr.write(`shepherd: ${error.message}\n`);
+      io.error(`shepherd: ${error.message}\n`);
       return 2;
     }
     throw error;
@@ -80,19 +99,19 @@ export async function main(argv: string[], environment: Record<string, string | 
       const report = await runDoctor(config, {
         environment: { PATH: environment.PATH, SLURM_CONF: environment.SLURM_CONF },
       });
-      process.stdout.write(`${formatDoctorTable(report)}\n`);
+      io.out(`${formatDoctorTable(report)}\n`);
       return report.failed ? 1 : 0;
     }
     case 'runs':
-      return printRuns(config, 'runs', undefined);
+      return printRuns(config, 'runs', undefined, io);
     case 'status':
       if (rest[0] === undefined) {
-        process.stderr.write('usage: shepherd status <run>\n');
+        io.error('usage: shepherd status <run>\n');
         return 2;
       }
-      return printRuns(config, 'status', rest[0]);
+      return printRuns(config, 'status', rest[0], io);
     default:
-      process.stderr.write(`shepherd: unknown command "${command}"\n${USAGE}\n`);
+      io.error(`shepherd: unknown command "${command}"\n${USAGE}\n`);
       return 2;
   }
 }

@@ -29,8 +29,11 @@ describe('/healthz and /readyz', () => {
     shepherd = await startTestApp({ environment: { REDIS_URL: `redis://127.0.0.1:${port}` } });
   });
   afterAll(async () => {
-    await shepherd.stop();
-    await stopOwnRedis(redis);
+    try {
+      await shepherd.stop();
+    } finally {
+      await stopOwnRedis(redis);
+    }
   });
 
   it('is ready when Redis, the workers and the playground are up, and names each check', async () => {
