@@ -45,7 +45,8 @@ export interface DivergenceVerdict {
 /**
  * Sustained rise: over the last `divergenceWindow` finite points, the median of the last third is at least
  * `divergenceMinRise` (relative) above the median of the first third, and the middle third sits between them.
- * A single spike moves none of the three medians.
+ * A single spike moves none of the three medians, and every point of the last third must lie above the
+ * first third's median (noise alone does not keep a whole third high).
  */
 export function checkDivergence(
   values: readonly number[],
@@ -59,7 +60,10 @@ export function checkDivergence(
   const middle = median(window.slice(third, window.length - third));
   const last = median(window.slice(window.length - third));
   const rise = (last - first) / Math.max(Math.abs(first), 1e-12);
-  const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle;
+  // Every point of the last third above the first third's median: a noisy series (RL value losses) whose
+  // thirds' medians wander apart by chance still has low points late in the window; a real rise does not.
+  const lastLow = Math.min(...window.slice(window.length - third));
+  const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle && lastLow > first;
   return { diverging, from: first, to: last, rise };
 }
 
