@@ -142,7 +142,7 @@ export async function runTickExtras(input: {
       if (rule.atS !== undefined) continue;
       const value = rule.metric === 'step' ? point.step : point.metrics[rule.metric];
       if (value === undefined) continue;
-      const progress = (extras.rules[rule.id] ??= {});
+      const progress = ruleProgress(extras, rule.id);
       const holds = observeRulePoint(rule, progress, point.step, value);
       if (observeEpisode(episodes, `rule:${rule.id}`, holds))
         raised.push(ruleRaise(rule, name, point.step, value, input.lossMetrics));
@@ -153,7 +153,7 @@ export async function runTickExtras(input: {
   const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
   for (const rule of input.policy?.rules ?? []) {
     if (rule.atS === undefined || startedAt === undefined) continue;
-    const progress = (extras.rules[rule.id] ??= {});
+    const progress = ruleProgress(extras, rule.id);
     if (progress.checked === true || input.now - startedAt < rule.atS * 1000) continue;
     progress.checked = true;
     const value = rule.metric === 'step' ? input.lastStep : input.lastMetrics[rule.metric];
@@ -200,6 +200,15 @@ export async function runTickExtras(input: {
     }
   }
   return raised;
+}
+
+function ruleProgress(extras: ExtrasState, ruleId: string): RuleProgress {
+  let progress = extras.rules[ruleId];
+  if (progress === undefined) {
+    progress = {};
+    extras.rules[ruleId] = progress;
+  }
+  return progress;
 }
 
 function ruleRaise(
