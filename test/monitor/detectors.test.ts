@@ -5,7 +5,6 @@ import { checkPlateau } from '../../src/monitor/detectors/plateau.js';
 import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
 import { redactSecrets } from '../../src/monitor/redact.js';
-import { addPoint, createRollingState, type SeriesState } from '../../src/monitor/rolling-stats.js';
 import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
