@@ -28,6 +28,6 @@ export function isAboveGradBand(
     center + settings.gradNormMadK * scaledMad(window, center),
     center * settings.gradNormMinRatio,
   );
-  // +Inf is the end point of an explosion; NaN is the NaN detector's business.
-  return { above: value === Number.POSITIVE_INFINITY || value > threshold, median: center };
+  // A non-finite grad norm is the NaN detector's alert (one alert for one problem).
+  return { above: Number.isFinite(value) && value > threshold, median: center };
 }
