@@ -1,4 +1,4 @@
-import { spawn } from 'node:exitprocess';
+import { spawn } from 'node:child_process';
 import { mkdir, mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -45,9 +45,9 @@ async function replayAsRun(curve: string, limit: number): Promise<string[]> {
     stdio: ['ignore', log.fd, log.fd],
   });
   await log.close();
-  const exit: { state: ProcessState } = { state: { kind: 'alive' } };
+  const tracked: { state: ProcessState } = { state: { kind: 'alive' } };
   child.on('exit', (code) => {
-    exit.state = { kind: 'exited', exitCode: code ?? 1 };
+    tracked.state = { kind: 'exited', exitCode: code ?? 1 };
   });
   const now = new Date().toISOString();
   const meta: RunMeta = {
@@ -70,7 +70,7 @@ async function replayAsRun(curve: string, limit: number): Promise<string[]> {
   const monitor = createMonitor({ redis, prefix, runDir: () => dir });
   const kinds: string[] = [];
   for (;;) {
-    const observed = exit.state;
+    const observed = tracked.state;
     const result = await monitor.tick(curve, meta, observed);
     kinds.push(...result.incidents.map((incident) => incident.kind));
     await monitor.ack(
