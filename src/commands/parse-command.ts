@@ -137,8 +137,10 @@ function parseAlertCommand(verb: string, tokens: string[]): PlainCommand | undef
     if (rest[0]?.toLowerCase() === 'remove' && rest.length === 2)
       return { name: 'alert-remove', run, ruleId: rest[1] as string };
     if (rest[0]?.toLowerCase() !== 'when') return undefined;
-    if (rest.length === 1) return invalid('alert', 'write a rule after `when`, e.g. `eval_loss > 2.5`');
-    return { name: 'alert', run, rule: rest.slice(1).join(' ') };
+    const rule = rest.slice(1).join(' ');
+    // "alert me when it finishes" is a sentence: a rule starts with a metric and a comparison.
+    if (!/^[\w./-]+\s*(?:>=|<=|==|!=|>|<)/.test(rule)) return undefined;
+    return { name: 'alert', run, rule };
   }
   const [detector, ...tail] = rest;
   if (detector === undefined || !/^[\w-]{1,32}$/.test(detector)) return undefined;
