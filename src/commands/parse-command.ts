@@ -148,7 +148,7 @@ function parseAlertCommand(verb: string, tokens: string[]): PlainCommand | undef
   if (tail.length === 0) return { name: 'mute', run, detector };
   if (tail[0]?.toLowerCase() === 'for' && tail.length === 2)
     return { name: 'mute', run, detector, duration: tail[1] as string };
-  return invalid('mute', 'write `mute <run> <detector> [for 2h]`');
+  return undefined;
 }
 
 function invalid(command: string, error: string): PlainCommand {
