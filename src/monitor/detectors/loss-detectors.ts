@@ -1,8 +1,7 @@
 import { finiteOnly, median, scaledMad } from '../robust.js';
-import type { SeriesState } from '../rolling-stats.js';
 import type { DetectorConfig } from '../types.js';
 
-/** Pure loss-curve detectors: spike (per point), divergence and plateau (per tick). */
+/** Pure loss-curve detectors: spike (per point) and divergence (per tick); plateau is in plateau.ts. */
 
 export interface SpikeVerdict {
   spike: boolean;
@@ -65,30 +64,4 @@ export function checkDivergence(
   const lastLow = Math.min(...window.slice(window.length - third));
   const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle && lastLow > first;
   return { diverging, from: first, to: last, rise };
-}
-
-export interface PlateauVerdict {
-  plateau: boolean;
-  best?: number;
-  sinceStep?: number;
-}
-
-/**
- * No meaningful improvement: the smoothed best value (see rolling-stats) has not improved by
- * `plateauMinImprovement` (relative) for `plateauWindow` steps, and the metric was watched that long.
- */
-export function checkPlateau(
-  series: SeriesState,
-  lastStep: number,
-  firstStep: number,
-  config: Pick<DetectorConfig, 'plateauWindow'>,
-): PlateauVerdict {
-  if (series.best === undefined || series.bestStep === undefined) return { plateau: false };
-  const watched = lastStep - firstStep;
-  const since = lastStep - series.bestStep;
-  return {
-    plateau: watched >= config.plateauWindow && since >= config.plateauWindow,
-    best: series.best,
-    sinceStep: series.bestStep,
-  };
 }
