@@ -14,6 +14,15 @@ import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted
  * in the run's audit trail.
  */
 
+/** A loss stuck at 1.0 with a constant learning rate: a plateau from the start. */
+const FLAT = `import random, time, shepherd
+random.seed(3)
+for step in range(1, 161):
+    shepherd.log_metrics(step=step, loss=1.0 + random.uniform(-0.003, 0.003), lr=1e-6)
+    time.sleep(0.02)
+shepherd.finish()
+`;
+
 const rulesScript = (goFile: string) => `import math, os, time, shepherd
 while not os.path.exists(${JSON.stringify(goFile)}):
     time.sleep(0.1)
@@ -39,6 +48,7 @@ describe('alert rules and mutes from chat', () => {
     SHEPHERD_MONITOR_INTERVAL_S: '0.25',
     SHEPHERD_APPROVERS: 'bob',
     SHEPHERD_STOP_GRACE_S: '3',
+    SHEPHERD_PLATEAU_WINDOW: '40',
   });
 
   beforeAll(async () => {
@@ -47,6 +57,7 @@ describe('alert rules and mutes from chat', () => {
     dataDir = mkdtempSync(join(tmpdir(), 'shepherd-data-'));
     prefix = uniquePrefix('rules-flow');
     writeFileSync(join(workspace, 'ruled.py'), rulesScript(join(workspace, 'go')));
+    writeFileSync(join(workspace, 'flat.py'), FLAT);
     shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
   });
   afterAll(async () => {
@@ -130,4 +141,26 @@ describe('alert rules and mutes from chat', () => {
       redis.disconnect();
     }
   }, 180_000);
+
+  it('a plateau is one info note with a chart and a suggestion, without buttons', async () => {
+    const threadId = await shepherd.mention('run flat.py --gpus 0', 'alice');
+    const launch = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'flat').length > 0,
+      30_000,
+    );
+    const card = cardsTitled(launch, 'flat')[0];
+    const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((message) => message.card?.title === 'flat finished'),
+      60_000,
+    );
+    const notes = cardsTitled(messages, 'stopped improving');
+    expect(notes).toHaveLength(1);
+    expect(notes[0]?.card?.actions ?? []).toEqual([]);
+    expect(notes[0]?.card?.text).toMatch(/learning rate/);
+    expect(notes[0]?.card?.imageUrl ?? notes[0]?.images?.[0]).toBeTruthy();
+  }, 120_000);
 });
