@@ -22,6 +22,8 @@ export interface MonitorState {
   ticks: number;
   /** State of the grad-norm, throughput, overfitting and idle-GPU detectors and of people's rules. */
   extras?: ExtrasState;
+  /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
+  launch?: number;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;
