@@ -214,11 +214,17 @@ describe('detectorConfigFrom', () => {
       SHEPHERD_STALL_S: '5',
       SHEPHERD_SPIKE_MAD_K: '7',
       SHEPHERD_PLATEAU_WINDOW: '40',
+      SHEPHERD_PLATEAU_MAX_ALERTS: '2',
+      SHEPHERD_IDLE_GPU_MIN: '5',
+      SHEPHERD_NVIDIA_SMI: '/opt/nvidia/bin/nvidia-smi',
     });
+    expect(parsed.monitor.nvidiaSmi).toBe('/opt/nvidia/bin/nvidia-smi');
     expect(detectorConfigFrom(parsed.monitor)).toMatchObject({
       stallS: 5,
       spikeMadK: 7,
       plateauWindow: 40,
+      plateauMaxAlerts: 2,
+      idleGpuMin: 5,
       spikeWindow: 50,
     });
   });
