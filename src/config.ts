@@ -104,6 +104,9 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
+  SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
+  SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 
   SLACK_BOT_TOKEN: optionalString,
   SLACK_APP_TOKEN: optionalString,
@@ -181,6 +184,9 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
+      idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
+      nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
     },
     slack: {
       botToken: environment.SLACK_BOT_TOKEN,

@@ -7,7 +7,10 @@ import type { ActionRouter } from './bot/inbound.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import { createAlertPolicyStore } from './monitor/alert-policy.js';
+import { createAlertRuleOperations } from './monitor/alert-rule-operations.js';
 import { type AlertService, createAlertService } from './monitor/alert-service.js';
+import { createNvidiaSmiProbe } from './monitor/gpu-probe.js';
 import { createMonitor } from './monitor/monitor.js';
 import { detectorConfigFrom } from './monitor/types.js';
 import { createRunWatcher } from './monitor/watch-runs.js';
@@ -19,6 +22,7 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-client.js';
@@ -132,12 +136,23 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
+  // People's alert rules and mutes, kept in Redis with the run (alert-policy.ts).
+  const alertPolicy = createAlertPolicyStore({ redis, prefix });
+  const alertRules = createAlertRuleOperations({
+    store: alertPolicy,
+    findRun: (reference) => runs.service.findRun(reference),
+  });
   const monitor = createMonitor({
     redis,
     prefix,
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    policy: alertPolicy,
+    gpuProbe: createNvidiaSmiProbe({
+      command: config.monitor.nvidiaSmi,
+      environment: dependencies.runEnvironment,
+    }),
   });
   const alerts = createAlertService({
     redis,
@@ -191,6 +206,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     help,
     ...createRunTools(operations),
     createShowMetricsTool(postChart),
+    ...createAlertTools(alertRules),
     ...createHubTools(hub),
   ]);
   const commandHandler = createCommandHandler({
@@ -198,6 +214,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    alertRules,
     logger,
   });
 

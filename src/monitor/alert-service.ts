@@ -116,7 +116,8 @@ export function createAlertService(options: AlertServiceOptions) {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
     const actions: Card['actions'] = [];
-    if (incident.kind !== 'finished') {
+    // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
+    if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
@@ -126,7 +127,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
     if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
     // Where a restart or a fix would continue from.
-    if (checkpointStep !== undefined && incident.kind !== 'finished') {
+    if (checkpointStep !== undefined && incident.severity !== 'info') {
       fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
     }
     return {

@@ -31,13 +31,16 @@ function sections(
       'Team policy decides who may approve and whether you may approve your own job. The first decision wins.',
     ].join(' '),
     monitoring: [
-      'Monitoring: runs are watched quietly. On a crash, a loss spike, divergence or a stall the thread gets one',
-      'alert with a chart and buttons (Acknowledge / Stop run / Ask to fix). Nothing is posted while a run is healthy.',
+      'Monitoring: runs are watched quietly. On a crash, NaN, a loss spike, divergence, a stall, overfitting, a throughput drop,',
+      'a grad-norm explosion or idle GPUs the thread gets one alert with a chart and buttons (Acknowledge / Stop run / Ask to fix);',
+      'a plateau gets one info note with a suggestion. Nothing is posted while a run is healthy. People can add their own rules',
+      '(`alert <run> when eval_loss > 2.5 [for N steps]`, `when step < 1000 at 2h`) and mute a detector (`mute <run> plateau [for 2h]`).',
     ].join(' '),
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`.',
+      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`,',
+      '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
     ].join(' '),
   };
 }
