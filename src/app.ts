@@ -13,7 +13,7 @@ import {
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
-import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
+import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
@@ -148,6 +148,18 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     botName: config.botName,
     onReset: (threadId) => resetInBatch.add(threadId),
   });
+  // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
+  const statusCard = (text: string): Card => ({
+    text,
+    actions: [{ actionId: 'cancel:turn', label: 'Cancel', style: 'danger' }],
+  });
+  actions.register('cancel', async (action) => {
+    if (!(await threadState.turnRunning(action.threadId))) {
+      return { status: 'resolved', message: 'nothing is running in this thread' };
+    }
+    await threadState.requestCancel(action.threadId, action.user.name);
+    return { status: 'accepted', message: 'cancelling at the next tool boundary' };
+  });
   const threadModel = async (threadId: string) => {
     const chosen = await threadState.model(threadId);
     // A model dropped from the allowed list since it was chosen falls back to the default.
@@ -172,6 +184,10 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
     postedOnce: (key) => notifier.postedOnce(key),
     edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
+    statusCard: {
+      post: (key, threadId, text) => notifier.postCardOnce(key, threadId, statusCard(text)),
+      update: (threadId, messageId, text) => notifier.updateCard(threadId, messageId, statusCard(text)),
+    },
     tryCommand: async (threadId, item) =>
       (await sessionCommands.tryHandle(threadId, item.text, item.user)) ??
       features.commands.tryHandle(threadId, item),

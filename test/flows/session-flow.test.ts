@@ -167,6 +167,29 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
     );
   });
 
+  it('the Cancel button on the status line stops the turn, and the line becomes the plain answer', async () => {
+    const before = llm.requests.length;
+    llm.enqueue({
+      delayMs: 2500,
+      then: { toolCalls: [{ name: 'get_cluster_info', arguments: {} }] },
+    });
+    const threadId = await shepherd.mention('look at the cluster', 'alice');
+    const withButton = await shepherd.waitForMessages(threadId, (all) =>
+      all.some((m) => m.card?.actions?.some((action) => action.label === 'Cancel')),
+    );
+    const status = withButton.find((m) => m.card?.actions?.some((action) => action.label === 'Cancel'));
+    expect(status?.card?.text).toBe('thinking…');
+    const cancel = status?.card?.actions?.find((action) => action.label === 'Cancel');
+    expect((await shepherd.click(threadId, status?.id ?? '', cancel?.actionId ?? '', 'carol')).status).toBe(
+      200,
+    );
+    const done = await shepherd.waitForMessages(threadId, (all) =>
+      all.some((m) => m.id === status?.id && m.text.startsWith('Cancelled by carol')),
+    );
+    expect(done.find((m) => m.id === status?.id)?.card).toBeUndefined();
+    expect(llm.requests.length).toBe(before + 1);
+  });
+
   it('lists the playbooks in help and loads one with read_playbook', async () => {
     const threadId = await shepherd.mention('help', 'alice');
     const help = await shepherd.waitForMessages(threadId, (all) =>
