@@ -67,7 +67,7 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
     // The summarised entries left the session list; the recent ones stayed verbatim.
     const kept = await shepherd.app.redis.llen(`${prefix}:session:${fullId}`);
     expect(kept).toBeLessThan(40);
-    expect((turn?.body.messages as unknown[]).length).toBeLessThan(40);
+    expect(((turn?.body.messages ?? []) as unknown[]).length).toBeLessThan(40);
 
     await shepherd.stop();
     shepherd = await start();
@@ -135,6 +135,7 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
     const before = llm.requests.length;
     llm.enqueue({
       delayMs: 1500,
+      // biome-ignore lint/suspicious/noThenProperty: the scripted server's delayed-step shape
       then: {
         toolCalls: [
           { name: 'list_training_runs', arguments: {} },
@@ -171,6 +172,7 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
     const before = llm.requests.length;
     llm.enqueue({
       delayMs: 2500,
+      // biome-ignore lint/suspicious/noThenProperty: the scripted server's delayed-step shape
       then: { toolCalls: [{ name: 'get_cluster_info', arguments: {} }] },
     });
     const threadId = await shepherd.mention('look at the cluster', 'alice');

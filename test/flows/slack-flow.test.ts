@@ -229,7 +229,9 @@ describe('Slack over Socket Mode → real core', () => {
     await until(() => findTopLevel('D2', 'Noted the secret'), 'the first DM answer');
     await deliver(messageEvent({ channel: 'D2', user: 'UALICE', text: 'reset', channelType: 'im' }));
     await until(() => findTopLevel('D2', 'Fresh session'), 'the reset answer');
-    await deliver(messageEvent({ channel: 'D2', user: 'UALICE', text: 'what now? [DM4]', channelType: 'im' }));
+    await deliver(
+      messageEvent({ channel: 'D2', user: 'UALICE', text: 'what now? [DM4]', channelType: 'im' }),
+    );
     await until(() => findTopLevel('D2', 'Fresh start here'), 'the answer after the reset');
     const after = requestsFor(llm, '[DM4]');
     expect(after).toHaveLength(1);
