@@ -101,7 +101,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     logger,
     // `cancel` must reach the running turn now, not after it in the inbox.
     onAccepted: async (message) => {
-      if (!message.addressed || parseSessionCommand(message.text, config.botName)?.name !== 'cancel') return;
+      if (parseSessionCommand(message.text, config.botName)?.name !== 'cancel') return;
       if (await threadState.turnRunning(message.threadId)) {
         await threadState.requestCancel(message.threadId, message.user.name);
       }

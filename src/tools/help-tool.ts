@@ -17,7 +17,8 @@ function sections(
       'It can: launch a training script as a run, ask the team to approve it, pause / resume / stop runs,',
       'report status (step, loss trend, GPUs, last log lines), draw metric charts, watch runs for crashes,',
       'loss spikes, divergence and stalls, and propose fixes as script diffs that need approval.',
-      'It can also search the model hub for models and datasets when planning a fine-tune.',
+      'It can also search the model hub for models and datasets when planning a fine-tune, and come back to',
+      'the thread when a run it follows finishes, fails, alerts or stalls ("when it is done, evaluate it").',
     ].join(' '),
     runs: [
       'Runs: describe what to train (model, data, method, GPUs, max hours) or point at a script,',
