@@ -142,8 +142,12 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     // Sequential on purpose: write tools may depend on each other and approvals are ordered.
     let cancelledBy: string | undefined;
     const done: string[] = [];
+    const skipped: string[] = [];
     for (const call of response.toolCalls) {
+      // A tool boundary: nothing new starts once someone cancelled (even a cancel sent while the model thought).
+      cancelledBy ??= await checkCancel();
       if (cancelledBy !== undefined) {
+        skipped.push(call.name);
         // Every tool call needs a result, or the provider rejects the history.
         add({
           role: 'tool',
@@ -169,10 +173,12 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       });
       guard.record(call, result.content);
       done.push(call.name);
-      cancelledBy = await checkCancel();
     }
+    cancelledBy ??= await checkCancel();
     if (cancelledBy !== undefined) {
-      const reply = `Cancelled by ${cancelledBy}: I stopped after ${done.join(', ')} (${rounds} tool round${rounds === 1 ? '' : 's'}) and did nothing further.`;
+      const ran = done.length === 0 ? 'before running any tool this round' : `after ${done.join(', ')}`;
+      const notRun = skipped.length === 0 ? '' : ` (not run: ${skipped.join(', ')})`;
+      const reply = `Cancelled by ${cancelledBy}: I stopped ${ran}${notRun} and did nothing further.`;
       add({ role: 'assistant', content: reply });
       logger.info({ threadId: context.threadId, rounds, cancelledBy }, 'agent turn: cancelled');
       return { reply, newMessages, rounds, outcome: 'cancelled' };
