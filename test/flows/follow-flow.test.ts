@@ -21,6 +21,19 @@ while not os.path.exists(${JSON.stringify(gate)}) or step < 40:
 ${crash ? 'raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")' : 'shepherd.finish()'}
 `;
 
+/** Waits for the gate at step 30, then a tenfold loss spike at step 60. */
+const spiky = (gate: string) => `import math, os, time, shepherd
+for step in range(1, 121):
+    while step == 31 and not os.path.exists(${JSON.stringify(gate)}):
+        time.sleep(0.05)
+    loss = 3.0 / math.sqrt(1 + step / 10.0)
+    if step == 60:
+        loss *= 10
+    shepherd.log_metrics(step=step, loss=loss)
+    time.sleep(0.03)
+shepherd.finish()
+`;
+
 const STEADY = `import math, time, shepherd
 for step in range(1, 181):
     shepherd.log_metrics(step=step, loss=3.0 / math.sqrt(1 + step / 10.0), lr=3e-4)
@@ -66,6 +79,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     writeFileSync(join(workspace, 'followed.py'), gated(join(workspace, 'followed.go'), false));
     writeFileSync(join(workspace, 'failing.py'), gated(join(workspace, 'failing.go'), true));
     writeFileSync(join(workspace, 'steady.py'), STEADY);
+    writeFileSync(join(workspace, 'spiky.py'), spiky(join(workspace, 'spiky.go')));
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -192,6 +206,45 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     expect(turns).toHaveLength(1);
     expect(turns[0]?.lastUserText).toMatch(
       /\[follow\] run failing \(r-[^)]+\) failed at step 40, loss 0\.025 \(exit 1[^)]*\)+; you asked: tell me why$/,
+    );
+  }, 90_000);
+
+  it('fires once on an alert card for a run followed for alerts', async () => {
+    const threadId = await shepherd.mention('run spiky.py --gpus 0 --name spiky', 'alice');
+    await approve(shepherd, threadId, 'spiky');
+    await waitFor(
+      async () => (await shepherd.app.features.runs.service.findRun('spiky')).status === 'running',
+    );
+    llm.enqueue(
+      {
+        toolCalls: [
+          { name: 'follow_run', arguments: { run: 'spiky', events: ['alert'], note: 'look at the spike' } },
+        ],
+      },
+      { text: 'Following spiky for alerts.' },
+    );
+    await shepherd.reply(threadId, '@shepherd tell me if anything looks off', 'alice');
+    await shepherd.waitForMessages(threadId, (all) =>
+      all.some((m) => m.text === 'Following spiky for alerts.'),
+    );
+
+    writeFileSync(join(workspace, 'spiky.go'), '');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) =>
+        all.some((m) => /Follow-up for spiky/.test(m.text)) &&
+        botMessages(all).some((m) => m.card?.title === 'spiky finished'),
+      60_000,
+    );
+    // At 0.1 s ticks the monitor can deliver one incident twice (a tick starts before the previous one
+    // acked it; see the report); the follow still fires once.
+    expect(
+      botMessages(messages).filter((m) => m.card?.title !== undefined && /spike/i.test(m.card.title)).length,
+    ).toBeGreaterThanOrEqual(1);
+    const turns = followTurns(llm, 'spiky');
+    expect(turns).toHaveLength(1);
+    expect(turns[0]?.lastUserText).toMatch(
+      /\[follow\] run spiky \(r-[^)]+\) raised an alert at step 60, loss [\d.]+: .*spike.*; you asked: look at the spike$/i,
     );
   }, 90_000);
 });
