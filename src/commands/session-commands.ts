@@ -46,7 +46,11 @@ export interface SessionCommandOptions {
 export function createSessionCommands(options: SessionCommandOptions) {
   const { state, follows } = options;
 
-  const currentModel = async (threadId: string) => (await state.model(threadId)) ?? options.defaultModel;
+  // A model dropped from the allowed list since it was chosen is no longer used (see app.ts).
+  const currentModel = async (threadId: string) => {
+    const chosen = await state.model(threadId);
+    return chosen !== undefined && options.allowedModels.includes(chosen) ? chosen : options.defaultModel;
+  };
   const allowedText = () => options.allowedModels.map((model) => `\`${model}\``).join(', ');
 
   async function describeFollows(threadId: string): Promise<string[]> {
