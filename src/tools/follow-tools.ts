@@ -46,6 +46,7 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
           );
         }
         const events = [...new Set(input.events)];
+        const previous = await follows.get(meta.id);
         await follows.follow({
           runId: meta.id,
           runName: meta.name,
@@ -55,7 +56,13 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
           by: context.actor,
         });
         const left = Math.max(0, options.maxTurns - (await follows.turnsUsed(meta.id)));
-        return `Following ${meta.name} (${meta.id}, now ${meta.status}) for: ${events.join(', ')}. When it happens you get a note in this thread and one turn; ${left} follow-up turn${left === 1 ? '' : 's'} left for this run. Tell the people in the thread.`;
+        const replaced =
+          previous === undefined
+            ? ''
+            : previous.threadId === context.threadId
+              ? ` This replaces the earlier follow ("${previous.note}").`
+              : ` This replaces a follow ${previous.by.name} set in another thread, which will no longer hear about it.`;
+        return `Following ${meta.name} (${meta.id}, now ${meta.status}) for: ${events.join(', ')}. When it happens you get a note in this thread and one turn; ${left} follow-up turn${left === 1 ? '' : 's'} left for this run.${replaced} Tell the people in the thread.`;
       },
     }),
     defineTool({

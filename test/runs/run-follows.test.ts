@@ -8,6 +8,8 @@ import type { Notifier } from '../../src/notify/notifier.js';
 import { createRunFollows } from '../../src/runs/run-follows.js';
 import type { RunStore } from '../../src/runs/run-store.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
+import { createFollowTools } from '../../src/tools/follow-tools.js';
+import { createToolRegistry } from '../../src/tools/registry.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const meta = (patch: Partial<RunMeta>): RunMeta => ({
@@ -121,5 +123,52 @@ describe('run follows (real Redis)', () => {
     expect((await service.forThread('web:ml:m1')).map((follow) => follow.runId)).toEqual(['r-1']);
     expect((await service.unfollow('r-1'))?.note).toBe('relaunch it with a lower lr');
     expect(await service.forThread('web:ml:m1')).toEqual([]);
+  });
+
+  it('follow_run refuses a run that is over, says what it replaces, and unfollow_run removes it', async () => {
+    const service = follows(5);
+    const runs: Record<string, RunMeta> = {
+      done: meta({ id: 'r-done', name: 'done', status: 'completed', lastStep: 99 }),
+      live: meta({ id: 'r-live', name: 'live', status: 'running' }),
+    };
+    const registry = createToolRegistry(
+      createFollowTools({
+        follows: service,
+        findRun: async (run) => runs[run] ?? Promise.reject(new Error(`no run named ${run}`)),
+        maxTurns: 5,
+      }),
+    );
+    const call = (name: string, input: object, threadId = 'web:ml:m2') =>
+      registry.execute(
+        { id: 'c1', name, arguments: JSON.stringify(input) },
+        { threadId, actor: { id: 'alice', name: 'alice' } },
+      );
+
+    const over = await call('follow_run', { run: 'done', events: ['finished'], note: 'eval' });
+    expect(over).toEqual({
+      isError: true,
+      content: expect.stringMatching(/^Refused \(run_over\): done is already completed \(last step 99\)/),
+    });
+    const bad = await call('follow_run', { run: 'live', events: ['exploded'], note: 'x' });
+    expect(bad.isError).toBe(true);
+    expect(bad.content).toMatch(/invalid arguments for follow_run: events\.0/);
+
+    const first = await call('follow_run', {
+      run: 'live',
+      events: ['finished', 'finished'],
+      note: 'eval it',
+    });
+    expect(first.content).toMatch(
+      /^Following live \(r-live, now running\) for: finished\. .*5 follow-up turns left/,
+    );
+    const second = await call('follow_run', { run: 'live', events: ['failed'], note: 'why' }, 'web:ml:m3');
+    expect(second.content).toMatch(/replaces a follow alice set in another thread/);
+    expect(await service.forThread('web:ml:m2')).toEqual([]);
+    expect((await service.forThread('web:ml:m3')).map((follow) => follow.note)).toEqual(['why']);
+
+    expect((await call('unfollow_run', { run: 'live' })).content).toBe(
+      'Stopped following live (was: failed; "why").',
+    );
+    expect((await call('unfollow_run', { run: 'live' })).content).toBe('Nobody was following live.');
   });
 });
