@@ -79,6 +79,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     writeFileSync(join(workspace, 'followed.py'), gated(join(workspace, 'followed.go'), false));
     writeFileSync(join(workspace, 'failing.py'), gated(join(workspace, 'failing.go'), true));
     writeFileSync(join(workspace, 'steady.py'), STEADY);
+    writeFileSync(join(workspace, 'chain.py'), gated(join(workspace, 'chain.go'), false));
     writeFileSync(join(workspace, 'spiky.py'), spiky(join(workspace, 'spiky.go')));
     shepherd = await startTestApp({
       environment: {
@@ -246,5 +247,49 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     expect(turns[0]?.lastUserText).toMatch(
       /\[follow\] run spiky \(r-[^)]+\) raised an alert at step 60, loss [\d.]+: .*spike.*; you asked: look at the spike$/i,
     );
+  }, 90_000);
+
+  it('the follow turn can start the next step, which waits for approval like any launch', async () => {
+    const threadId = await shepherd.mention('run chain.py --gpus 0 --name chain', 'alice');
+    await approve(shepherd, threadId, 'chain');
+    await waitFor(
+      async () => (await shepherd.app.features.runs.service.findRun('chain')).status === 'running',
+    );
+    llm.enqueue(
+      {
+        toolCalls: [
+          { name: 'follow_run', arguments: { run: 'chain', events: ['finished'], note: 'launch the eval' } },
+        ],
+      },
+      { text: 'Following chain.' },
+    );
+    await shepherd.reply(threadId, '@shepherd when chain is done, launch the eval', 'alice');
+    await shepherd.waitForMessages(threadId, (all) => all.some((m) => m.text === 'Following chain.'));
+
+    // The follow turn's answers: launch the eval, then say so.
+    llm.enqueue(
+      {
+        toolCalls: [
+          {
+            name: 'start_training',
+            arguments: { name: 'chain-eval', script: 'import shepherd\nshepherd.finish()\n', gpus: 0 },
+          },
+        ],
+      },
+      { text: 'chain finished; the eval chain-eval waits for approval.' },
+    );
+    writeFileSync(join(workspace, 'chain.go'), '');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) =>
+        cardsTitled(all, 'chain-eval').length > 0 &&
+        all.some((m) => m.text === 'chain finished; the eval chain-eval waits for approval.'),
+    );
+    const card = cardsTitled(messages, 'chain-eval')[0];
+    expect(card?.card?.actions?.map((action) => action.label)).toEqual(
+      expect.arrayContaining(['Approve', 'Reject']),
+    );
+    expect((await shepherd.app.features.runs.service.findRun('chain-eval')).status).toBe('pending_approval');
+    expect(followTurns(llm, 'chain')).toHaveLength(2); // one turn: the tool round and the answer
   }, 90_000);
 });
