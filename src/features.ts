@@ -140,6 +140,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -170,6 +171,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     python: config.runs.python,
     environment: dependencies.runEnvironment,
     onAlert: (meta, incident) => runFollows.onIncident(meta, incident),
+    checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {

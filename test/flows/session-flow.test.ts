@@ -52,6 +52,11 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
     for (let index = 1; index < 26; index += 1) await shepherd.reply(threadId, '@shepherd runs', 'alice');
     await shepherd.waitForMessages(threadId, (all) => botMessages(all).length >= 26);
     const fullId = `web:ml-runs:${threadId}`;
+    // Answers are posted before their batch commits to the session; wait for the commit.
+    const deadline = Date.now() + 10_000;
+    while ((await shepherd.app.redis.llen(`${prefix}:session:${fullId}`)) < 52 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     expect(await shepherd.app.redis.llen(`${prefix}:session:${fullId}`)).toBe(52);
     expect(llm.requests).toHaveLength(0);
 
