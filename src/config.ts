@@ -68,6 +68,10 @@ const environmentSchema = z.object({
   SHEPHERD_LLM_TIMEOUT_MS: positiveInt.default(60_000),
   SHEPHERD_LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
   SHEPHERD_MAX_TOOL_ROUNDS: positiveInt.default(10),
+  SHEPHERD_LLM_MODELS: commaList,
+  SHEPHERD_MAX_FOLLOW_TURNS: z.coerce.number().int().min(0).default(5),
+  /** Unset: the `prompts/playbooks/` shipped with Shepherd. */
+  SHEPHERD_PLAYBOOKS_DIR: optionalString,
 
   SHEPHERD_TURN_CONCURRENCY: positiveInt.default(8),
   SHEPHERD_JOB_LOCK_MS: positiveInt.default(30_000),
@@ -145,6 +149,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       timeoutMs: environment.SHEPHERD_LLM_TIMEOUT_MS,
       maxRetries: environment.SHEPHERD_LLM_MAX_RETRIES,
       maxToolRounds: environment.SHEPHERD_MAX_TOOL_ROUNDS,
+      /** Models a thread may switch to (`model <name>`); the default model is always allowed. */
+      models: [...new Set([environment.SHEPHERD_LLM_MODEL, ...environment.SHEPHERD_LLM_MODELS])],
+    },
+    session: {
+      maxFollowTurns: environment.SHEPHERD_MAX_FOLLOW_TURNS,
+      playbooksDir: environment.SHEPHERD_PLAYBOOKS_DIR,
     },
     queue: {
       turnConcurrency: environment.SHEPHERD_TURN_CONCURRENCY,

@@ -66,6 +66,8 @@ export interface AlertServiceOptions {
   python: string;
   /** Environment for the syntax check (the same one training processes get). */
   environment: Readonly<Record<string, string | undefined>>;
+  /** Told of every alert card posted (follows of `alert` / `stalled`); must not throw. */
+  onAlert?: (meta: RunMeta, incident: Incident) => Promise<void>;
   /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
   checkpoints?: CheckpointHistory;
   logger: Logger;
@@ -200,6 +202,7 @@ export function createAlertService(options: AlertServiceOptions) {
       'EX',
       KEEP_SECONDS,
     );
+    await options.onAlert?.(meta, incident);
     if (AUTO_TRIAGE.has(incident.kind)) {
       await enqueue(
         {
