@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { PAGE_SCRIPT } from './page-script.js';
-import { PAGE_STYLE } from './page-style.js';
+import type { PageAssets } from './page-assets.js';
 
 function cspHash(source: string): string {
   return `'sha256-${createHash('sha256').update(source, 'utf8').digest('base64')}'`;
@@ -14,14 +13,20 @@ function escapeHtml(text: string): string {
  * The playground page, built once at start. The inline script and style are allowed by hash in the
  * Content-Security-Policy, so nothing else (no injected markup, no external asset) can run or load.
  */
-export function renderPage(options: { botName: string }): { html: string; contentSecurityPolicy: string } {
+export function renderPage(
+  options: { botName: string },
+  assets: PageAssets,
+): { html: string; contentSecurityPolicy: string } {
+  // `</script` inside the bundle would end the element early; esbuild escapes it, this keeps it so.
+  const script = assets.script.replace(/<\/(script)/gi, '<\\/$1');
+  const style = assets.style.replace(/<\/(style)/gi, '<\\/$1');
   const html = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Shepherd playground</title>
-<style>${PAGE_STYLE}</style>
+<style>${style}</style>
 </head>
 <body data-bot-name="${escapeHtml(options.botName)}">
 <header class="top">
@@ -47,14 +52,14 @@ export function renderPage(options: { botName: string }): { html: string; conten
     <div id="composer-error" class="error" role="alert"></div>
   </main>
 </div>
-<script>${PAGE_SCRIPT}</script>
+<script>${script}</script>
 </body>
 </html>
 `;
   const contentSecurityPolicy = [
     "default-src 'none'",
-    `script-src ${cspHash(PAGE_SCRIPT)}`,
-    `style-src ${cspHash(PAGE_STYLE)}`,
+    `script-src ${cspHash(script)}`,
+    `style-src ${cspHash(style)}`,
     "img-src 'self'",
     "connect-src 'self'",
     "base-uri 'none'",

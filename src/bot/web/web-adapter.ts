@@ -12,6 +12,7 @@ import {
   type Upload,
 } from '../chat-adapter.js';
 import { renderPage } from './page.js';
+import { loadPageAssets } from './page-assets.js';
 import { toWebCard } from './web-cards.js';
 import { createWebEventHub, type WebEventHub } from './web-events.js';
 import { createWebRequestHandler, WEB_BOT_USER } from './web-http.js';
@@ -107,7 +108,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         events,
         botName: options.botName,
         logger,
-        page: renderPage({ botName: options.botName }),
+        page: renderPage({ botName: options.botName }, await loadPageAssets()),
       });
       const mounts = options.mounts ?? [];
       const created = createServer((request, response) => {
