@@ -9,6 +9,7 @@ import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
+import { applyEnvironment, type Environments } from './run-environments.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -33,7 +34,32 @@ export interface LocalExecutorOptions {
   environment: Readonly<Record<string, string | undefined>>;
   /** Host GPU indices, for `clusterInfo`. */
   gpuInventory: readonly number[];
+  /** Named environments (`SHEPHERD_ENVIRONMENTS`) a run may ask for. */
+  environments?: Environments;
   logger: Logger;
+}
+
+/** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
+export function localLaunchPlan(
+  meta: RunMeta,
+  runDir: string,
+  python: string,
+  environments: Environments,
+): { argv?: string[]; cwd: string; pathPrefix: string[]; variables: Record<string, string> } {
+  if (meta.command === undefined && meta.environmentName === undefined) {
+    return { cwd: runDir, pathPrefix: [], variables: {} };
+  }
+  const base = meta.command ?? [python, '-u', RUN_FILES.script];
+  const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+  if (meta.environmentName !== undefined && spec === undefined) {
+    throw new RunError('unknown_environment', `environment ${meta.environmentName} is no longer configured`);
+  }
+  const applied = applyEnvironment(base, spec);
+  const argv =
+    applied.container === undefined
+      ? applied.argv
+      : ['apptainer', 'exec', applied.container, ...applied.argv];
+  return { argv, cwd: meta.cwd ?? runDir, pathPrefix: applied.pathPrefix, variables: applied.variables };
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
@@ -106,12 +132,13 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir, gpuIndices } = request;
     const launchNumber = meta.launchCount;
+    const plan = localLaunchPlan(meta, runDir, options.python, options.environments ?? {});
     await rm(path.join(runDir, RUN_FILES.exitStatus), { force: true });
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
     await appendRunFile(
       runDir,
       RUN_FILES.output,
-      `=== launch ${launchNumber} at ${new Date().toISOString()} (script v${meta.scriptVersion}, ${gpuLabel(gpuIndices)}) ===`,
+      `=== launch ${launchNumber} at ${new Date().toISOString()} (${meta.command === undefined ? `script v${meta.scriptVersion}` : 'command'}, ${gpuLabel(gpuIndices)}${meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`}) ===`,
     );
     const inherited = options.environment.PYTHONPATH;
     const environment: Record<string, string> = {};
@@ -127,10 +154,20 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
       PYTHONUNBUFFERED: '1',
     });
+    Object.assign(environment, plan.variables);
+    if (plan.pathPrefix.length > 0) {
+      environment.PATH = [...plan.pathPrefix, environment.PATH ?? '/usr/local/bin:/usr/bin:/bin'].join(
+        path.delimiter,
+      );
+    }
+    const launcherArgs =
+      plan.argv === undefined
+        ? ['-u', LAUNCHER, String(launchNumber), RUN_FILES.script]
+        : ['-u', LAUNCHER, String(launchNumber), '--cwd', plan.cwd, '--', ...plan.argv];
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     try {
-      const child = spawn(options.python, ['-u', LAUNCHER, String(launchNumber), RUN_FILES.script], {
+      const child = spawn(options.python, launcherArgs, {
         cwd: runDir,
         env: environment,
         detached: true,

@@ -1,6 +1,10 @@
 """Shepherd launch wrapper (stdlib only): runs train.py as a child and records how it ended.
 
 Usage: python3 -u shepherd_launcher.py <launch number> <script>
+       python3 -u shepherd_launcher.py <launch number> --cwd <dir> -- <argv ...>
+
+The second form runs any command (torchrun, accelerate, bash launch.sh, ...) without a shell in <dir>;
+every process it starts stays in the launcher's process group, so pause and stop reach all ranks.
 
 It lives as long as the training process, but only waits: it never trains. It survives SIGTERM sent to
 the process group (the child gets the same signal and saves its checkpoint), then writes
@@ -40,11 +44,17 @@ def _write_status(status):
 def main():
     global _child
     launch = int(sys.argv[1])
-    script = sys.argv[2]
+    if len(sys.argv) > 5 and sys.argv[2] == "--cwd" and sys.argv[4] == "--":
+        cwd = sys.argv[3]
+        argv = sys.argv[5:]
+    else:
+        cwd = None
+        argv = [sys.executable, "-u", sys.argv[2]]
+    script = " ".join(argv)
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
-        _child = subprocess.Popen([sys.executable, "-u", script], stdin=subprocess.DEVNULL)
+        _child = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL)
     except OSError as error:
         print("[shepherd] could not start {}: {}".format(script, error), file=sys.stderr, flush=True)
         _write_status({"launch": launch, "exitCode": 127, "signal": None, "terminated": _terminated})
