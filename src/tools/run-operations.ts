@@ -193,6 +193,7 @@ export function createRunOperations(options: RunOperationsOptions) {
   async function status(reference: string): Promise<string> {
     const report = await runs.status(reference);
     const lines = [describeRun(report.meta)];
+    if (report.meta.command !== undefined) lines.push(`command: ${formatCommand(report.meta.command)}`);
     const last = report.lastMetrics.at(-1);
     if (last !== undefined) {
       const values = Object.entries(last.values)
