@@ -145,7 +145,7 @@ describe('environments', () => {
     expect(apptainer).toContain(`exec 'apptainer' 'exec' 'i.sif' 'python3' 't.py'`);
     expect(apptainer).toContain(`export PATH='/v/bin':"$PATH"`);
     // A plain train.py run is unchanged.
-    expect(renderJobScript(base)).toContain(`exec 'python3' '-u' 'train.py'`);
+    expect(renderJobScript(base)).toContain(`exec 'python3' -u 'train.py'`);
   });
 });
 

@@ -50,8 +50,12 @@ export function renderJobScript(input: JobScriptInput): string {
     `echo "=== launch ${input.launchNumber} at $(date -Iseconds) (${what}, slurm job \${SLURM_JOB_ID:-?} on $(hostname), gpus \${SLURM_GPUS_ON_NODE:-0}) ==="`,
   );
   if (input.cwd !== undefined) lines.push(`cd ${shellQuote(input.cwd)} || exit 1`);
-  let argv = input.command === undefined ? [input.python, '-u', input.script] : [...input.command];
-  if (input.container?.mode === 'apptainer') argv = ['apptainer', 'exec', input.container.image, ...argv];
+  let words =
+    input.command === undefined
+      ? [shellQuote(input.python), '-u', shellQuote(input.script)]
+      : input.command.map(shellQuote);
+  if (input.container?.mode === 'apptainer')
+    words = ['apptainer', 'exec', input.container.image].map(shellQuote).concat(words);
   const pyxis = input.container?.mode === 'pyxis';
   if (input.srun === true || pyxis) {
     // torchrun/accelerate/deepspeed read these; srun starts one launcher per node.
@@ -69,9 +73,9 @@ export function renderJobScript(input: JobScriptInput): string {
         ? [`--container-image=${shellQuote(input.container.image)}`, '--container-workdir="$PWD"']
         : []),
     ];
-    lines.push(`exec ${srun.join(' ')} ${argv.map(shellQuote).join(' ')}`);
+    lines.push(`exec ${srun.join(' ')} ${words.join(' ')}`);
   } else {
-    lines.push(`exec ${argv.map(shellQuote).join(' ')}`);
+    lines.push(`exec ${words.join(' ')}`);
   }
   lines.push('');
   return lines.join('\n');
