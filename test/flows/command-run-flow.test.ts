@@ -282,6 +282,40 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     }
   });
 
+  it('start_training accepts command: string[] instead of script', async () => {
+    llm.enqueue(
+      {
+        toolCalls: [
+          {
+            name: 'start_training',
+            arguments: { name: 'agent-cmd', command: ['python', '-u', 'show_env.py'], gpus: 0, env: 'beta' },
+          },
+        ],
+      },
+      { text: 'I asked the team to approve agent-cmd.' },
+    );
+    const threadId = await shepherd.mention('please start show_env.py in the beta environment');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, ': agent-cmd').length > 0,
+    );
+    const card = cardsTitled(messages, ': agent-cmd')[0];
+    expect(card?.card?.text).toContain('Command:\n```\npython -u show_env.py\n```');
+    expect(card?.card?.fields).toContainEqual({
+      label: 'Environment',
+      value: `beta (venv ${join(venvRoot, 'venv-beta')})`,
+    });
+    const meta = await shepherd.app.features.runs.service.findRun('agent-cmd');
+    expect(meta).toMatchObject({
+      command: ['python', '-u', 'show_env.py'],
+      environmentName: 'beta',
+      cwd: workspace,
+    });
+    const reject = card?.card?.actions?.find((action) => action.label === 'Reject');
+    llm.enqueue({ text: 'understood' });
+    await shepherd.click(threadId, card?.id ?? '', reject?.actionId ?? '', 'alice');
+  });
+
   it('refuses an unknown environment before any card, listing the known ones', async () => {
     const threadId = await shepherd.mention('run --env gamma --name nope -- python -u show_env.py');
     const messages = await shepherd.waitForMessages(threadId, (all) => botSaid(all, /unknown environment/));
