@@ -139,6 +139,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
+    maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -168,6 +169,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {
