@@ -139,6 +139,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({

@@ -61,6 +61,8 @@ export interface RunOperationsOptions {
   /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
   environments?: Environments;
   defaultEnvironment?: string | undefined;
+  /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
+  python?: string;
   /** Stopping a watched run asks for a confirmation button first; this posts it. */
   confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
 }
@@ -385,7 +387,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     if (path.endsWith('.sh') || flags.cwd !== undefined) {
       // A shell script runs with bash, in the workspace, like any command.
       return runCommand(
-        path.endsWith('.sh') ? ['bash', path] : ['python', '-u', path],
+        path.endsWith('.sh') ? ['bash', path] : [options.python ?? 'python3', '-u', path],
         flags,
         threadId,
         actor,
