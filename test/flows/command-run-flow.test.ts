@@ -327,7 +327,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
   });
 
   it('a fix of a command run edits the named .py in the workspace and archives the old one in the run directory', async () => {
-    const threadId = await shepherd.mention('run --name cmdpy --cwd jobs -- python -u train_cmd.py --lr 3');
+    const threadId = await shepherd.mention('run --name cmdpy --cwd jobs -- python3 -u train_cmd.py --lr 3');
     await approve(shepherd, threadId, 'cmdpy');
     const service = shepherd.app.features.runs.service;
     const deadline = Date.now() + 20_000;
