@@ -239,6 +239,28 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     });
   });
 
+  it('pause ends both ranks too', async () => {
+    const threadId = await shepherd.mention('run --name ddp-pause -- bash launch.sh');
+    await approve(shepherd, threadId, 'ddp-pause');
+    const meta = await shepherd.app.features.runs.service.findRun('ddp-pause');
+    const runDir = join(shepherd.dataDir, 'runs', meta.id);
+    const pids: number[] = [];
+    for (const rank of [0, 1]) {
+      const file = join(runDir, `rank${rank}.pid`);
+      const pid = await until(
+        () => existsSync(file) && Number(readFileSync(file, 'utf8')),
+        `rank ${rank} pid`,
+      );
+      started.push(pid);
+      pids.push(pid);
+    }
+    expect(pids.every(alive)).toBe(true);
+    await shepherd.reply(threadId, '@shepherd pause ddp-pause');
+    await shepherd.waitForMessages(threadId, (all) => botSaid(all, /^Paused ddp-pause/), 30_000);
+    await until(() => pids.every((pid) => !alive(pid)), 'both ranks to end', 10_000);
+    expect((await shepherd.app.features.runs.service.findRun('ddp-pause')).status).toBe('paused');
+  });
+
   it('warns on the card when --nproc_per_node does not match the GPUs asked for', async () => {
     const threadId = await shepherd.mention(
       'run --gpus 2 --name tr -- torchrun --nproc_per_node 4 train.py --lr 3e-4',
