@@ -16,6 +16,8 @@ import { createTurnRunner } from './agent/turn-runner.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
+import { createWebRunsRoutes } from './bot/web/runs-api.js';
+import { createWebRunsSource } from './bot/web/runs-source.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
@@ -146,6 +148,12 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     onAlert: (kind) => ops.metrics.alert(kind),
     ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
   });
+  web.extend(
+    createWebRunsRoutes({
+      source: createWebRunsSource(features),
+      logger: logger.child({ component: 'web' }),
+    }),
+  );
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
   /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */

@@ -40,9 +40,16 @@ export function renderPage(
       <input id="new-channel-name" placeholder="new channel" maxlength="80" aria-label="new channel name">
       <button type="submit" class="action">Add</button>
     </form>
+    <section id="runs-panel" class="runs-panel" data-testid="runs-panel" aria-label="runs">
+      <h2>Runs</h2>
+      <div id="runs"></div>
+    </section>
+    <h2 class="side-title">Channels</h2>
     <div id="channels"></div>
   </nav>
   <main class="main">
+    <div id="run-view" class="run-view" hidden></div>
+    <div id="chat-view" class="chat-view">
     <div id="thread-head" class="thread-head"></div>
     <div id="messages" class="messages" aria-live="polite"></div>
     <form id="composer" class="composer">
@@ -50,6 +57,7 @@ export function renderPage(
       <button type="submit" class="send">Send</button>
     </form>
     <div id="composer-error" class="error" role="alert"></div>
+    </div>
   </main>
 </div>
 <script>${script}</script>

@@ -16,6 +16,7 @@ import { loadPageAssets } from './page-assets.js';
 import { toWebCard } from './web-cards.js';
 import { createWebEventHub, type WebEventHub } from './web-events.js';
 import { createWebRequestHandler, WEB_BOT_USER } from './web-http.js';
+import type { WebRoute } from './web-json.js';
 import type { NewWebMessage, WebStore } from './web-store.js';
 
 export interface WebAdapterOptions {
@@ -42,6 +43,15 @@ export interface WebAdapter extends ChatAdapter {
   readonly platform: 'web';
   /** Where the playground listens; only valid after `start()`. */
   address(): WebAddress;
+  /** Adds routes kept in their own module (runs, turns); call before `start()`. */
+  extend(extension: WebExtension): void;
+}
+
+/** Routes outside web-http.ts, with an optional life cycle tied to the server's (live events). */
+export interface WebExtension {
+  route: WebRoute;
+  start?(events: WebEventHub): void;
+  stop?(): void;
 }
 
 /** Resolve `web:<channel>:<root>`; an empty root means "a new top-level message in the channel". */
@@ -72,6 +82,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
   let server: Server | undefined;
   let events: WebEventHub | undefined;
   let bound: WebAddress | undefined;
+  const extensions: WebExtension[] = [];
 
   async function post(threadId: string, fields: Omit<NewWebMessage, 'channel' | 'threadId' | 'user'>) {
     const { channel, root } = resolveThread(threadId);
@@ -109,6 +120,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         botName: options.botName,
         logger,
         page: renderPage({ botName: options.botName }, await loadPageAssets()),
+        routes: extensions.map((extension) => extension.route),
       });
       const mounts = options.mounts ?? [];
       const created = createServer((request, response) => {
@@ -139,6 +151,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         );
       }
       server = created;
+      for (const extension of extensions) if (events !== undefined) extension.start?.(events);
       const info = created.address() as AddressInfo;
       const urlHost = info.address.includes(':') ? `[${info.address}]` : info.address;
       bound = { host: info.address, port: info.port, url: `http://${urlHost}:${info.port}` };
@@ -147,9 +160,15 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
 
     isConnected: () => server?.listening === true,
 
+    extend(extension) {
+      if (server !== undefined) throw new Error('extend the web adapter before it starts');
+      extensions.push(extension);
+    },
+
     async stop() {
       const closing = server;
       server = undefined;
+      for (const extension of extensions) extension.stop?.();
       await events?.stop();
       events = undefined;
       if (closing !== undefined) {

@@ -4,6 +4,7 @@ import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { decodeThreadId, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
 import type { WebEventHub } from './web-events.js';
+import type { WebRoute } from './web-json.js';
 import type { WebMessage, WebStore } from './web-store.js';
 
 /*
@@ -163,6 +164,8 @@ export interface WebRequestHandlerOptions {
   botName: string;
   logger: Logger;
   page: { html: string; contentSecurityPolicy: string };
+  /** Routes kept in their own modules (runs, turns); tried after the built-in ones. */
+  routes?: readonly WebRoute[];
   now?: () => number;
 }
 
@@ -328,6 +331,7 @@ export function createWebRequestHandler(
     }
     const fileMatch = /^\/api\/files\/([^/]+)$/.exec(path);
     if (method === 'GET' && fileMatch?.[1] !== undefined) return await getFile(response, fileMatch[1]);
+    for (const extra of options.routes ?? []) if (await extra(request, response, method, path)) return;
     throw new HttpProblem(404, `no route ${method} ${path}`);
   }
 

@@ -11,6 +11,8 @@ import {
   userName,
 } from './chat.js';
 import { byId } from './dom.js';
+import { closeRun, currentRunId, openRun, refreshRun } from './run-page.js';
+import { loadRuns } from './runs-panel.js';
 
 /** The playground page's entry point: wires the DOM, restores the location and listens for live events. */
 
@@ -27,6 +29,7 @@ function schedule(kind: string, action: () => unknown): void {
 }
 
 interface StoreEvent {
+  kind?: string;
   channel?: string;
   threadId?: string;
 }
@@ -42,6 +45,7 @@ function connectEvents(): void {
     if (wasDown) {
       void loadChannels();
       void loadThread();
+      void loadRuns();
     }
     wasDown = false;
   };
@@ -55,6 +59,11 @@ function connectEvents(): void {
     try {
       event = JSON.parse(message.data) as StoreEvent;
     } catch {
+      return;
+    }
+    if (event.kind === 'runs') {
+      schedule('runs', loadRuns);
+      if (currentRunId() !== undefined) schedule('run', refreshRun);
       return;
     }
     if (event.channel === state.channel && event.threadId === state.thread) schedule('thread', loadThread);
@@ -85,9 +94,26 @@ byId('composer-text').addEventListener('keydown', (event) => {
   }
 });
 byId('new-channel').addEventListener('submit', (event) => void addChannel(event));
-restoreLocation();
+/** `#run/<id>` shows a run's page in place of the chat; any other hash is a channel or thread. */
+function route(): void {
+  const match = /^#run\/(.+)$/.exec(location.hash);
+  const runId = match?.[1] === undefined ? undefined : decodeURIComponent(match[1]);
+  byId('chat-view').hidden = runId !== undefined;
+  byId('run-view').hidden = runId === undefined;
+  if (runId !== undefined) {
+    openRun(runId);
+    return;
+  }
+  closeRun();
+  restoreLocation();
+  renderChannels();
+  void loadThread();
+}
+
+window.addEventListener('hashchange', route);
 renderChannels();
 renderThread();
+route();
 connectEvents();
 void loadChannels();
-void loadThread();
+void loadRuns();

@@ -41,3 +41,27 @@ export interface ChannelSummary {
   channel: string;
   threads: ThreadSummary[];
 }
+
+/** JSON has no NaN: non-finite metric values arrive as these strings. */
+export type MetricValue = number | 'NaN' | 'Infinity' | '-Infinity';
+
+export interface RunRow {
+  id: string;
+  name: string;
+  status: string;
+  statusReason?: string;
+  gpus: number;
+  gpuIndices: number[];
+  step?: number;
+  requester: string;
+  thread: { threadId: string; href?: string };
+  lossMetric?: string;
+  loss?: MetricValue[];
+  checkpoints?: { step: number; checkpoint: string | null; ts?: number }[];
+}
+
+export interface MetricsResponse {
+  run: string;
+  names: string[];
+  points: { step?: number; ts?: number; values: Record<string, MetricValue> }[];
+}

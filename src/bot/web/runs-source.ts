@@ -1,0 +1,17 @@
+import type { Features } from '../../features.js';
+import type { WebRunsSource } from './runs-api.js';
+
+/** The runs API's view of the core: reads from the run service and store, changes through chat's operations. */
+export function createWebRunsSource(features: Features): WebRunsSource {
+  const { runs, operations } = features;
+  return {
+    listRuns: () => runs.service.listRuns(),
+    findRun: (reference) => runs.service.findRun(reference),
+    runDir: (runId) => runs.store.runDir(runId),
+    change(change, runId, actor, _threadId) {
+      if (change === 'pause') return operations.pause(runId, actor);
+      if (change === 'resume') return operations.resume(runId, actor, 'command');
+      return operations.stop(runId, actor);
+    },
+  };
+}
