@@ -14,7 +14,7 @@ function escapeHtml(text: string): string {
  * Content-Security-Policy, so nothing else (no injected markup, no external asset) can run or load.
  */
 export function renderPage(
-  options: { botName: string },
+  options: { botName: string; extensions?: readonly string[] },
   assets: PageAssets,
 ): { html: string; contentSecurityPolicy: string } {
   // `</script` inside the bundle would end the element early; esbuild escapes it, this keeps it so.
@@ -28,7 +28,7 @@ export function renderPage(
 <title>Shepherd playground</title>
 <style>${style}</style>
 </head>
-<body data-bot-name="${escapeHtml(options.botName)}">
+<body data-bot-name="${escapeHtml(options.botName)}" data-extensions="${escapeHtml((options.extensions ?? []).join(' '))}">
 <header class="top">
   <div class="brand">Shepherd <span>playground · mention @${escapeHtml(options.botName)}</span></div>
   <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name"></label>

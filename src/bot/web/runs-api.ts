@@ -96,6 +96,7 @@ function boundedInteger(raw: string | null, fallback: number, max: number): numb
 }
 
 export interface WebRunsRoutes {
+  name: 'runs';
   route: WebRoute;
   /** Starts telling SSE clients about run changes (status, step, loss) while any page is open. */
   start(events: WebEventHub): void;
@@ -250,6 +251,7 @@ export function createWebRunsRoutes(options: { source: WebRunsSource; logger: Lo
   }
 
   return {
+    name: 'runs',
     route: async (request, response, method, path) => {
       try {
         return await handle(request, response, method, path);

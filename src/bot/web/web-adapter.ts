@@ -49,6 +49,8 @@ export interface WebAdapter extends ChatAdapter {
 
 /** Routes outside web-http.ts, with an optional life cycle tied to the server's (live events). */
 export interface WebExtension {
+  /** Named on the page (`data-extensions`), so it only calls APIs that exist. */
+  name: string;
   route: WebRoute;
   start?(events: WebEventHub): void;
   stop?(): void;
@@ -119,7 +121,10 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         events,
         botName: options.botName,
         logger,
-        page: renderPage({ botName: options.botName }, await loadPageAssets()),
+        page: renderPage(
+          { botName: options.botName, extensions: extensions.map((extension) => extension.name) },
+          await loadPageAssets(),
+        ),
         routes: extensions.map((extension) => extension.route),
       });
       const mounts = options.mounts ?? [];

@@ -53,3 +53,8 @@ export async function api<T = Record<string, unknown>>(
   }
   return { status: response.status, ok: response.ok, data };
 }
+
+/** Optional APIs this server offers (`runs`, `turns`), from the page's `data-extensions`. */
+export function hasExtension(name: string): boolean {
+  return (document.body.dataset.extensions ?? '').split(' ').includes(name);
+}

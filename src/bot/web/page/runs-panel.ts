@@ -1,4 +1,4 @@
-import { api, byId, make } from './dom.js';
+import { api, byId, hasExtension, make } from './dom.js';
 import type { MetricValue, RunRow } from './types.js';
 
 /** The runs panel in the sidebar: one row per run with its status, GPUs, step and a loss sparkline. */
@@ -79,6 +79,10 @@ function renderRow(run: RunRow): HTMLElement {
 }
 
 export async function loadRuns(): Promise<void> {
+  if (!hasExtension('runs')) {
+    byId('runs-panel').hidden = true;
+    return;
+  }
   const seq = ++loadSeq;
   const result = await api<{ runs: RunRow[] }>('GET', '/api/runs');
   if (seq !== loadSeq) return;
