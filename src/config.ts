@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -103,6 +104,14 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_METRIC_PATTERN: optionalString.superRefine((value, context) => {
+    if (value === undefined) return;
+    try {
+      compileMetricPattern(value);
+    } catch (error) {
+      context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+    }
+  }),
 
   SLACK_BOT_TOKEN: optionalString,
   SLACK_APP_TOKEN: optionalString,
@@ -175,6 +184,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      /** Regex source with named groups for printed metric lines no built-in format reads. */
+      metricPattern: environment.SHEPHERD_METRIC_PATTERN,
     },
     slack: {
       botToken: environment.SLACK_BOT_TOKEN,

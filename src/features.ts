@@ -19,6 +19,7 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-client.js';
@@ -135,6 +136,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    ...(config.monitor.metricPattern === undefined
+      ? {}
+      : { metricPattern: compileMetricPattern(config.monitor.metricPattern) }),
   });
   const alerts = createAlertService({
     redis,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { EpisodeBook } from './episodes.js';
 import type { MalformedBook } from './metric-line.js';
+import type { PrintedMetricsState } from './printed-metrics.js';
 import {
   createRollingState,
   decodeRollingState,
@@ -19,6 +20,8 @@ export interface MonitorState {
   /** Monitor clock (ms) of the first tick, the stall reference before any step. */
   firstTickAt?: number;
   ticks: number;
+  /** Metrics read from output.log (runs without the helper); see printed-metrics.ts. */
+  printed?: PrintedMetricsState;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

@@ -9,7 +9,7 @@ import { checkDivergence, checkPlateau, checkSpike } from './detectors/loss-dete
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkStall } from './detectors/stall.js';
 import { episodeCount, isEpisodeActive, observeEpisode } from './episodes.js';
-import { parseMetricLine, recordMalformed } from './metric-line.js';
+import { recordMalformed } from './metric-line.js';
 import {
   createMonitorState,
   LOG_TAIL_CHARS,
@@ -17,6 +17,7 @@ import {
   parseMonitorState,
   serialiseMonitorState,
 } from './monitor-state.js';
+import { createPrintedMetricsReader } from './printed-metrics.js';
 import { redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import {
@@ -48,6 +49,8 @@ export interface MonitorOptions {
   maxBytesPerTick?: number;
   clock?: () => number;
   logger?: Logger;
+  /** SHEPHERD_METRIC_PATTERN, compiled: tried first on output.log lines. */
+  metricPattern?: RegExp;
 }
 
 export interface TickResult {
@@ -88,6 +91,10 @@ export function createMonitor(options: MonitorOptions) {
   };
   const maxBytes = options.maxBytesPerTick ?? DEFAULT_MAX_BYTES_PER_READ;
   const clock = options.clock ?? Date.now;
+  const printedMetrics = createPrintedMetricsReader({
+    ...(options.metricPattern === undefined ? {} : { pattern: options.metricPattern }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  });
   const stateKey = (runId: string) => `${prefix}:monitor:${runId}`;
   const outboxKey = (runId: string) => `${prefix}:monitor-outbox:${runId}`;
   const lockKey = (runId: string) => `${prefix}:monitor-lock:${runId}`;
@@ -153,9 +160,25 @@ export function createMonitor(options: MonitorOptions) {
       metricsChunk.oversized > 0 ? 'line longer than the read cap' : undefined;
     let sample: string | undefined;
     let newPoints = 0;
-    for (const line of metricsChunk.lines) {
-      if (line.trim() === '') continue;
-      const parsed = parseMetricLine(line);
+
+    // --- output.log (bounded tail, for triage snapshots; metrics when the run prints them) ----------
+    const logChunk = await readNewLines(logPath, parseCursor(logCursorRaw), maxBytes, {
+      carriageReturns: true,
+    });
+    if (logChunk.reset) state.logTail = '';
+    if (logChunk.lines.length > 0) {
+      const appended = `${state.logTail}${logChunk.lines.join('\n')}\n`;
+      state.logTail = appended.length > LOG_TAIL_CHARS ? appended.slice(-LOG_TAIL_CHARS) : appended;
+    }
+    const incoming = await printedMetrics.collect({
+      runId,
+      runDir,
+      state,
+      helperLines: metricsChunk.lines,
+      logLines: logChunk.lines,
+      logReset: logChunk.reset,
+    });
+    for (const { line, parsed } of incoming.points) {
       if (!parsed.ok) {
         malformedCount++;
         firstReason ??= parsed.reason;
@@ -205,13 +228,7 @@ export function createMonitor(options: MonitorOptions) {
       );
     }
 
-    // --- output.log (bounded tail, for triage snapshots) -----------------------------------------
-    const logChunk = await readNewLines(logPath, parseCursor(logCursorRaw), maxBytes);
-    if (logChunk.reset) state.logTail = '';
-    if (logChunk.lines.length > 0) {
-      const appended = `${state.logTail}${logChunk.lines.join('\n')}\n`;
-      state.logTail = appended.length > LOG_TAIL_CHARS ? appended.slice(-LOG_TAIL_CHARS) : appended;
-    }
+    printedMetrics.applyProgress(state, incoming.progressStep, now, limits);
 
     // --- per-tick detectors ----------------------------------------------------------------------
     const rolling = state.rolling;
@@ -264,7 +281,11 @@ export function createMonitor(options: MonitorOptions) {
     }
 
     // --- process end (only once the metrics are drained, so the summary is final) -----------------
-    if ((processState.kind === 'exited' || processState.kind === 'signaled') && !metricsChunk.more) {
+    if (
+      (processState.kind === 'exited' || processState.kind === 'signaled') &&
+      !metricsChunk.more &&
+      !logChunk.more
+    ) {
       const launch = meta.launchCount;
       const durationMs =
         (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) - (startedAt ?? state.firstTickAt);

@@ -120,7 +120,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       const values = Object.entries(last.values)
         .map(([name, value]) => `${name}=${formatNumber(value)}`)
         .join(', ');
-      lines.push(`last metrics (step ${last.step ?? '?'}): ${values}`);
+      const source = report.metricsSource === 'stdout' ? ', read from output.log' : '';
+      lines.push(`last metrics (step ${last.step ?? '?'}${source}): ${values}`);
     }
     if (report.lastMetrics.length >= 2) {
       const first = report.lastMetrics[0]?.values.loss;

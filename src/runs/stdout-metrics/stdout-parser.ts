@@ -1,0 +1,124 @@
+import { customPatternFormat } from './custom-pattern.js';
+import { jsonLineFormat } from './json-line.js';
+import { keyValueFormat } from './key-value.js';
+import { pythonDictFormat } from './python-dict.js';
+import type { StdoutFormat } from './types.js';
+
+/**
+ * Turns output.log text into metric points. Stateless per line except for the step: it comes from the
+ * line when the line names one, else from the run's tqdm bar (`123/1000 [`, updated in place with `\r`),
+ * else it is a running count after the last step. The state is plain JSON so the monitor persists it
+ * between ticks next to the file cursor.
+ */
+
+/** The built-in formats, tried in this order; the first that reads a line wins. */
+export const DEFAULT_FORMATS: readonly StdoutFormat[] = [pythonDictFormat, jsonLineFormat, keyValueFormat];
+
+export interface StdoutPoint {
+  step: number;
+  metrics: Record<string, number>;
+  /** Which format read it. */
+  format: string;
+}
+
+export interface StdoutParseState {
+  /** Last step given to a point or shown by the training bar. */
+  lastStep?: number;
+  /** The training tqdm bar: the one with the largest total. `offset` grows when it restarts (per epoch). */
+  bar?: { n: number; total: number; offset: number };
+  /** The training bar's total: the planned number of steps (per epoch for Lightning and Keras). */
+  plannedSteps?: number;
+  /** Metric lines read so far. */
+  lines: number;
+}
+
+export interface StdoutParseResult {
+  points: StdoutPoint[];
+  /** Step shown by the training bar after the last point, when it moved on without a metric line. */
+  progressStep?: number;
+}
+
+export function createStdoutParseState(): StdoutParseState {
+  return { lines: 0 };
+}
+
+// tqdm: `| 123/1000 [00:12<01:30, 9.8it/s]`; Keras: `123/1000 [=====>....]`.
+const TQDM_COUNTER = /(?<![\d/])(\d+)\/(\d+) \[/;
+const MAX_SEGMENT_CHARS = 16 * 1024;
+
+export interface StdoutParserOptions {
+  /** Compiled SHEPHERD_METRIC_PATTERN; tried before the built-in formats. */
+  pattern?: RegExp;
+  formats?: readonly StdoutFormat[];
+}
+
+export function createStdoutParser(options: StdoutParserOptions = {}) {
+  const builtIn = options.formats ?? DEFAULT_FORMATS;
+  // An explicit pattern is the operator's word for their own format, so it goes first.
+  const formats =
+    options.pattern === undefined ? builtIn : [customPatternFormat(options.pattern), ...builtIn];
+
+  function observeBar(state: StdoutParseState, segment: string): boolean {
+    if (segment.indexOf('/') === -1) return false;
+    const match = TQDM_COUNTER.exec(segment);
+    if (match === null) return false;
+    const n = Number(match[1]);
+    const total = Number(match[2]);
+    if (!(total > 0) || n > total) return false;
+    const bar = state.bar;
+    if (bar === undefined || total > bar.total) {
+      // A bigger bar is the training loop (evaluation and loading bars are shorter).
+      state.bar = { n, total, offset: 0 };
+      state.plannedSteps = total;
+      return true;
+    }
+    if (total < bar.total) return false;
+    // The same bar restarting (next epoch): keep the step increasing.
+    if (n < bar.n) bar.offset += bar.total;
+    bar.n = n;
+    return true;
+  }
+
+  function barStep(state: StdoutParseState): number | undefined {
+    return state.bar === undefined ? undefined : state.bar.offset + state.bar.n;
+  }
+
+  return {
+    formats,
+    /** Read complete lines (each may hold `\r`-separated updates) into points, updating `state`. */
+    parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
+      const points: StdoutPoint[] = [];
+      let barMoved = false;
+      for (const line of lines) {
+        const segments = line.indexOf('\r') === -1 ? [line] : line.split('\r');
+        for (const raw of segments) {
+          if (raw.length === 0 || raw.length > MAX_SEGMENT_CHARS) continue;
+          const segment = raw.trim();
+          if (segment.length < 3) continue;
+          if (observeBar(state, segment)) barMoved = true;
+          for (const format of formats) {
+            const parsed = format.parse(segment);
+            if (parsed === undefined) continue;
+            const fromBar = barStep(state);
+            const step = parsed.step ?? fromBar ?? (state.lastStep ?? -1) + 1;
+            state.lastStep = step;
+            state.lines++;
+            barMoved = false;
+            if (Object.keys(parsed.metrics).length > 0)
+              points.push({ step, metrics: parsed.metrics, format: format.name });
+            break;
+          }
+        }
+      }
+      const result: StdoutParseResult = { points };
+      const fromBar = barStep(state);
+      if (barMoved && fromBar !== undefined && fromBar > (state.lastStep ?? -1)) {
+        state.lastStep = fromBar;
+        result.progressStep = fromBar;
+      }
+      return result;
+    },
+  };
+}
+
+export type StdoutParser = ReturnType<typeof createStdoutParser>;
