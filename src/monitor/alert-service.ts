@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
-import { errorMessage } from '../errors.js';
+import { BotError, errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { Notifier } from '../notify/notifier.js';
@@ -139,6 +139,23 @@ export function createAlertService(options: AlertServiceOptions) {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     const existing = await loadAlert(id);
     if (existing?.cardMessageId !== undefined) return;
+    // The monitor's outbox is at-least-once: a tick that starts while this one is still drawing the chart
+    // gets the same incident. Only one may post; the other fails this delivery, so it is not acknowledged
+    // and the next tick finds the card posted (or posts it, if this attempt failed).
+    const postingKey = `${alertKey(id)}:posting`;
+    if ((await redis.set(postingKey, '1', 'PX', 120_000, 'NX')) === null) {
+      throw new BotError('alert_in_flight', `alert ${id} is being posted by another tick`);
+    }
+    try {
+      // Posted by the other tick between our first look and the claim.
+      if ((await loadAlert(id))?.cardMessageId !== undefined) return;
+      await postAlert(id, incident, meta);
+    } finally {
+      await redis.del(postingKey);
+    }
+  }
+
+  async function postAlert(id: string, incident: Incident, meta: RunMeta): Promise<void> {
     const alert: Alert = {
       schemaVersion: 1,
       id,

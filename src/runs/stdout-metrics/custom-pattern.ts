@@ -1,3 +1,4 @@
+import { BotError } from '../../errors.js';
 import {
   MAX_METRICS_PER_LINE,
   type PrintedMetrics,
@@ -7,8 +8,11 @@ import {
 } from './types.js';
 
 /** A `SHEPHERD_METRIC_PATTERN` that is not a usable regular expression. */
-export class MetricPatternError extends Error {
-  readonly code = 'METRIC_PATTERN_INVALID';
+export class MetricPatternError extends BotError {
+  constructor(message: string) {
+    super('metric_pattern_invalid', message);
+    this.name = 'MetricPatternError';
+  }
 }
 
 /**
