@@ -1,10 +1,10 @@
-import {
-  MAX_METRICS_PER_LINE,
-  type PrintedMetrics,
-  parseNumber,
-  STEP_KEYS,
-  type StdoutFormat,
-} from './types.js';
+import * as scan from './scan.js';
+import type { PrintedMetrics, StdoutFormat } from './types.js';
+import * as types from './types.js';
+
+// Local bindings: under tsx every use of an imported name is a getter call, which doubled this hot loop.
+const { isDigit, isLetter, isNameChar, scanNumber, skipSpaces } = scan;
+const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
 
 /**
  * Progress lines of the `name value` kind, however they are punctuated:
@@ -12,16 +12,15 @@ import {
  * `iter 200: loss 2.1, time 35ms`, `Epoch 1 Step 200: loss=0.48`, Lightning's progress-bar postfix
  * `…, loss=0.52, v_num=0]` and Keras' `- loss: 0.52 - accuracy: 0.81`.
  *
- * Free text holds numbers too ("loaded 3 files"), so a line counts only when it names a loss, or names a
- * step and at least one other metric written `name=value` or `name: value`.
+ * A pair is a name (starting with a letter, not glued to a preceding word or number), `=`, `:` or spaces,
+ * then a number with an optional `ms`/`s`/`%` unit. Free text holds numbers too ("loaded 3 files"), so a
+ * line counts only when it names a loss, or names a step and at least one other metric written
+ * `name=value` or `name: value`. Names are case-folded (`Epoch 1` → `epoch`).
  */
-
-// key (not glued to a preceding word or number), separator (`=`, `:` or spaces), number, optional unit.
-const PAIR =
-  /(?<![\w./-])([A-Za-z][\w./-]{0,63})(\s*[=:]\s*|\s+)([-+]?(?:nan|inf|\d+\.?\d*(?:e[-+]?\d+)?|\.\d+(?:e[-+]?\d+)?))(ms|s|%)?(?![\w.])/gi;
 
 /** Keys that look like metrics but are bookkeeping. */
 const IGNORED_KEYS = new Set(['v_num']);
+const MAX_NAME_CHARS = 64;
 
 export const keyValueFormat: StdoutFormat = {
   name: 'key-value',
@@ -30,26 +29,51 @@ export const keyValueFormat: StdoutFormat = {
     let count = 0;
     let namesLoss = false;
     let explicitPairs = 0;
-    PAIR.lastIndex = 0;
-    for (let match = PAIR.exec(line); match !== null; match = PAIR.exec(line)) {
-      // `Epoch 1`, `Loss: 0.5`: names are case-folded so every format charts as `epoch`, `loss`.
-      const key = (match[1] as string).toLowerCase();
-      const lower = key;
-      if (IGNORED_KEYS.has(lower)) continue;
-      const value = parseNumber(match[3] as string);
+    const length = line.length;
+    let index = 0;
+    while (index < length) {
+      const code = line.charCodeAt(index);
+      if (!isLetter(code) || (index > 0 && isNameChar(line.charCodeAt(index - 1)))) {
+        index++;
+        continue;
+      }
+      const start = index;
+      let upper = false;
+      for (let next = code; index < length && isNameChar(next); next = line.charCodeAt(++index)) {
+        if (next >= 65 && next <= 90) upper = true;
+      }
+      const nameEnd = index;
+      if (nameEnd - start > MAX_NAME_CHARS) continue;
+      let position = skipSpaces(line, nameEnd);
+      const separator = line.charCodeAt(position);
+      const explicit = separator === 61 /* = */ || separator === 58; /* : */
+      if (explicit) position = skipSpaces(line, position + 1);
+      else if (position === nameEnd) continue;
+      const first = line.charCodeAt(position);
+      if (!isDigit(first) && first !== 45 && first !== 43 && first !== 46 && !isLetter(first)) continue;
+      const value = scanNumber(line, position);
       if (value === undefined) continue;
-      if (STEP_KEYS.has(lower)) {
+      let end = scan.scannedEnd;
+      let unit = '';
+      if (line.charCodeAt(end) === 109 /* m */ && line.charCodeAt(end + 1) === 115 /* s */) unit = 'ms';
+      else if (line.charCodeAt(end) === 115 /* s */) unit = 's';
+      else if (line.charCodeAt(end) === 37 /* % */) unit = '%';
+      end += unit.length;
+      const after = line.charCodeAt(end);
+      if (end < length && (isLetter(after) || isDigit(after) || after === 95 || after === 46)) continue;
+      index = end;
+      const key = upper ? line.slice(start, nameEnd).toLowerCase() : line.slice(start, nameEnd);
+      if (IGNORED_KEYS.has(key)) continue;
+      if (STEP_KEYS.has(key)) {
         if (Number.isFinite(value) && result.step === undefined) result.step = value;
         continue;
       }
-      if (count >= MAX_METRICS_PER_LINE) continue;
-      const unit = match[4];
       const name = unit === 'ms' || unit === 's' ? `${key}_${unit}` : key;
-      if (result.metrics[name] !== undefined) continue;
+      if (count >= MAX_METRICS_PER_LINE || result.metrics[name] !== undefined) continue;
       result.metrics[name] = value;
       count++;
-      if (lower.includes('loss')) namesLoss = true;
-      else if ((match[2] as string).trim() !== '') explicitPairs++;
+      if (key.includes('loss')) namesLoss = true;
+      else if (explicit) explicitPairs++;
     }
     if (count === 0) return undefined;
     if (namesLoss || (result.step !== undefined && explicitPairs > 0)) return result;

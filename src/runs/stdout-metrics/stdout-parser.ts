@@ -46,6 +46,15 @@ export function createStdoutParseState(): StdoutParseState {
 const TQDM_COUNTER = /(?<![\d/])(\d+)\/(\d+) \[/;
 const MAX_SEGMENT_CHARS = 16 * 1024;
 
+function isPadded(text: string): boolean {
+  return text.charCodeAt(0) <= 32 || text.charCodeAt(text.length - 1) <= 32;
+}
+
+function hasAny(record: Record<string, number>): boolean {
+  for (const _key in record) return true;
+  return false;
+}
+
 export interface StdoutParserOptions {
   /** Compiled SHEPHERD_METRIC_PATTERN; tried before the built-in formats. */
   pattern?: RegExp;
@@ -89,26 +98,25 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
     parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
       const points: StdoutPoint[] = [];
       let barMoved = false;
-      for (const line of lines) {
-        const segments = line.indexOf('\r') === -1 ? [line] : line.split('\r');
-        for (const raw of segments) {
-          if (raw.length === 0 || raw.length > MAX_SEGMENT_CHARS) continue;
-          const segment = raw.trim();
-          if (segment.length < 3) continue;
-          if (observeBar(state, segment)) barMoved = true;
-          for (const format of formats) {
-            const parsed = format.parse(segment);
-            if (parsed === undefined) continue;
-            const fromBar = barStep(state);
-            const step = parsed.step ?? fromBar ?? (state.lastStep ?? -1) + 1;
-            state.lastStep = step;
-            state.lines++;
-            barMoved = false;
-            if (Object.keys(parsed.metrics).length > 0)
-              points.push({ step, metrics: parsed.metrics, format: format.name });
-            break;
-          }
+      const readSegment = (raw: string) => {
+        if (raw.length < 3 || raw.length > MAX_SEGMENT_CHARS) return;
+        const segment = isPadded(raw) ? raw.trim() : raw;
+        if (segment.length < 3) return;
+        if (observeBar(state, segment)) barMoved = true;
+        for (const format of formats) {
+          const parsed = format.parse(segment);
+          if (parsed === undefined) continue;
+          const step = parsed.step ?? barStep(state) ?? (state.lastStep ?? -1) + 1;
+          state.lastStep = step;
+          state.lines++;
+          barMoved = false;
+          if (hasAny(parsed.metrics)) points.push({ step, metrics: parsed.metrics, format: format.name });
+          return;
         }
+      };
+      for (const line of lines) {
+        if (line.indexOf('\r') === -1) readSegment(line);
+        else for (const segment of line.split('\r')) readSegment(segment);
       }
       const result: StdoutParseResult = { points };
       const fromBar = barStep(state);
