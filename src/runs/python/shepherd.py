@@ -41,6 +41,10 @@ __all__ = [
     "save_checkpoint",
 ]
 
+# Make this module a package too, so ``shepherd.integrations.hf`` / ``.lightning`` import from the
+# ``shepherd/`` folder next to this file (a plain module with ``__path__`` is a package to the import system).
+__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "shepherd")]
+
 _RUN_DIR = os.environ.get("SHEPHERD_RUN_DIR") or None
 _RUN_ID = os.environ.get("SHEPHERD_RUN_ID") or None
 _RESERVED = ("ts", "step")
