@@ -3,7 +3,7 @@ import type { PrintedMetrics, StdoutFormat } from './types.js';
 import * as types from './types.js';
 
 // Local bindings: under tsx every use of an imported name is a getter call, which doubled this hot loop.
-const { isDigit, isLetter, isNameChar, scanNumber, skipSpaces } = scan;
+const { isDigit, isLetter, isNameChar, scanNumber, skipSpaces, scanned } = scan;
 const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
 
 /**
@@ -21,10 +21,13 @@ const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
 /** Keys that look like metrics but are bookkeeping. */
 const IGNORED_KEYS = new Set(['v_num']);
 const MAX_NAME_CHARS = 64;
+const CANDIDATE = /loss|step|iter/i;
 
 export const keyValueFormat: StdoutFormat = {
   name: 'key-value',
   parse(line: string): PrintedMetrics | undefined {
+    // A line is kept only when it names a loss or a step (see above): skip the scan of all others.
+    if (!CANDIDATE.test(line)) return undefined;
     const result: PrintedMetrics = { metrics: {} };
     let count = 0;
     let namesLoss = false;
@@ -53,7 +56,7 @@ export const keyValueFormat: StdoutFormat = {
       if (!isDigit(first) && first !== 45 && first !== 43 && first !== 46 && !isLetter(first)) continue;
       const value = scanNumber(line, position);
       if (value === undefined) continue;
-      let end = scan.scannedEnd;
+      let end = scanned.end;
       let unit = '';
       if (line.charCodeAt(end) === 109 /* m */ && line.charCodeAt(end + 1) === 115 /* s */) unit = 'ms';
       else if (line.charCodeAt(end) === 115 /* s */) unit = 's';

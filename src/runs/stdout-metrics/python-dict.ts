@@ -10,7 +10,7 @@ import * as types from './types.js';
  */
 
 // Local bindings: under tsx every use of an imported name is a getter call (see bench/stdout-metrics.ts).
-const { scanNumber, skipSpaces } = scan;
+const { scanNumber, skipSpaces, scanned } = scan;
 const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
 const MAX_NAME_CHARS = 80;
 
@@ -30,18 +30,20 @@ export const pythonDictFormat: StdoutFormat = {
       let position = skipSpaces(line, keyEnd + 1);
       if (line.charCodeAt(position) === 58 /* : */ && keyEnd - keyStart <= MAX_NAME_CHARS) {
         position = skipSpaces(line, position + 1);
-        if (line.startsWith('np.float', position)) position = line.indexOf('(', position) + 1;
-        else if (line.startsWith('tensor(', position)) position += 7;
+        const first = line.charCodeAt(position);
+        if (first === 110 /* n */ && line.startsWith('np.float', position))
+          position = line.indexOf('(', position) + 1;
+        else if (first === 116 /* t */ && line.startsWith('tensor(', position)) position += 7;
         const quoted = line.charCodeAt(position) === 39;
         const value = scanNumber(line, quoted ? position + 1 : position);
         if (value !== undefined) {
-          let end = scan.scannedEnd;
+          let end = scanned.end;
           if (quoted && line.charCodeAt(end) === 39) end++;
           if (line.charCodeAt(end) === 41 /* ) */) end++;
           const next = line.charCodeAt(skipSpaces(line, end));
           if (next === 44 /* , */ || next === 125 /* } */) {
             const key = line.slice(keyStart, keyEnd);
-            if (STEP_KEYS.has(key.toLowerCase())) {
+            if (STEP_KEYS.has(key)) {
               if (Number.isFinite(value)) result.step = value;
             } else if (count < MAX_METRICS_PER_LINE) {
               result.metrics[key] = value;
