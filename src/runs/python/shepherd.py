@@ -9,6 +9,11 @@ Shepherd puts this directory on PYTHONPATH of every run, so a script does ``impo
     shepherd.on_stop(lambda: save(step))                # SIGTERM (pause/stop): save, then exit 0
     shepherd.finish()                                   # flush and write the final marker
 
+Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, checkpoints, clean pause):
+
+    from shepherd.integrations.hf import ShepherdCallback         # Trainer(..., callbacks=[ShepherdCallback()])
+    from shepherd.integrations.lightning import ShepherdCallback  # L.Trainer(callbacks=[ShepherdCallback()])
+
 Without Shepherd (no SHEPHERD_RUN_DIR in the environment) everything prints to stdout and no file is
 written, so the same script runs on a laptop.
 
