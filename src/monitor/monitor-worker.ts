@@ -56,9 +56,13 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
           await options.onIncident(incident, meta);
           delivered.push(incident.id);
         } catch (error) {
-          logger.error(
+          // Another tick is posting this very alert: not a failure, the next tick acknowledges it.
+          const inFlight = (error as { code?: unknown }).code === 'alert_in_flight';
+          logger[inFlight ? 'debug' : 'error'](
             { runId, incident: incident.id, err: error },
-            'incident delivery failed; retrying next tick',
+            inFlight
+              ? 'incident is being delivered by another tick'
+              : 'incident delivery failed; retrying next tick',
           );
         }
       }

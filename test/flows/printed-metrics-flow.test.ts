@@ -81,4 +81,33 @@ describe('a script that only prints its metrics', () => {
     );
     expect(charted.some((m) => (m.images?.length ?? 0) > 0)).toBe(true);
   }, 120_000);
+
+  it('posts one card when two ticks deliver the same incident at once', async () => {
+    // The outbox is at-least-once: a tick that starts while another is still drawing the chart gets the
+    // same incident. Before the claim, both posted a card (seen as a doubled NaN alert in the test above).
+    const meta = await shepherd.app.features.runs.service.findRun('hf-train');
+    const incident = {
+      id: `${meta.id}:spike:loss#7`,
+      runId: meta.id,
+      kind: 'spike' as const,
+      severity: 'warning' as const,
+      title: 'hf-train: loss spike at step 20',
+      summary: 'hf-train: loss spiked.',
+      metrics: ['loss'],
+      step: 20,
+      at: Date.now(),
+    };
+    const { alerts } = shepherd.app.features;
+    const outcomes = await Promise.allSettled([
+      alerts.onIncident(incident, meta),
+      alerts.onIncident(incident, meta),
+    ]);
+    expect(outcomes.map((outcome) => outcome.status).sort()).toEqual(['fulfilled', 'rejected']);
+    const rejected = outcomes.find((outcome) => outcome.status === 'rejected');
+    expect((rejected as PromiseRejectedResult).reason).toMatchObject({ code: 'alert_in_flight' });
+    // The retry on the next tick finds the card posted and posts nothing.
+    await alerts.onIncident(incident, meta);
+    const messages = await shepherd.messages(meta.threadId);
+    expect(cardsTitled(messages, 'hf-train: loss spike at step 20')).toHaveLength(1);
+  }, 60_000);
 });
