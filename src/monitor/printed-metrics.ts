@@ -61,7 +61,8 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
       const printed = state.printed;
       if (!printed.helper && points.length > 0) {
         printed.helper = true;
-        if (printed.counted > 0) {
+        // Whatever the rolling state holds so far came from output.log (points or bar progress).
+        if (state.rolling.points > 0) {
           state.rolling = createRollingState();
           options.logger?.info(
             { runId: input.runId, dropped: printed.counted },
@@ -75,7 +76,7 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
       if (input.logReset) {
         // output.log was replaced: its steps start over.
         state.printed = { lines: 0, helper: false, counted: 0, derivedBytes: 0 };
-        if (printed.counted > 0) state.rolling = createRollingState();
+        if (state.rolling.points > 0) state.rolling = createRollingState();
         rewrite = true;
       }
       const current = state.printed;

@@ -118,6 +118,23 @@ describe('printed metric formats', () => {
     expect(parser.parseLines(['step=500 loss=0.3'], state).points[0]?.step).toBe(500);
   });
 
+  it('takes the training bar, not the dataset and loading bars that ran before it', () => {
+    const parser = createStdoutParser();
+    const state = createStdoutParseState();
+    const map = 'Map: 100%|##########| 7473/7473 [00:01<00:00, 5120.33 examples/s]';
+    const shards = 'Loading checkpoint shards: 100%|##########| 2/2 [00:03<00:00,  1.52s/it]';
+    // Finished bars alone are no progress.
+    expect(parser.parseLines([map, shards], state)).toEqual({ points: [] });
+    const train = (n: number) => `  1%|          | ${n}/500 [00:01<04:10,  2.00it/s]`;
+    expect(parser.parseLines([`${train(4)}\r${train(5)}\r{'loss': 1.5}`], state).points[0]?.step).toBe(5);
+    expect(state.plannedSteps).toBe(500);
+    // Once a metric line used it, an evaluation bar over more batches does not take over.
+    expect(
+      parser.parseLines([`${train(6)}\r Eval: 10%| | 100/1000 [00:01<00:09]\r{'eval_loss': 1.4}`], state)
+        .points[0]?.step,
+    ).toBe(6);
+  });
+
   it('keeps the step increasing when a per-epoch bar restarts (Lightning, Keras)', () => {
     const parser = createStdoutParser();
     const state = createStdoutParseState();

@@ -24,8 +24,13 @@ export interface StdoutPoint {
 export interface StdoutParseState {
   /** Last step given to a point or shown by the training bar. */
   lastStep?: number;
-  /** The training tqdm bar: the one with the largest total. `offset` grows when it restarts (per epoch). */
-  bar?: { n: number; total: number; offset: number };
+  /**
+   * The training progress bar. Until a metric line has taken its step from it (`used`), the latest bar
+   * seen is the candidate (dataset `Map`, download and loading bars come and go before training); after
+   * that, bars with another total (evaluation, validation) are ignored. `offset` grows when the bar
+   * restarts (a new epoch), so the step keeps increasing.
+   */
+  bar?: { n: number; total: number; offset: number; used: boolean };
   /** The training bar's total: the planned number of steps (per epoch for Lightning and Keras). */
   plannedSteps?: number;
   /** Metric lines read so far. */
@@ -75,13 +80,12 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
     const total = Number(match[2]);
     if (!(total > 0) || n > total) return false;
     const bar = state.bar;
-    if (bar === undefined || total > bar.total) {
-      // A bigger bar is the training loop (evaluation and loading bars are shorter).
-      state.bar = { n, total, offset: 0 };
+    if (bar === undefined || (total !== bar.total && !bar.used)) {
+      state.bar = { n, total, offset: 0, used: false };
       state.plannedSteps = total;
       return true;
     }
-    if (total < bar.total) return false;
+    if (total !== bar.total) return false;
     // The same bar restarting (next epoch): keep the step increasing.
     if (n < bar.n) bar.offset += bar.total;
     bar.n = n;
@@ -106,7 +110,12 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
         for (const format of formats) {
           const parsed = format.parse(segment);
           if (parsed === undefined) continue;
-          const step = parsed.step ?? barStep(state) ?? (state.lastStep ?? -1) + 1;
+          let step = parsed.step;
+          if (step === undefined && state.bar !== undefined) {
+            step = barStep(state);
+            state.bar.used = true;
+          }
+          step ??= (state.lastStep ?? -1) + 1;
           state.lastStep = step;
           state.lines++;
           barMoved = false;
@@ -119,7 +128,8 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
         else for (const segment of line.split('\r')) readSegment(segment);
       }
       const result: StdoutParseResult = { points };
-      const fromBar = barStep(state);
+      // Only the confirmed training bar counts as progress (a dataset Map bar's 7473/7473 is not a step).
+      const fromBar = state.bar?.used === true ? barStep(state) : undefined;
       if (barMoved && fromBar !== undefined && fromBar > (state.lastStep ?? -1)) {
         state.lastStep = fromBar;
         result.progressStep = fromBar;
