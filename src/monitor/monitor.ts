@@ -17,7 +17,7 @@ import {
   parseMonitorState,
   serialiseMonitorState,
 } from './monitor-state.js';
-import { createPrintedMetricsReader } from './printed-metrics.js';
+import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
 import { redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import {
@@ -414,7 +414,9 @@ export function createMonitor(options: MonitorOptions) {
       if (input.processState.kind === 'exited' || input.processState.kind === 'signaled') {
         logTail = await readFileTail(join(options.runDir(input.meta), 'output.log'), CRASH_LOG_BYTES);
       }
-      return buildTriageSnapshot({ ...input, rolling: state.rolling, logTail, now: clock() });
+      const snapshot = buildTriageSnapshot({ ...input, rolling: state.rolling, logTail, now: clock() });
+      if (metricsSourceOf(state) === 'stdout') snapshot.metricsSource = 'stdout';
+      return snapshot;
     },
 
     /** The raw persisted state (tests, debugging). */

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMonitor } from '../../src/monitor/monitor.js';
+import { renderTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
@@ -78,6 +79,10 @@ describe('metrics from output.log in the monitor', () => {
     const second = await run.tick();
     expect(second.incidents.map((incident) => incident.kind)).toEqual(['nan']);
     expect((await run.monitor.loadState('printed')).printed).toMatchObject({ helper: false, counted: 3 });
+    const snapshot = await run.monitor.snapshot({ meta: makeMeta('printed'), processState: alive });
+    expect(renderTriageSnapshot(snapshot)).toContain(
+      'Metrics (parsed from what the script prints to output.log)',
+    );
     const derived = await readFile(join(run.dir, 'stdout-metrics.jsonl'), 'utf8');
     expect(derived).toBe(
       '{"step": 1, "source": "stdout", "loss": 2}\n{"step": 2, "source": "stdout", "loss": 1.9}\n{"step": 3, "source": "stdout", "loss": NaN}\n',
