@@ -57,7 +57,8 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
         if (line.trim() === '') continue;
         points.push({ line, parsed: parseMetricLine(line), source: 'helper' });
       }
-      state.printed ??= { lines: 0, helper: false, counted: 0, derivedBytes: 0 };
+      // A state saved before this reader existed holds only the helper's points: the helper is in use.
+      state.printed ??= { lines: 0, helper: state.rolling.points > 0, counted: 0, derivedBytes: 0 };
       const printed = state.printed;
       if (!printed.helper && points.length > 0) {
         printed.helper = true;

@@ -103,6 +103,20 @@ describe('metrics from output.log in the monitor', () => {
     expect(state.rolling.metrics.epoch).toBeUndefined();
   });
 
+  it('keeps a run that used the helper before this version on the helper', async () => {
+    const run = await setup('upgraded');
+    await run.helper('{"step": 1, "loss": 2.0}\n');
+    await run.tick();
+    // As a monitor state written before printed metrics existed.
+    const key = `${prefix}:monitor:upgraded`;
+    const saved = JSON.parse((await redis.hget(key, 'state')) ?? '{}') as Record<string, unknown>;
+    delete saved.printed;
+    await redis.hset(key, { state: JSON.stringify(saved), rev: 'old' });
+    await run.print('step 2 | loss 1.0\n');
+    expect((await run.tick()).newPoints).toBe(0);
+    expect((await run.monitor.loadState('upgraded')).printed?.helper).toBe(true);
+  });
+
   it('drops points read from output.log when the helper shows up later', async () => {
     const run = await setup('late-helper');
     await run.print("{'loss': 2.0}\n{'loss': 1.9}\n");
