@@ -78,6 +78,7 @@ const environmentSchema = z.object({
   SHEPHERD_GPUS: gpuList,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
+  SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
   SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
   SHEPHERD_APPROVERS: commaList,
   SHEPHERD_SELF_APPROVAL: booleanString.default(true),
@@ -125,6 +126,10 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+
+  SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  SHEPHERD_METRICS_TOKEN: optionalString,
+  SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
 function buildConfig(environment: z.output<typeof environmentSchema>) {
@@ -157,6 +162,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       gpus: environment.SHEPHERD_GPUS,
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
+      maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
     },
     approvals: {
@@ -203,6 +209,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
     },
+    ops: {
+      logFormat: environment.SHEPHERD_LOG_FORMAT,
+      metricsToken: environment.SHEPHERD_METRICS_TOKEN,
+      adminToken: environment.SHEPHERD_ADMIN_TOKEN,
+    },
   };
 }
 
@@ -235,6 +246,11 @@ export function loadConfig(
       return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
     });
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  if (result.data.SHEPHERD_DEFAULT_MAX_HOURS > result.data.SHEPHERD_MAX_HOURS) {
+    throw new ConfigError(
+      `invalid configuration:\n  SHEPHERD_DEFAULT_MAX_HOURS=${result.data.SHEPHERD_DEFAULT_MAX_HOURS}: must not be above SHEPHERD_MAX_HOURS=${result.data.SHEPHERD_MAX_HOURS}`,
+    );
   }
   return deepFreeze(buildConfig(result.data));
 }

@@ -40,6 +40,8 @@ export interface FeatureDependencies {
   /** Environment inherited by training processes (main passes `process.env`). */
   runEnvironment: Readonly<Record<string, string | undefined>>;
   executor?: Executor;
+  /** Called once per alert posted, with the detector's kind (metrics). */
+  onAlert?: (kind: string) => void;
 }
 
 export interface Features {
@@ -123,6 +125,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -155,11 +158,19 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {
     dependencies.actions.register(verb, (action, id) => alerts.onAction(action, verb, id));
   }
+  const countedAlerts: AlertService = {
+    ...alerts,
+    async onIncident(incident, meta) {
+      await alerts.onIncident(incident, meta);
+      dependencies.onAlert?.(incident.kind);
+    },
+  };
   const watcher = createRunWatcher({
     config,
     redis,
@@ -167,7 +178,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     monitor,
     store: runs.store,
     executor: runs.executor,
-    alerts,
+    alerts: countedAlerts,
     notifier,
     postChart,
     logger,

@@ -22,6 +22,8 @@ export interface MonitorState {
   ticks: number;
   /** Metrics read from output.log (runs without the helper); see printed-metrics.ts. */
   printed?: PrintedMetricsState;
+  /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
+  launch?: number;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;
