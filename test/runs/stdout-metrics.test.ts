@@ -135,6 +135,16 @@ describe('printed metric formats', () => {
     ).toBe(6);
   });
 
+  it('starts with a fresh bar after a relaunch, so a resumed run keeps its real step', () => {
+    const parser = createStdoutParser();
+    const state = createStdoutParseState();
+    const bar = (n: number) => `| ${n}/100 [00:01<00:09, 9.8it/s]`;
+    expect(parser.parseLines([`${bar(25)}\r{'loss': 1.0}`], state).points[0]?.step).toBe(25);
+    const header = '=== launch 2 at 2026-12-01T06:00:00Z (script v2, gpus none) ===';
+    const resumed = parser.parseLines([header, `${bar(21)}\r{'loss': 0.9}`], state).points;
+    expect(resumed[0]?.step).toBe(21);
+  });
+
   it('keeps the step increasing when a per-epoch bar restarts (Lightning, Keras)', () => {
     const parser = createStdoutParser();
     const state = createStdoutParseState();

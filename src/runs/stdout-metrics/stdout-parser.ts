@@ -50,6 +50,8 @@ export function createStdoutParseState(): StdoutParseState {
 // tqdm: `| 123/1000 [00:12<01:30, 9.8it/s]`; Keras: `123/1000 [=====>....]`.
 const TQDM_COUNTER = /(?<![\d/])(\d+)\/(\d+) \[/;
 const MAX_SEGMENT_CHARS = 16 * 1024;
+/** The line the executor writes into output.log before each launch (`=== launch 2 at … ===`). */
+const LAUNCH_HEADER = '=== launch ';
 
 function isPadded(text: string): boolean {
   return text.charCodeAt(0) <= 32 || text.charCodeAt(text.length - 1) <= 32;
@@ -106,6 +108,11 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
         if (raw.length < 3 || raw.length > MAX_SEGMENT_CHARS) return;
         const segment = isPadded(raw) ? raw.trim() : raw;
         if (segment.length < 3) return;
+        if (segment.startsWith(LAUNCH_HEADER) && !segment.includes(' ended')) {
+          // A relaunch (resume, fix): its progress bar starts afresh, maybe at the resumed step.
+          delete state.bar;
+          return;
+        }
         if (observeBar(state, segment)) barMoved = true;
         for (const format of formats) {
           const parsed = format.parse(segment);
