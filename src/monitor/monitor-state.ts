@@ -8,6 +8,7 @@ import {
   encodeRollingState,
   type RollingState,
 } from './rolling-stats.js';
+import type { ExtrasState } from './tick-extras.js';
 
 /** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */
 export interface MonitorState {
@@ -22,6 +23,8 @@ export interface MonitorState {
   ticks: number;
   /** Metrics read from output.log (runs without the helper); see printed-metrics.ts. */
   printed?: PrintedMetricsState;
+  /** State of the grad-norm, throughput, overfitting and idle-GPU detectors and of people's rules. */
+  extras?: ExtrasState;
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
   launch?: number;
 }

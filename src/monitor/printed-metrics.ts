@@ -65,6 +65,7 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
         // Whatever the rolling state holds so far came from output.log (points or bar progress).
         if (state.rolling.points > 0) {
           state.rolling = createRollingState();
+          delete state.extras;
           options.logger?.info(
             { runId: input.runId, dropped: printed.counted },
             'the run writes metrics.jsonl: its points replace those read from output.log',
@@ -77,7 +78,10 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
       if (input.logReset) {
         // output.log was replaced: its steps start over.
         state.printed = { lines: 0, helper: false, counted: 0, derivedBytes: 0 };
-        if (state.rolling.points > 0) state.rolling = createRollingState();
+        if (state.rolling.points > 0) {
+          state.rolling = createRollingState();
+          delete state.extras;
+        }
         rewrite = true;
       }
       const current = state.printed;
