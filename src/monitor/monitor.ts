@@ -21,7 +21,7 @@ import {
   parseMonitorState,
   serialiseMonitorState,
 } from './monitor-state.js';
-import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
+import { createPrintedMetricsReader, metricsSourceOf, plannedStepsOf } from './printed-metrics.js';
 import { redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import {
@@ -287,7 +287,7 @@ export function createMonitor(options: MonitorOptions) {
       if (plateausSoFar >= detectors.plateauMaxAlerts && !isEpisodeActive(state.episodes, `plateau:${name}`))
         continue;
       const lastStep = rolling.lastStep ?? 0;
-      const maxSteps = plannedMaxSteps(meta);
+      const maxSteps = plannedMaxSteps(meta) ?? plannedStepsOf(state);
       const plateau = checkPlateau(
         {
           points: chartSeries(rolling, name),

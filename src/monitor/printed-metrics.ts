@@ -116,3 +116,14 @@ export function metricsSourceOf(state: MonitorState): MetricsSource | undefined 
   if (state.printed.helper) return 'helper';
   return state.printed.counted > 0 ? 'stdout' : undefined;
 }
+
+/**
+ * The planned number of steps a print-only run's training bar shows (tqdm's total), for the plateau
+ * detector. Not once the bar has restarted: then its total was one epoch's, not the run's.
+ */
+export function plannedStepsOf(state: MonitorState): number | undefined {
+  const printed = state.printed;
+  if (printed === undefined || printed.helper || printed.bar?.used !== true || printed.bar.offset > 0)
+    return undefined;
+  return printed.plannedSteps;
+}

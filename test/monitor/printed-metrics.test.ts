@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMonitor } from '../../src/monitor/monitor.js';
+import { plannedStepsOf } from '../../src/monitor/printed-metrics.js';
 import { renderTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
@@ -143,6 +144,8 @@ describe('metrics from output.log in the monitor', () => {
     expect((await run.tick()).progress.lastStep).toBe(5);
     const state = await run.monitor.loadState('bar');
     expect(state.printed?.plannedSteps).toBe(100);
+    // The plateau detector's max_steps when the run names none.
+    expect(plannedStepsOf(state)).toBe(100);
     expect(state.rolling.metrics.loss?.steps).toEqual([2]);
   });
 
