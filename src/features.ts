@@ -21,7 +21,7 @@ import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createHelpTool } from './tools/help-tool.js';
-import { createHubClient } from './tools/hub-client.js';
+import { createHubClient } from './tools/hub-api.js';
 import { createHubTools } from './tools/hub-tools.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
