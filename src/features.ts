@@ -15,17 +15,22 @@ import { createMetricsCharts } from './notify/metrics-chart.js';
 import type { Notifier } from './notify/notifier.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
+import { createCheckpointHistory } from './runs/checkpoint-history.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createDatasetViewer, createInspectDatasetTool } from './tools/dataset-viewer.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-api.js';
 import { createHubTools } from './tools/hub-tools.js';
+import { createMemoryNotes, createMemoryTool } from './tools/memory-tool.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
+import { createRunInspectTools } from './tools/run-inspect-tools.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createScriptChecks } from './tools/script-checks.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -117,11 +122,25 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
+  const scriptChecks = createScriptChecks({
+    python: config.runs.python,
+    environment: dependencies.runEnvironment,
+    preflightSteps: config.checks.preflightSteps,
+    preflightTimeoutS: config.checks.preflightTimeoutS,
+  });
+  const memoryNotes = createMemoryNotes(redis, prefix);
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    checkSyntax: scriptChecks.checkSyntax,
+    ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
+    notify: async (threadId, text) => {
+      await notifier.post(threadId, text);
+    },
+    memoryEstimate: memoryNotes.latest,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -179,8 +198,25 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const tools = createToolRegistry([
     help,
     ...createRunTools(operations),
+    ...createRunInspectTools({
+      store: runs.store,
+      operations,
+      checkpoints: createCheckpointHistory({
+        store: runs.store,
+        detectors: detectorConfigFrom(config.monitor),
+      }),
+    }),
     createShowMetricsTool(postChart),
     ...createHubTools(hub),
+    createInspectDatasetTool(
+      createDatasetViewer({
+        baseUrl: config.hub.datasetsServerUrl,
+        token: config.hub.token,
+        logger: logger.child({ component: 'datasets' }),
+      }),
+      { hasToken: config.hub.token !== undefined },
+    ),
+    createMemoryTool({ hub, notes: memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
   ]);
   const commandHandler = createCommandHandler({
     operations,

@@ -35,8 +35,11 @@ export function approvalCard(approval: Approval): Card {
     { label: 'Max hours', value: String(approval.maxHours) },
     { label: 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];
   if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  // A failed pre-flight is shown, not enforced: a GPU-only script may not run on a CPU.
+  if (approval.preflight !== undefined) lines.push(approval.preflight);
   const label =
     approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
   lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);

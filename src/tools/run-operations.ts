@@ -31,6 +31,12 @@ export interface RunOperationsOptions {
   workspace: string;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
+  /** The CPU pre-flight (when enabled): resolves the line the approval card shows. */
+  preflight?: (source: string, config?: Record<string, unknown>) => Promise<string>;
+  /** Posts into a thread (a script that does not compile is reported there, whoever asked). */
+  notify?: (threadId: string, text: string) => Promise<void>;
+  /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
+  memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
 }
 
 export function scriptPreview(source: string): string {
@@ -84,10 +90,33 @@ export async function resolveWorkspaceScript(workspace: string, path: string): P
 export function createRunOperations(options: RunOperationsOptions) {
   const { runs, store, approvals } = options;
 
+  /**
+   * No card for a script that does not compile: the error (with its line) goes to whoever asked — the
+   * command's answer, the agent's tool result — and, for the agent, into the thread as well.
+   */
+  async function assertCompiles(
+    script: string,
+    threadId: string,
+    origin: 'agent' | 'command' | 'monitor',
+    what: string,
+  ): Promise<void> {
+    const syntaxError = await options.checkSyntax?.(script);
+    if (syntaxError === undefined) return;
+    const message = `${what}: ${syntaxError}\nNo approval card was posted.`;
+    if (origin === 'agent') {
+      await options.notify?.(threadId, `⚠️ ${message}`).catch(() => undefined);
+    }
+    throw new ToolPolicyError('script_syntax_error', message);
+  }
+
   async function launch(input: LaunchInput): Promise<string> {
     if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
+    await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
+    const preflight = await options.preflight?.(input.script, input.config);
+    const memory =
+      input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
     const { origin: _origin, toolCall: _toolCall, ...request } = input;
     const meta = await runs.createRun(request);
     const { approval, autoApproved } = await approvals.request({
@@ -96,6 +125,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       requester: input.requester,
       scriptExcerpt: scriptPreview(input.script),
       origin: input.origin,
+      ...(preflight === undefined ? {} : { preflight }),
+      ...(memory === undefined ? {} : { memory }),
       ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
     });
     return autoApproved
@@ -166,6 +197,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     // Asking for GPUs again needs a new decision.
     const script = await store.readScript(meta.id);
+    await assertCompiles(script, meta.threadId, origin, `${meta.name} was not resumed`);
     const { approval, autoApproved } = await approvals.request({
       kind: 'resume',
       meta,
@@ -196,13 +228,11 @@ export function createRunOperations(options: RunOperationsOptions) {
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
-    const syntaxError = await options.checkSyntax?.(script);
-    if (syntaxError !== undefined) {
-      throw new ToolPolicyError('script_syntax_error', `the new script does not compile:\n${syntaxError}`);
-    }
+    await assertCompiles(script, meta.threadId, origin, `the change to ${meta.name} was not proposed`);
     const current = await store.readScript(meta.id);
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
+    const preflight = await options.preflight?.(script, meta.config);
     const diff = createTwoFilesPatch(`train_v${meta.scriptVersion}.py`, 'train.py', current, script, '', '', {
       context: 3,
     });
@@ -214,6 +244,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       proposedScript: script,
       reason,
       origin,
+      ...(preflight === undefined ? {} : { preflight }),
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return {
