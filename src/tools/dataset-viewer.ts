@@ -156,7 +156,9 @@ function explainFailure(error: unknown, dataset: string, hasToken: boolean): Err
   if (!(error instanceof HubError)) return new Error(`the dataset viewer failed: ${errorMessage(error)}`);
   const message = error.message.toLowerCase();
   if (error.status === 401 || error.status === 403 || error.status === 404) {
-    if (message.includes('gated')) {
+    // The viewer's usual 401 text says "private or gated" for anything it cannot see; only an answer
+    // about accepting conditions means the dataset exists and is gated.
+    if (/accept the conditions|is restricted|gated dataset/.test(message)) {
       return new HubError(
         error.code,
         `${dataset} is gated: its owners ask users to accept their terms on its Hub page first. ${

@@ -142,12 +142,13 @@ function suggestionsFor(input: MemoryEstimateInput, estimate: MemoryEstimate): s
   }
   if (input.method === 'full') {
     const needed = Math.ceil((16 * input.parameters * 1.1) / GB / Math.max(1, input.gpuMemoryGb - 8));
-    if (needed > input.gpus) suggestions.push(`at least ${needed} GPUs with FSDP/ZeRO-3 sharding, or`);
-    suggestions.push('LoRA (method lora) or QLoRA (method qlora), which train a small adapter');
+    if (needed > input.gpus)
+      suggestions.push(`at least ${needed} GPUs with FSDP/ZeRO-3 sharding (gpus: ${needed})`);
+    suggestions.push('or LoRA (method lora) or QLoRA (method qlora), which train a small adapter');
   } else if (input.method === 'lora') {
-    suggestions.push('QLoRA (method qlora): the base model in 4 bits takes a quarter of the memory');
+    suggestions.push('or QLoRA (method qlora): the base model in 4 bits takes a quarter of the memory');
   } else {
-    suggestions.push('a smaller model: the 4-bit base model alone does not leave room');
+    suggestions.push('or a smaller model, or GPUs with more memory');
   }
   return suggestions;
 }

@@ -225,6 +225,10 @@ export function createRunOperations(options: RunOperationsOptions) {
     toolCall?: { name: string; input: unknown },
   ): Promise<{ text: string; diff: string }> {
     const meta = await runs.findRun(reference);
+    // A finished run's script can never be applied: say so now rather than after someone approves.
+    if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
+      throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);
+    }
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
