@@ -31,7 +31,7 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
   response.end(JSON.stringify(body));
 }
 
-function handle(url: URL, request: IncomingMessage, response: ServerResponse): void {
+function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
   const dataset = url.searchParams.get('dataset');
   const config = url.searchParams.get('config');
   const model = /^\/api\/models\/(.+)\/revision\/HEAD$/.exec(url.pathname)?.[1];
@@ -50,13 +50,6 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse): v
       tags: ['transformers', 'safetensors'],
       lastModified: '2024-09-25T12:32:56.000Z',
       safetensors: { parameters: { BF16: total }, total },
-    });
-  }
-  if (dataset === 'meta-llama/gated-set') {
-    // What the viewer answers for a gated dataset whose terms the token's owner has not accepted.
-    return sendJson(response, 401, {
-      error:
-        'The dataset does not exist, or is not accessible without authentication (private or gated). Please check the spelling of the dataset name or retry with authentication.',
     });
   }
   if (dataset === 'someone/gated-accepted-needed') {
