@@ -45,9 +45,10 @@ function nearMisses(script: string, old: string): number[] {
       .find((line) => line.trim() !== '')
       ?.trim() ?? '';
   if (firstLine === '') return [];
-  const exact = lines.flatMap((line, index) =>
-    line.trim() === firstLine || line.includes(firstLine) ? [index + 1] : [],
-  );
+  // Spacing is the usual culprit: compare with runs of whitespace collapsed.
+  const squash = (text: string) => text.replace(/\s+/g, ' ').trim();
+  const wanted = squash(firstLine);
+  const exact = lines.flatMap((line, index) => (squash(line).includes(wanted) ? [index + 1] : []));
   if (exact.length > 0) return exact.slice(0, MAX_CANDIDATES);
   const words = new Set(firstLine.split(/\W+/).filter((word) => word.length > 1));
   if (words.size === 0) return [];
