@@ -346,5 +346,24 @@ describe('agent run tools and checks before spending (playground)', () => {
     const field = card?.card?.fields?.find((entry) => entry.label === 'Memory estimate');
     expect(field?.value).toMatch(/^≈ [\d.]+ GB\/GPU \([\d.]+ GB checkpointed\), lora, fits in 24 GB$/);
     await shepherd.click(threadId, card?.id ?? '', card?.card?.actions?.[1]?.actionId ?? '', 'alice');
+    await until(async () => {
+      const meta = await shepherd.app.features.runs.service.findRun('qwen-lora');
+      return meta.status === 'rejected' || undefined;
+    }, 'qwen-lora rejected');
+
+    // A finished run's script can never be applied: refused before any card.
+    const [late] = await agentCalls(
+      [
+        {
+          name: 'edit_script',
+          arguments: { run: 'qwen-lora', edits: [{ old: 'lr=1e-3', new: 'lr=1e-4' }], reason: 'r' },
+        },
+      ],
+      'change it anyway',
+    );
+    expect(late).toBe('Error: run qwen-lora is rejected; start a new run instead');
+    expect(cardsTitled(await shepherd.messages(threadId), 'Approve script change: qwen-lora')).toHaveLength(
+      0,
+    );
   });
 });
