@@ -17,7 +17,8 @@ function sections(
       'It can: launch a training script as a run, ask the team to approve it, pause / resume / stop runs,',
       'report status (step, loss trend, GPUs, last log lines), draw metric charts, watch runs for crashes,',
       'loss spikes, divergence and stalls, and propose fixes as script diffs that need approval.',
-      'It can also search the model hub for models and datasets when planning a fine-tune.',
+      'It can also search the model hub for models and datasets, look inside a dataset and estimate GPU memory',
+      "when planning a fine-tune, and read a run's script, log, metrics and checkpoints.",
     ].join(' '),
     runs: [
       'Runs: describe what to train (model, data, method, GPUs, max hours) or point at a script,',
@@ -29,6 +30,8 @@ function sections(
       'Approvals: every start, every resume that takes GPUs, and every script change posts a card with',
       'the requester, GPUs, max hours, estimated cost and the script (or its diff), with Approve / Reject buttons.',
       'Team policy decides who may approve and whether you may approve your own job. The first decision wins.',
+      'A script that does not compile gets no card (the error and its line are posted instead); a CPU pre-flight',
+      'of a few steps may run first, and the card then shows its result.',
     ].join(' '),
     monitoring: [
       'Monitoring: runs are watched quietly. On a crash, a loss spike, divergence or a stall the thread gets one',

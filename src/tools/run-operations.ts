@@ -109,12 +109,26 @@ export function createRunOperations(options: RunOperationsOptions) {
     throw new ToolPolicyError('script_syntax_error', message);
   }
 
+  /** The pre-flight takes up to its timeout: the thread hears that it is running. */
+  async function runPreflight(
+    threadId: string,
+    name: string,
+    script: string,
+    config: Record<string, unknown> | undefined,
+  ): Promise<string | undefined> {
+    if (options.preflight === undefined) return undefined;
+    await options
+      .notify?.(threadId, `Running a short CPU pre-flight of ${name} before the approval card…`)
+      .catch(() => undefined);
+    return options.preflight(script, config);
+  }
+
   async function launch(input: LaunchInput): Promise<string> {
     if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
     await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
-    const preflight = await options.preflight?.(input.script, input.config);
+    const preflight = await runPreflight(input.threadId, input.name, input.script, input.config);
     const memory =
       input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
     const { origin: _origin, toolCall: _toolCall, ...request } = input;
@@ -236,7 +250,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     const current = await store.readScript(meta.id);
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
-    const preflight = await options.preflight?.(script, meta.config);
+    const preflight = await runPreflight(meta.threadId, meta.name, script, meta.config);
     const diff = createTwoFilesPatch(`train_v${meta.scriptVersion}.py`, 'train.py', current, script, '', '', {
       context: 3,
     });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -61,6 +61,11 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     const messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'pf-ok').length > 0);
     const card = cardsTitled(messages, 'pf-ok')[0];
     expect(card?.card?.text).toMatch(/^pre-flight: 5 steps in \d+ s, loss 2\.00 → 1\.66$/m);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some(
+        (m) => m.text === 'Running a short CPU pre-flight of pf-ok before the approval card…',
+      ),
+    );
     const run = await shepherd.app.features.runs.service.findRun('pf-ok');
     expect(run.status).toBe('pending_approval');
     // The pre-flight ran in a scratch directory: the run has no metrics until it is approved.
