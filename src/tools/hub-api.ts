@@ -144,7 +144,9 @@ export function createHubClient(options: HubClientOptions): HubClient {
           { url: where, status: response.status, ms: Date.now() - started },
           'hub request',
         );
-        return new Response(text, { status: response.status, headers: response.headers });
+        // Statuses that may not carry a body (204, 304…) get none.
+        const empty = [101, 204, 205, 304].includes(response.status);
+        return new Response(empty ? null : text, { status: response.status, headers: response.headers });
       } catch (error) {
         const failure = timedOut
           ? new HubError('hub_timeout', `no answer from ${where} within ${timeoutMs} ms`)

@@ -34,7 +34,13 @@ export function createMemoryNotes(redis: Redis, prefix: string): MemoryNotes {
     async latest(threadId, modelId) {
       const raw = await redis.get(key(threadId));
       if (raw === null) return undefined;
-      const parsed = noteSchema.safeParse(JSON.parse(raw));
+      let value: unknown;
+      try {
+        value = JSON.parse(raw);
+      } catch {
+        return undefined;
+      }
+      const parsed = noteSchema.safeParse(value);
       if (!parsed.success) return undefined;
       if (modelId !== undefined && parsed.data.model.toLowerCase() !== modelId.toLowerCase())
         return undefined;
