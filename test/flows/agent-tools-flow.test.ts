@@ -303,6 +303,26 @@ describe('agent run tools and checks before spending (playground)', () => {
     expect(missing).toMatch(/^Error: nobody\/private-set does not exist, or it is private or gated/);
   });
 
+  it('the hub tools answer through @huggingface/hub against the local hub', async () => {
+    const [models = '', datasets, info] = await agentCalls(
+      [
+        { name: 'search_models', arguments: { query: 'qwen' } },
+        { name: 'search_datasets', arguments: { query: 'gsm8k' } },
+        { name: 'get_model_info', arguments: { model_id: 'meta-llama/Llama-2-7b-hf' } },
+      ],
+      'find a model and data',
+    );
+    expect(models.split('\n')).toEqual([
+      '1 models matching "qwen", most downloaded first:',
+      'Qwen/Qwen2.5-0.5B · 1K downloads · 10 likes · text-generation · 494M params · transformers',
+    ]);
+    expect(datasets).toContain('openai/gsm8k · 412.9K downloads · 622 likes · size 1K<n<10K');
+    expect(info).toContain('parameters: 6.7B (6738415616) BF16');
+    expect(
+      hub.requests.some((request) => request.path === '/api/models/meta-llama/Llama-2-7b-hf/revision/HEAD'),
+    ).toBe(true);
+  });
+
   it('estimate_memory uses the hub parameter count, and the launch card shows the estimate', async () => {
     const [small, large] = await agentCalls(
       [

@@ -52,6 +52,29 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
       safetensors: { parameters: { BF16: total }, total },
     });
   }
+  if (url.pathname === '/api/models') {
+    const query = (url.searchParams.get('search') ?? '').toLowerCase();
+    const found = Object.entries(MODEL_SIZES).filter(([id]) => id.toLowerCase().includes(query));
+    return sendJson(
+      response,
+      200,
+      found.map(([id, total]) => ({
+        _id: `id-${id}`,
+        id,
+        downloads: 1000,
+        likes: 10,
+        pipeline_tag: 'text-generation',
+        library_name: 'transformers',
+        tags: ['transformers'],
+        safetensors: { total },
+      })),
+    );
+  }
+  if (url.pathname === '/api/datasets') {
+    return sendJson(response, 200, [
+      { _id: 'd1', id: 'openai/gsm8k', downloads: 412_931, likes: 622, tags: ['size_categories:1K<n<10K'] },
+    ]);
+  }
   if (dataset === 'someone/gated-accepted-needed') {
     return sendJson(response, 403, {
       error:
