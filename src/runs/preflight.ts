@@ -62,9 +62,9 @@ function preflightEnvironment(
 }
 
 /** The end of the output, where a traceback is. */
-function outputTail(text: string, maxLines = 25): string {
+function outputTail(text: string, maxLines = 15): string {
   const lines = text.trimEnd().split('\n');
-  return lines.slice(-maxLines).join('\n').slice(-3000);
+  return lines.slice(-maxLines).join('\n').slice(-1500);
 }
 
 export async function runPreflight(
