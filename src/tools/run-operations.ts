@@ -128,11 +128,12 @@ export function createRunOperations(options: RunOperationsOptions) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
     await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
-    const preflight = await runPreflight(input.threadId, input.name, input.script, input.config);
+    const { origin: _origin, toolCall: _toolCall, ...request } = input;
+    // Created first, so a request the run service refuses (too many GPUs) costs no pre-flight.
+    const meta = await runs.createRun(request);
+    const preflight = await runPreflight(input.threadId, meta.name, input.script, input.config);
     const memory =
       input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
-    const { origin: _origin, toolCall: _toolCall, ...request } = input;
-    const meta = await runs.createRun(request);
     const { approval, autoApproved } = await approvals.request({
       kind: 'start',
       meta,
