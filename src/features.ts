@@ -15,12 +15,12 @@ import { createMetricsCharts } from './notify/metrics-chart.js';
 import type { Notifier } from './notify/notifier.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
-import { createCheckpointHistory } from './runs/checkpoint-history.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createCheckpointLister } from './tools/checkpoint-listing.js';
 import { createDatasetViewer, createInspectDatasetTool } from './tools/dataset-viewer.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-api.js';
@@ -135,6 +135,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    maxHours: config.runs.maxHours,
     checkSyntax: scriptChecks.checkSyntax,
     ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
     notify: async (threadId, text) => {
@@ -170,6 +171,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {
@@ -201,8 +203,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...createRunInspectTools({
       store: runs.store,
       operations,
-      checkpoints: createCheckpointHistory({
+      checkpoints: createCheckpointLister({
         store: runs.store,
+        history: runs.checkpoints,
         detectors: detectorConfigFrom(config.monitor),
       }),
     }),

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
 import type { RunStore } from '../runs/run-store.js';
+import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { parseRunFile, readLogFile, readScriptFile, summariseMetrics } from './run-file-reader.js';
 import type { RunOperations } from './run-operations.js';
@@ -53,7 +53,7 @@ const editInput = z.object({
 export function createRunInspectTools(options: {
   store: RunStore;
   operations: RunOperations;
-  checkpoints: CheckpointHistory;
+  checkpoints: CheckpointLister;
 }): ToolDefinition[] {
   const { store, operations } = options;
   return [
@@ -124,7 +124,10 @@ export function createRunInspectTools(options: {
             checkpoint.time ?? 'time unknown',
             checkpoint.loss === undefined ? 'loss unknown' : `loss ${formatLoss(checkpoint.loss)}`,
             checkpoint.healthy ? 'healthy' : `NOT healthy (${checkpoint.problem ?? 'bad curve'})`,
-          ].join(' · '),
+            checkpoint.intact === false && 'file gone or overwritten since',
+          ]
+            .filter((part): part is string => typeof part === 'string')
+            .join(' · '),
         );
         const header = `${all.length} checkpoint${all.length === 1 ? '' : 's'} of ${meta.name}${all.length > shown.length ? ` (the last ${shown.length} shown)` : ''}:`;
         return redactSecrets([header, ...lines].join('\n'));

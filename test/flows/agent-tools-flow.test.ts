@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
@@ -138,7 +138,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     // grep: two matches, each with two lines of context either side, gaps marked.
     expect(grep).toMatch(/\d+\| step 20 done/);
     expect(grep).toMatch(/\d+\| step 25 done/);
-    expect(grep).toMatch(/checkpoint saved at step 25: ckpt\/step25\.pt/);
+    expect(grep).toMatch(/checkpoint saved at step 25: step25\.pt/);
     expect(grep).toContain('\n--\n');
     expect(grep).toMatch(
       /\(2 lines of output\.log of ckpt-a match \/step 2\[05\] done\/, \d+ lines in all\.\)$/,
@@ -160,6 +160,8 @@ describe('agent run tools and checks before spending (playground)', () => {
   });
 
   it('list_checkpoints gives step, path, time, loss and health (NaN episode marked)', async () => {
+    // A checkpoint file removed since its save is flagged.
+    rmSync(join(shepherd.dataDir, 'runs', runId, 'step30.pt'));
     const [list = ''] = await agentCalls(
       [{ name: 'list_checkpoints', arguments: { run: 'ckpt-a' } }],
       'checkpoints?',
@@ -167,11 +169,16 @@ describe('agent run tools and checks before spending (playground)', () => {
     const lines = list.split('\n');
     expect(lines[0]).toBe('6 checkpoints of ckpt-a:');
     expect(lines[1]).toMatch(
-      /^• step 5 · ckpt\/step5\.pt · \d{4}-\d\d-\d\dT[\d:]+[+-]\d\d:\d\d · loss 1\.313 · healthy$/,
+      /^• step 5 · step5\.pt · \d{4}-\d\d-\d\dT[\d:.]+(Z|[+-]\d\d:\d\d) · loss 1\.313 · healthy$/,
     );
-    expect(lines[4]).toMatch(/^• step 20 · ckpt\/step20\.pt · .* · loss 0\.3707 · healthy$/);
-    expect(lines[5]).toMatch(/^• step 25 · ckpt\/step25\.pt · .* · loss NaN · NOT healthy \(NaN loss\)$/);
-    expect(lines[6]).toMatch(/^• step 30 · .* NOT healthy \(NaN loss\)$/);
+    expect(lines[4]).toMatch(/^• step 20 · step20\.pt · .* · loss 0\.3707 · healthy$/);
+    // NaN from step 21: from the curve, or from the monitor's incident mark when its alert came first.
+    expect(lines[5]).toMatch(
+      /^• step 25 · step25\.pt · .* · loss NaN · NOT healthy \((NaN loss|saved after the NaN at step 21)\)$/,
+    );
+    expect(lines[6]).toMatch(
+      /^• step 30 · .* NOT healthy \((NaN loss|saved after the NaN at step 21)\) · file gone or overwritten since$/,
+    );
   });
 
   it('edit_script refuses a missing and an ambiguous old with the candidates, then proposes a card that archives v1', async () => {
@@ -206,7 +213,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     expect(missing).toContain('Closest lines');
     expect(missing).toContain('  line 13:     shepherd.log_metrics(step=step, loss=loss, lr=1e-3)');
     expect(ambiguous).toMatch(/`old` occurs 2 times in train\.py, at:\n {2}line 10: print\("logged in/);
-    expect(ambiguous).toContain('  line 16:     print("step {} done".format(step), flush=True)');
+    expect(ambiguous).toContain('  line 18:     print("step {} done".format(step), flush=True)');
     expect(ambiguous).toContain('Include more of the surrounding lines');
     // An edit that breaks the syntax is compiled first and gets no card; the thread is told the line.
     expect(noCard).toMatch(
