@@ -122,6 +122,10 @@ const environmentSchema = z.object({
   SHEPHERD_PREFLIGHT_STEPS: z.coerce.number().int().min(0).max(1000).default(0),
   SHEPHERD_PREFLIGHT_TIMEOUT_S: positiveNumber.default(120),
   SHEPHERD_GPU_MEMORY_GB: positiveNumber.default(80),
+
+  SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  SHEPHERD_METRICS_TOKEN: optionalString,
+  SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
 function buildConfig(environment: z.output<typeof environmentSchema>) {
@@ -204,6 +208,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       preflightSteps: environment.SHEPHERD_PREFLIGHT_STEPS,
       preflightTimeoutS: environment.SHEPHERD_PREFLIGHT_TIMEOUT_S,
       gpuMemoryGb: environment.SHEPHERD_GPU_MEMORY_GB,
+    },
+    ops: {
+      logFormat: environment.SHEPHERD_LOG_FORMAT,
+      metricsToken: environment.SHEPHERD_METRICS_TOKEN,
+      adminToken: environment.SHEPHERD_ADMIN_TOKEN,
     },
   };
 }
