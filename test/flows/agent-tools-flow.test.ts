@@ -74,11 +74,15 @@ describe('agent run tools and checks before spending (playground)', () => {
 
   beforeAll(async () => {
     llm = await startScriptedOpenAi();
-    llm.setHandler((request) =>
-      JSON.stringify(request.body.messages).includes('ML training run doctor')
-        ? { text: '{"decision": "WARNING", "diagnosis": "the fixture went NaN on purpose"}' }
-        : (agentSteps.shift() ?? { text: 'ok' }),
-    );
+    llm.setHandler((request) => {
+      const body = JSON.stringify(request.body.messages);
+      if (body.includes('ML training run doctor'))
+        return { text: '{"decision": "WARNING", "diagnosis": "the fixture went NaN on purpose"}' };
+      // A long thread is compacted in one call before the turn.
+      if (body.includes('Conversation to summarise:'))
+        return { text: 'Earlier: ckpt-a was read and patched.' };
+      return agentSteps.shift() ?? { text: 'ok' };
+    });
     hub = await startFakeHub();
     shepherd = await startTestApp({
       environment: {
