@@ -22,6 +22,7 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
@@ -38,6 +39,7 @@ import { createRunInspectTools } from './tools/run-inspect-tools.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
 import { createScriptChecks } from './tools/script-checks.js';
+import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -154,11 +156,27 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     preflightTimeoutS: config.checks.preflightTimeoutS,
   });
   const memoryNotes = createMemoryNotes(redis, prefix);
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis,
+    prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    logger: logger.child({ component: 'watch' }),
+  });
+  for (const verb of ['confirm-stop', 'keep-running'] as const) {
+    dependencies.actions.register(verb, (action, id) => watching.onAction(action, verb, id));
+  }
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
     checkSyntax: scriptChecks.checkSyntax,
     ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
@@ -277,6 +295,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    watch: watching.watch,
     alertRules,
     logger,
   });

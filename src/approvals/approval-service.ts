@@ -32,6 +32,10 @@ export interface ApprovalRequest {
   memory?: string;
   /** GPUs asked for (resume and start use the run's). */
   gpus?: number;
+  /** Shown on the card: the exact command line, the environment, launch warnings. */
+  command?: string;
+  environment?: string;
+  warnings?: string[];
 }
 
 export interface ApprovalServiceOptions {
@@ -105,6 +109,9 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         ...(input.reason === undefined ? {} : { reason: input.reason }),
         ...(input.preflight === undefined ? {} : { preflight: input.preflight }),
         ...(input.memory === undefined ? {} : { memory: input.memory }),
+        ...(input.command === undefined ? {} : { command: input.command }),
+        ...(input.environment === undefined ? {} : { environment: input.environment }),
+        ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
         ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
       },
       options.ttlMs,

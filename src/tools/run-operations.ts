@@ -5,10 +5,19 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
+import { refuseScriptEdit } from '../runs/command-script.js';
+import { describeEnvironment, type Environments, pickEnvironment } from '../runs/run-environments.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
+import {
+  commandWarnings,
+  formatCommand,
+  type PreparedCommand,
+  prepareCommand,
+  recordProvenance,
+} from './command-launch.js';
 
 /**
  * The run actions shared by agent tools and plain commands, so both follow exactly the same approval
@@ -24,6 +33,20 @@ const PREVIEW_LINES = 15;
 export interface LaunchInput extends CreateRunRequest {
   origin: 'agent' | 'command';
   toolCall?: { name: string; input: unknown };
+  /** Named environment asked for (`--env`); the configured default applies when absent. */
+  environment?: string;
+  /** A command run, already checked against the workspace. */
+  prepared?: PreparedCommand;
+}
+
+/** Flags shared by `run <file>` and `run -- <command>`. */
+export interface RunFlags {
+  gpus?: number;
+  runName?: string;
+  maxHours?: number;
+  env?: string;
+  cwd?: string;
+  nodes?: number;
 }
 
 export interface RunOperationsOptions {
@@ -41,6 +64,13 @@ export interface RunOperationsOptions {
   notify?: (threadId: string, text: string) => Promise<void>;
   /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
   memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
+  /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
+  environments?: Environments;
+  defaultEnvironment?: string | undefined;
+  /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
+  python?: string;
+  /** Stopping a watched run asks for a confirmation button first; this posts it. */
+  confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
 }
 
 export function scriptPreview(source: string): string {
@@ -58,7 +88,15 @@ export function describeRun(meta: RunMeta): string {
         : '';
   const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
   const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
-  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${step}${reason}`;
+  if (meta.watch !== undefined) {
+    const source =
+      meta.watch.source === 'slurm'
+        ? `Slurm job ${meta.jobId ?? '?'}`
+        : `${meta.watch.logPath}${meta.watch.pid === undefined ? '' : `, pid ${meta.watch.pid}`}`;
+    return `${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
+  }
+  const environment = meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`;
+  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${environment}${step}${reason}`;
 }
 
 /** Resolves a script path inside the workspace; `..`, outside absolute paths and symlinks out are refused. */
@@ -104,6 +142,8 @@ export function createRunOperations(options: RunOperationsOptions) {
     origin: 'agent' | 'command' | 'monitor',
     what: string,
   ): Promise<void> {
+    // Command runs without a Python file (`run -- bash train.sh`) have no source to compile.
+    if (script.trim() === '') return;
     const syntaxError = await options.checkSyntax?.(script);
     if (syntaxError === undefined) return;
     const message = `${what}: ${syntaxError}\nNo approval card was posted.`;
@@ -127,15 +167,60 @@ export function createRunOperations(options: RunOperationsOptions) {
     return options.preflight(script, config);
   }
 
+  const environments = options.environments ?? {};
+
+  /** Card lines for how a run starts: the exact command, the environment, warnings. */
+  function launchDetails(meta: RunMeta): { command?: string; environment?: string; warnings?: string[] } {
+    const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+    return {
+      ...(meta.command === undefined ? {} : { command: formatCommand(meta.command) }),
+      ...(meta.environmentName === undefined
+        ? {}
+        : {
+            environment:
+              spec === undefined ? meta.environmentName : describeEnvironment(meta.environmentName, spec),
+          }),
+      warnings: commandWarnings(meta),
+    };
+  }
+
   async function launch(input: LaunchInput): Promise<string> {
     if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
+    // An unknown environment is refused here, before any run or card exists.
+    const environment = pickEnvironment(environments, input.environment, options.defaultEnvironment);
     await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
-    const { origin: _origin, toolCall: _toolCall, ...request } = input;
+    const { origin: _origin, toolCall: _toolCall, environment: _environment, prepared, ...request } = input;
+    const launchFields = {
+      ...request.launch,
+      ...(environment === undefined ? {} : { environmentName: environment.name }),
+      ...(prepared === undefined
+        ? {}
+        : {
+            command: prepared.argv,
+            cwd: prepared.cwd,
+            ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
+          }),
+    };
     // Created first, so a request the run service refuses (too many GPUs) costs no pre-flight.
-    const meta = await runs.createRun(request);
-    const preflight = await runPreflight(input.threadId, meta.name, input.script, input.config);
+    const meta = await runs.createRun(
+      Object.keys(launchFields).length === 0 ? request : { ...request, launch: launchFields },
+    );
+    if (prepared !== undefined) {
+      await recordProvenance(
+        store.runDir(meta.id),
+        options.workspace,
+        prepared,
+        environment?.name,
+        new Date(),
+      );
+    }
+    // A command run (`run -- …`) is not `python train.py`: the pre-flight only runs plain scripts.
+    const preflight =
+      prepared === undefined
+        ? await runPreflight(input.threadId, meta.name, input.script, input.config)
+        : undefined;
     const memory =
       input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
     const { approval, autoApproved } = await approvals.request({
@@ -146,6 +231,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       origin: input.origin,
       ...(preflight === undefined ? {} : { preflight }),
       ...(memory === undefined ? {} : { memory }),
+      ...launchDetails(meta),
       ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
     });
     return autoApproved
@@ -165,6 +251,7 @@ export function createRunOperations(options: RunOperationsOptions) {
   async function status(reference: string): Promise<string> {
     const report = await runs.status(reference);
     const lines = [describeRun(report.meta)];
+    if (report.meta.command !== undefined) lines.push(`command: ${formatCommand(report.meta.command)}`);
     const last = report.lastMetrics.at(-1);
     if (last !== undefined) {
       const values = Object.entries(last.values)
@@ -204,6 +291,12 @@ export function createRunOperations(options: RunOperationsOptions) {
     toolCall?: { name: string; input: unknown },
   ) {
     const meta = await runs.findRun(reference);
+    if (meta.watch !== undefined) {
+      throw new RunError(
+        'watched_run',
+        `${meta.name} is a watched run: Shepherd did not launch it, so it cannot relaunch it`,
+      );
+    }
     if (meta.status !== 'paused' && meta.status !== 'failed') {
       throw new RunError(
         'illegal_transition',
@@ -216,7 +309,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       return `Resumed ${resumed.name}: ${resumed.status}.`;
     }
     // Asking for GPUs again needs a new decision.
-    const script = await store.readScript(meta.id);
+    const script = await store.readScript(meta.id).catch(() => '');
     await assertCompiles(script, meta.threadId, origin, `${meta.name} was not resumed`);
     const { approval, autoApproved } = await approvals.request({
       kind: 'resume',
@@ -224,6 +317,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       requester: actor,
       scriptExcerpt: scriptPreview(script),
       origin,
+      ...launchDetails(meta),
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return autoApproved
@@ -232,7 +326,11 @@ export function createRunOperations(options: RunOperationsOptions) {
   }
 
   async function stop(reference: string, actor: ChatUser): Promise<string> {
-    const meta = await runs.stop(reference, actor, 'stopped from the thread');
+    const found = await runs.findRun(reference);
+    if (found.watch !== undefined && options.confirmStop !== undefined && found.status === 'running') {
+      return options.confirmStop(found, actor);
+    }
+    const meta = await runs.stop(found.id, actor, 'stopped from the thread');
     return `Stopped ${meta.name}.`;
   }
 
@@ -249,17 +347,32 @@ export function createRunOperations(options: RunOperationsOptions) {
     if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
       throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);
     }
+    refuseScriptEdit(meta);
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
     await assertCompiles(script, meta.threadId, origin, `the change to ${meta.name} was not proposed`);
-    const current = await store.readScript(meta.id);
+    // A command run's script lives in the workspace: the diff is against what is there now.
+    const current =
+      meta.scriptPath === undefined
+        ? await store.readScript(meta.id)
+        : await readFile(meta.scriptPath, 'utf8');
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
-    const preflight = await runPreflight(meta.threadId, meta.name, script, meta.config);
-    const diff = createTwoFilesPatch(`train_v${meta.scriptVersion}.py`, 'train.py', current, script, '', '', {
-      context: 3,
-    });
+    const preflight =
+      meta.command === undefined
+        ? await runPreflight(meta.threadId, meta.name, script, meta.config)
+        : undefined;
+    const shown = meta.scriptPath === undefined ? 'train.py' : basename(meta.scriptPath);
+    const diff = createTwoFilesPatch(
+      meta.scriptPath === undefined ? `train_v${meta.scriptVersion}.py` : `${shown} (v${meta.scriptVersion})`,
+      shown,
+      current,
+      script,
+      '',
+      '',
+      { context: 3 },
+    );
     const { approval } = await approvals.request({
       kind: 'script-change',
       meta,
@@ -273,7 +386,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return {
-      text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, train.py becomes v${meta.scriptVersion + 1}, train_v${meta.scriptVersion}.py is archived and the run restarts from its last checkpoint.`,
+      text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, ${shown} becomes v${meta.scriptVersion + 1}, the old version is archived as train_v${meta.scriptVersion}.py in the run directory and the run restarts from its last checkpoint.`,
       diff,
     };
   }
@@ -298,12 +411,47 @@ export function createRunOperations(options: RunOperationsOptions) {
     return lines.join('\n');
   }
 
+  /** `run -- <command …>` (and `run train.sh`): any argv, in the workspace or `--cwd` inside it. */
+  async function runCommand(
+    argv: string[],
+    flags: RunFlags,
+    threadId: string,
+    actor: ChatUser,
+    from: { origin: 'agent' | 'command'; toolCall?: { name: string; input: unknown } } = {
+      origin: 'command',
+    },
+  ): Promise<string> {
+    const prepared = await prepareCommand(options.workspace, argv, flags.cwd);
+    return launch({
+      name: flags.runName ?? prepared.suggestedName,
+      script: prepared.script,
+      gpus: flags.gpus ?? 0,
+      threadId,
+      requester: actor,
+      origin: from.origin,
+      ...(from.toolCall === undefined ? {} : { toolCall: from.toolCall }),
+      prepared,
+      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
+      ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
+    });
+  }
+
   async function runWorkspaceScript(
     path: string,
-    flags: { gpus?: number; runName?: string; maxHours?: number },
+    flags: RunFlags,
     threadId: string,
     actor: ChatUser,
   ): Promise<string> {
+    if (path.endsWith('.sh') || flags.cwd !== undefined) {
+      // A shell script runs with bash, in the workspace, like any command.
+      return runCommand(
+        path.endsWith('.sh') ? ['bash', path] : [options.python ?? 'python3', '-u', path],
+        flags,
+        threadId,
+        actor,
+      );
+    }
     const real = await resolveWorkspaceScript(options.workspace, path);
     const script = await readFile(real, 'utf8');
     const name = flags.runName ?? basename(real).replace(/\.py$/, '').replace(/_/g, '-');
@@ -314,11 +462,13 @@ export function createRunOperations(options: RunOperationsOptions) {
       threadId,
       requester: actor,
       origin: 'command',
+      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
       ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
     });
   }
 
-  return { launch, list, status, pause, resume, stop, updateScript, cluster, runWorkspaceScript };
+  return { launch, list, status, pause, resume, stop, updateScript, cluster, runWorkspaceScript, runCommand };
 }
 
 export type RunOperations = ReturnType<typeof createRunOperations>;
