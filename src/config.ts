@@ -147,6 +147,11 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+  SHEPHERD_DATASETS_SERVER_URL: z.string().url().default('https://datasets-server.huggingface.co'),
+
+  SHEPHERD_PREFLIGHT_STEPS: z.coerce.number().int().min(0).max(1000).default(0),
+  SHEPHERD_PREFLIGHT_TIMEOUT_S: positiveNumber.default(120),
+  SHEPHERD_GPU_MEMORY_GB: positiveNumber.default(80),
 
   SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   SHEPHERD_METRICS_TOKEN: optionalString,
@@ -241,6 +246,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     hub: {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
+      datasetsServerUrl: environment.SHEPHERD_DATASETS_SERVER_URL,
+    },
+    checks: {
+      preflightSteps: environment.SHEPHERD_PREFLIGHT_STEPS,
+      preflightTimeoutS: environment.SHEPHERD_PREFLIGHT_TIMEOUT_S,
+      gpuMemoryGb: environment.SHEPHERD_GPU_MEMORY_GB,
     },
     ops: {
       logFormat: environment.SHEPHERD_LOG_FORMAT,
