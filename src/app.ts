@@ -13,11 +13,13 @@ import {
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
+import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
+import { createWebTurnsRoutes } from './bot/web/turns-api.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
@@ -100,6 +102,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const turnQueue = createTurnQueue(redis, prefix);
   const sessions = createSessionStore({ redis, prefix, logger });
   const threadState = createThreadState({ redis, prefix });
+  const traces = createTurnTraceStore({ redis, prefix });
   const actions = createActionRouter();
   const handlers = createInboundHandlers({
     inbox,
@@ -154,6 +157,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       logger: logger.child({ component: 'web' }),
     }),
   );
+  web.extend(createWebTurnsRoutes({ store: webStore, traces }));
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
   /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
@@ -212,6 +216,8 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       features.commands.tryHandle(threadId, item),
     runAgent: async ({ threadId, history, actor, onProgress }) => {
       const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
+      const steps: TraceStep[] = [];
+      const startedAt = Date.now();
       const result = await runAgentTurn({
         provider,
         registry: features.tools,
@@ -222,8 +228,21 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         onProgress,
         cancelledBy: () => threadState.cancelRequested(threadId),
         ...(model === undefined ? {} : { model }),
+        defaultModel: config.llm.model,
+        onTrace: (step) => steps.push(step),
         logger: logger.child({ threadId }),
       });
+      await traces
+        .record({
+          id: `${threadId}:${startedAt}`,
+          threadId,
+          startedAt,
+          endedAt: Date.now(),
+          outcome: result.outcome,
+          reply: result.reply,
+          steps,
+        })
+        .catch((error: unknown) => logger.warn({ threadId, err: String(error) }, 'turn trace not stored'));
       if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
       await threadState.clearCancel(threadId);
       return result;

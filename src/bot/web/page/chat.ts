@@ -1,6 +1,7 @@
-import { api, byId, formatTime, isFileUrl, make } from './dom.js';
+import { api, byId, formatTime, hasExtension, isFileUrl, make } from './dom.js';
 import { fencedText, renderMarkdown } from './markdown.js';
-import type { CardAction, ChannelSummary, Message } from './types.js';
+import { placeTraces, renderTrace } from './trace.js';
+import type { CardAction, ChannelSummary, Message, TurnTrace } from './types.js';
 
 /** Channels, threads, messages and cards: the chat half of the playground. */
 
@@ -18,6 +19,7 @@ export const state = {
   channel: 'general',
   thread: null as string | null,
   messages: [] as Message[],
+  turns: [] as TurnTrace[],
   cardNotes: {} as Record<string, CardNote>,
 };
 let threadLoadSeq = 0;
@@ -74,11 +76,13 @@ export async function loadThread(): Promise<void> {
     return;
   }
   const seq = ++threadLoadSeq;
-  const result = await api<{ messages: Message[] }>(
-    'GET',
-    `/api/threads/${encodeURIComponent(state.thread)}/messages`,
-  );
+  const base = `/api/threads/${encodeURIComponent(state.thread)}`;
+  const [result, turns] = await Promise.all([
+    api<{ messages: Message[] }>('GET', `${base}/messages`),
+    hasExtension('turns') ? api<{ turns: TurnTrace[] }>('GET', `${base}/turns`) : undefined,
+  ]);
   if (seq !== threadLoadSeq) return;
+  state.turns = turns?.ok && Array.isArray(turns.data.turns) ? turns.data.turns : [];
   if (!result.ok) {
     state.messages = [];
     renderThread(result.data.error || 'could not load the thread');
@@ -146,7 +150,13 @@ export function renderThread(errorText?: string): void {
     );
     return;
   }
-  for (const message of state.messages) box.append(renderMessage(message));
+  const traces = placeTraces(state.messages, state.turns, BOT_USER);
+  for (const message of state.messages) {
+    const item = renderMessage(message);
+    const trace = traces.get(message.id);
+    if (trace !== undefined) item.append(renderTrace(trace));
+    box.append(item);
+  }
   labelEphemeral();
   if (nearBottom) box.scrollTop = box.scrollHeight;
 }

@@ -65,3 +65,25 @@ export interface MetricsResponse {
   names: string[];
   points: { step?: number; ts?: number; values: Record<string, MetricValue> }[];
 }
+
+export type TraceStep =
+  | {
+      kind: 'llm';
+      model: string;
+      reason: string;
+      durationMs: number;
+      inputTokens?: number;
+      outputTokens?: number;
+      toolCalls: number;
+      error?: string;
+    }
+  | { kind: 'tool'; name: string; arguments: string; result: string; isError: boolean; durationMs: number };
+
+export interface TurnTrace {
+  id: string;
+  startedAt: number;
+  endedAt: number;
+  outcome: string;
+  reply: string;
+  steps: TraceStep[];
+}
