@@ -4,6 +4,7 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
+import { createRedactingProvider } from './agent/redacting-provider.js';
 import {
   createSessionStore,
   DEFAULT_SESSION_MAX_ENTRIES,
@@ -20,6 +21,7 @@ import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
 import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
+import { registerSecretValues } from './monitor/redact.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
@@ -96,17 +98,20 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
 
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
-  const provider =
+  registerSecretValues(config.secretValues);
+  // Everything sent to a model is redacted here, whichever provider (or test double) is used.
+  const provider = createRedactingProvider(
     overrides.provider ??
-    createLlmProvider(config.llm, {
-      logger,
-      onCall: (reason) => {
-        llmCalls
-          .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
-        overrides.onLlmCall?.(reason);
-      },
-    });
+      createLlmProvider(config.llm, {
+        logger,
+        onCall: (reason) => {
+          llmCalls
+            .increment(reason)
+            .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+          overrides.onLlmCall?.(reason);
+        },
+      }),
+  );
 
   const features = await createFeatures({
     config,

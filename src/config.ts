@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { ConfigError } from './errors.js';
 
 /*
@@ -74,6 +75,7 @@ const environmentSchema = z.object({
 
   SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
+  SHEPHERD_RUN_AS_USER: optionalString,
   SHEPHERD_GPUS: gpuList,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
@@ -118,8 +120,10 @@ const environmentSchema = z.object({
   SHEPHERD_HUB_TOKEN: optionalString,
 });
 
-function buildConfig(environment: z.output<typeof environmentSchema>) {
+function buildConfig(environment: z.output<typeof environmentSchema>, secretValues: string[]) {
   return {
+    /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
+    secretValues,
     redisUrl: environment.REDIS_URL,
     queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
     host: environment.SHEPHERD_HOST,
@@ -145,6 +149,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     runs: {
       executor: environment.SHEPHERD_EXECUTOR,
       python: environment.SHEPHERD_PYTHON,
+      runAsUser: environment.SHEPHERD_RUN_AS_USER,
       gpus: environment.SHEPHERD_GPUS,
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
@@ -217,13 +222,15 @@ export function loadConfig(
   if (options.dotenvPath !== undefined && existsSync(options.dotenvPath)) {
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
+  const files = resolveSecretFiles(merged);
+  merged = files.environment;
   const result = environmentSchema.safeParse(merged);
-  if (!result.success) {
-    const lines = result.error.issues.map((issue) => {
+  if (!result.success || files.problems.length > 0) {
+    const lines = (result.error?.issues ?? []).map((issue) => {
       const variable = issue.path.join('.') || '(environment)';
       return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
     });
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+    throw new ConfigError(`invalid configuration:\n${[...files.problems, ...lines].join('\n')}`);
   }
-  return deepFreeze(buildConfig(result.data));
+  return deepFreeze(buildConfig(result.data, secretValuesOf(merged)));
 }

@@ -6,6 +6,7 @@ import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-a
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
+import { codeBlock } from '../notify/code-block.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { ControlJob } from '../queue/jobs.js';
 import type { Executor } from '../runs/executor.js';
@@ -14,6 +15,7 @@ import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import type { Monitor } from './monitor.js';
+import { redactedHead } from './redact.js';
 import { checkPythonSyntax, triage } from './triage.js';
 import type { Incident } from './types.js';
 
@@ -102,7 +104,7 @@ export function createAlertService(options: AlertServiceOptions) {
     checkpointStep: number | undefined,
   ): Card {
     const lines = [alert.summary];
-    if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    if (incident.traceback !== undefined) lines.push(codeBlock(incident.traceback));
     const actions: Card['actions'] = [];
     if (incident.kind !== 'finished') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
@@ -313,7 +315,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (!syntax.ok) {
       await notifier.post(
         alert.threadId,
-        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n\`\`\`\n${syntax.error.slice(0, 800)}\n\`\`\``,
+        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n${codeBlock(redactedHead(syntax.error, 800))}`,
       );
       return;
     }

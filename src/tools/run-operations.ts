@@ -4,6 +4,7 @@ import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { codeBlock } from '../notify/code-block.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -136,7 +137,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
     if (report.logTail.length > 0)
-      lines.push(`last log lines:\n\`\`\`\n${report.logTail.slice(-8).join('\n')}\n\`\`\``);
+      lines.push(`last log lines:\n${codeBlock(report.logTail.slice(-8).join('\n'))}`);
     return lines.join('\n');
   }
 

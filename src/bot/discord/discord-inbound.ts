@@ -172,7 +172,11 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     }
     if (reply === undefined) return;
     try {
-      await interaction.followUp({ content: reply.slice(0, 2000), flags: MessageFlags.Ephemeral });
+      await interaction.followUp({
+        content: reply.slice(0, 2000),
+        allowedMentions: { parse: [] },
+        flags: MessageFlags.Ephemeral,
+      });
     } catch (error) {
       logger.warn(
         { interactionId: interaction.id, err: toPlatformError(error, 'ephemeral reply') },
@@ -230,6 +234,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       await interaction
         .followUp({
           content: `Sorry, that did not work: ${errorMessage(error)}`.slice(0, 2000),
+          allowedMentions: { parse: [] },
           flags: MessageFlags.Ephemeral,
         })
         .catch(() => undefined);
@@ -243,6 +248,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       await interaction
         .reply({
           content: `${options.botName} is not enabled in this server.`,
+          allowedMentions: { parse: [] },
           flags: MessageFlags.Ephemeral,
         })
         .catch(() => undefined);
