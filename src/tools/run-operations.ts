@@ -16,8 +16,6 @@ import type { RunMeta } from '../runs/run-types.js';
  */
 
 export const MAX_SCRIPT_BYTES = 512 * 1024;
-/** "The first lines of train.py" on a launch card: enough to recognise it, short enough to read. */
-const PREVIEW_LINES = 15;
 
 /** A run request plus who launched it and how (an agent tool call resumes its turn on decision). */
 export interface LaunchInput extends CreateRunRequest {
@@ -32,12 +30,6 @@ export interface RunOperationsOptions {
   workspace: string;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
-}
-
-export function scriptPreview(source: string): string {
-  const lines = source.split('\n');
-  const head = lines.slice(0, PREVIEW_LINES).join('\n');
-  return lines.length > PREVIEW_LINES ? `${head}\n… (${lines.length - PREVIEW_LINES} more lines)` : head;
 }
 
 export function describeRun(meta: RunMeta): string {
@@ -95,7 +87,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'start',
       meta,
       requester: input.requester,
-      scriptExcerpt: scriptPreview(input.script),
+      // The whole script: the card shows it, or its start with the file attached.
+      scriptExcerpt: input.script,
       origin: input.origin,
       ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
     });
@@ -171,7 +164,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'resume',
       meta,
       requester: actor,
-      scriptExcerpt: scriptPreview(script),
+      scriptExcerpt: script,
       origin,
       ...(toolCall === undefined ? {} : { toolCall }),
     });
