@@ -6,6 +6,7 @@ import type { Executor } from './executor.js';
 import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './gpu-inventory.js';
 import { createLocalExecutor } from './local-executor.js';
+import { lookupRunUser } from './run-as-user.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
@@ -47,6 +48,7 @@ export async function createRunsRuntime(options: {
       environment: options.environment,
       gpuInventory: allocator.inventory,
       logger,
+      ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
     });
   const service = createRunService({
     config,

@@ -9,6 +9,7 @@ import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
+import { chownTree, type RunUser } from './run-as-user.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -34,6 +35,8 @@ export interface LocalExecutorOptions {
   /** Host GPU indices, for `clusterInfo`. */
   gpuInventory: readonly number[];
   logger: Logger;
+  /** `SHEPHERD_RUN_AS_USER`, resolved: runs start as this user (the bot runs as root). */
+  runAs?: RunUser;
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
@@ -127,6 +130,11 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
       PYTHONUNBUFFERED: '1',
     });
+    const runAs = options.runAs;
+    if (runAs !== undefined) {
+      Object.assign(environment, { USER: runAs.name, LOGNAME: runAs.name, HOME: runAs.home ?? runDir });
+      await chownTree(runDir, runAs);
+    }
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     try {
@@ -135,6 +143,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
         env: environment,
         detached: true,
         stdio: ['ignore', logFd, logFd],
+        ...(runAs === undefined ? {} : { uid: runAs.uid, gid: runAs.gid }),
       });
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('spawn', () => {
