@@ -1,6 +1,7 @@
 import type { Logger } from '../logger.js';
 import type { Batch, InboxItem } from '../queue/turn-inbox.js';
 import type { ChatMessage, UserMessage } from './messages.js';
+import { untrustedBlock } from './untrusted.js';
 
 /** What the turn runner needs from the outside world; everything is injected. */
 export interface TurnRunnerDependencies {
@@ -70,7 +71,11 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
               logger.error({ threadId, err: String(error) }, 'a command answer could not be delivered'),
             );
         }
-        sessionMessages.push({ role: 'assistant', content: commandReply || '(done)' });
+        // A command's answer quotes logs and files: the model reads it later as data, not as its own words.
+        sessionMessages.push({
+          role: 'assistant',
+          content: commandReply ? untrustedBlock('command-output', commandReply) : '(done)',
+        });
         continue;
       }
       forAgent.push(message);

@@ -24,7 +24,7 @@ const RULES: Array<[RegExp, string]> = [
   [/\b(Bearer|Token)\s+[A-Za-z0-9._~+/=-]{8,}/gi, `$1 ${MARK}`],
   // key=value / key: value pairs whose key names a secret (password=…, aws_secret_access_key = …).
   [
-    /\b([A-Za-z_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z_]*)(["']?\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s,;&]+)/gi,
+    /\b([A-Za-z_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z_]*)(["']?\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s,;&"'`]+)/gi,
     `$1$2${MARK}`,
   ],
   // Credentials inside URLs: scheme://user:password@host.
