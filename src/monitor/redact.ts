@@ -5,7 +5,15 @@
  */
 const MARK = '[REDACTED]';
 
-const RULES: Array<[RegExp, string]> = [
+type Replacement = string | ((match: string, ...groups: string[]) => string);
+
+/** Keeps a quoted value's quotes, so redacted code and JSON stay well-formed. */
+const keepQuotes = (_match: string, key: string, separator: string, value: string) => {
+  const quote = value.startsWith('"') || value.startsWith("'") ? value[0] : '';
+  return `${key}${separator}${quote}${MARK}${quote}`;
+};
+
+const RULES: Array<[RegExp, Replacement]> = [
   // PEM private keys; an unterminated block (a cut file) is redacted to the end of the text.
   [
     /-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)/g,
@@ -24,8 +32,8 @@ const RULES: Array<[RegExp, string]> = [
   [/\b(Bearer|Token)\s+[A-Za-z0-9._~+/=-]{8,}/gi, `$1 ${MARK}`],
   // key=value / key: value pairs whose key names a secret (password=…, aws_secret_access_key = …).
   [
-    /\b([A-Za-z_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z_]*)(["']?\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s,;&"'`]+)/gi,
-    `$1$2${MARK}`,
+    /\b([A-Za-z_]*(?:password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|private[_-]?key)[A-Za-z_]*)(["']?\s*[=:]\s*)("[^"\n]*"|'[^'\n]*'|[^\s,;&"'`\\]+)/gi,
+    keepQuotes,
   ],
   // Credentials inside URLs: scheme://user:password@host.
   [/\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]+):[^\s@/]+@/gi, `$1:${MARK}@`],
@@ -54,7 +62,8 @@ export function redactSecrets(text: string): string {
   for (const literal of [...literals].sort((a, b) => b.length - a.length)) {
     if (output.includes(literal)) output = output.replaceAll(literal, MARK);
   }
-  for (const [pattern, replacement] of RULES) output = output.replace(pattern, replacement);
+  for (const [pattern, replacement] of RULES)
+    output = output.replace(pattern, replacement as (match: string, ...groups: string[]) => string);
   return output;
 }
 

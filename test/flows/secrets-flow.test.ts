@@ -99,7 +99,7 @@ describe('nothing secret leaves: posts and LLM requests (playground, real proces
     const card = cardsTitled(messages, 'leaky')[0];
     // The whole (short) script is on the card, its token redacted.
     expect(card?.card?.text).toContain('raise RuntimeError');
-    expect(card?.card?.text).toContain('TOKEN = [REDACTED]');
+    expect(card?.card?.text).toContain('TOKEN = "[REDACTED]"');
     expect(card?.card?.text).toContain('OPENAI_API_KEY=[REDACTED]")');
     expect(leaks(JSON.stringify(card))).toEqual([]);
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
