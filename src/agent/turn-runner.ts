@@ -1,4 +1,5 @@
 import type { Logger } from '../logger.js';
+import { redactedHead } from '../monitor/redact.js';
 import type { Batch, InboxItem } from '../queue/turn-inbox.js';
 import type { ChatMessage, UserMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';
@@ -147,7 +148,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     } catch (error) {
       // The agent loop reports LLM trouble itself; anything reaching here is a bug, still told plainly.
       logger.error({ threadId, err: String(error) }, 'agent turn crashed');
-      reply = `Something went wrong while I was working on that (${String(error).slice(0, 200)}). Plain commands still work — try \`help\`.`;
+      reply = `Something went wrong while I was working on that (${redactedHead(String(error), 200)}). Plain commands still work — try \`help\`.`;
       produced = [{ role: 'assistant', content: reply }];
     }
     clearTimeout(statusTimer);

@@ -36,7 +36,7 @@ function ensureUser(): string | undefined {
 const skipReason = ensureUser();
 if (skipReason !== undefined) {
   // A clear line in the test output instead of a silent skip.
-  console.warn(`run-as-user tests skipped: ${skipReason}`);
+  process.stderr.write(`run-as-user tests skipped: ${skipReason}\n`);
 }
 
 describe('SHEPHERD_RUN_AS_USER', () => {
