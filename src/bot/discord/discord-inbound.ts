@@ -13,6 +13,7 @@ import {
 import { z } from 'zod';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { redactSecrets } from '../../monitor/redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { COMMAND_NAME, COMMAND_OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
@@ -203,7 +204,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     try {
       const channel = interaction.channel ?? (await client.channels.fetch(interaction.channelId));
       const echo = await interaction.editReply({
-        content: `**${user.name}**: ${request}`.slice(0, 2000),
+        content: `**${user.name}**: ${redactSecrets(request)}`.slice(0, 2000),
         allowedMentions: { parse: [] },
       });
       let threadId: string;
