@@ -117,7 +117,7 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     await details.locator('summary').click();
     expect(await details.locator('pre').isVisible()).toBe(true);
     expect(await details.locator('pre').textContent()).toBe(script);
-    expect(await page.evaluate(() => (window as unknown as { pwned?: number }).pwned)).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
     expect(pageErrors).toEqual([]);
     await page.context().close();
   });
