@@ -43,6 +43,9 @@ export async function createRunsRuntime(options: {
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
+  if (options.executor !== undefined && config.runs.runAsUser !== undefined) {
+    logger.warn('SHEPHERD_RUN_AS_USER applies to the local executor only; this executor ignores it');
+  }
   const executor =
     options.executor ??
     createLocalExecutor({
