@@ -12,8 +12,9 @@ function redactMessage(message: ChatMessage): ChatMessage {
   switch (message.role) {
     case 'user': {
       const content = redactSecrets(message.content);
-      // Notices Shepherd itself writes (`[system]`, no author id) are trusted; people's messages are data.
-      if (message.authorId === undefined && message.author === 'system') return { ...message, content };
+      // What Shepherd writes itself (`[system]` notices, triage prompts) has no author id and is trusted;
+      // people's chat messages always carry one and are data. Triage prompts fence their run data inside.
+      if (message.authorId === undefined) return { ...message, content };
       return { ...message, content: untrustedBlock('message', content) };
     }
     case 'tool':
