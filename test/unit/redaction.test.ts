@@ -186,7 +186,7 @@ describe('outbound: notify jobs, LLM requests, logs', () => {
         done();
       },
     });
-    const real = createLogger('info', {}, sink);
+    const real = createLogger('info', {}, { destination: sink });
     real.info({ header: `Bearer ${HF}`, nested: { list: [HF] } }, `message ${HF}`);
     real.child({ token: HF }).warn({ err: new Error(`failed with ${HF}`) }, 'x');
     real.info(`db password=${HF} "quoted"`);
