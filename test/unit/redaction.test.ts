@@ -214,6 +214,8 @@ describe('outbound: notify jobs, LLM requests, logs', () => {
       'SLACK_APP_TOKEN',
       'SLACK_SIGNING_SECRET',
       'SHEPHERD_HUB_TOKEN',
+      'SHEPHERD_METRICS_TOKEN',
+      'SHEPHERD_ADMIN_TOKEN',
       'SHEPHERD_LLM_API_KEY',
       'REDIS_URL',
     ]) {
@@ -225,6 +227,16 @@ describe('outbound: notify jobs, LLM requests, logs', () => {
       expect(() => loadConfig({ [`${name}_FILE`]: file }), name).not.toThrow();
     }
     expect(loadConfig({ REDIS_URL_FILE: join(dir, 'REDIS_URL') }).redisUrl).toContain('pw-from-file-0005');
+    const fromFiles = loadConfig({
+      SLACK_APP_TOKEN_FILE: join(dir, 'SLACK_APP_TOKEN'),
+      SLACK_SIGNING_SECRET_FILE: join(dir, 'SLACK_SIGNING_SECRET'),
+      SHEPHERD_HUB_TOKEN_FILE: join(dir, 'SHEPHERD_HUB_TOKEN'),
+      SHEPHERD_ADMIN_TOKEN_FILE: join(dir, 'SHEPHERD_ADMIN_TOKEN'),
+    });
+    expect(fromFiles.slack.appToken).toBe('SLACK_APP_TOKEN-value');
+    expect(fromFiles.slack.signingSecret).toBe('SLACK_SIGNING_SECRET-value');
+    expect(fromFiles.hub.token).toBe('SHEPHERD_HUB_TOKEN-value');
+    expect(JSON.stringify(fromFiles)).toContain('SHEPHERD_ADMIN_TOKEN-value');
   });
 
   it('approval cards redact the script before cutting it', () => {
