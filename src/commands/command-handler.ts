@@ -1,5 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
+import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import { userFacingError } from '../tools/run-operations.js';
 import { type PlainCommand, parsePlainCommand } from './parse-command.js';
@@ -17,6 +18,8 @@ export interface CommandHandlerOptions {
   helpText: () => Promise<string>;
   /** Posts a chart into the thread and returns a sentence; absent until charts are wired. */
   chart?: (request: ChartRequest) => Promise<string>;
+  /** Alert rules and mutes (`alert`, `alerts`, `mute`, `unmute`). */
+  alertRules?: AlertRuleOperations;
   logger: Logger;
 }
 
@@ -62,8 +65,34 @@ export function createCommandHandler(options: CommandHandlerOptions) {
           ...(command.steps === undefined ? {} : { steps: command.steps }),
         });
         return '';
+      case 'alert':
+      case 'alert-remove':
+      case 'alerts':
+      case 'mute':
+      case 'unmute':
+        return executeAlertCommand(command, actor);
       case 'invalid':
         return `\`${command.command}\`: ${command.error}`;
+    }
+  }
+
+  async function executeAlertCommand(
+    command: Extract<PlainCommand, { name: 'alert' | 'alert-remove' | 'alerts' | 'mute' | 'unmute' }>,
+    actor: ChatUser,
+  ): Promise<string> {
+    const rules = options.alertRules;
+    if (rules === undefined) return 'Alert rules are not available in this deployment.';
+    switch (command.name) {
+      case 'alert':
+        return rules.addRule(command.run, command.rule, actor);
+      case 'alert-remove':
+        return rules.removeRule(command.run, command.ruleId);
+      case 'alerts':
+        return rules.list(command.run);
+      case 'mute':
+        return rules.mute(command.run, command.detector, command.duration, actor);
+      case 'unmute':
+        return rules.unmute(command.run, command.detector, actor);
     }
   }
 

@@ -68,6 +68,8 @@ export interface AlertServiceOptions {
   python: string;
   /** Environment for the syntax check (the same one training processes get). */
   environment: Readonly<Record<string, string | undefined>>;
+  /** Told of every alert card posted (follows of `alert` / `stalled`); must not throw. */
+  onAlert?: (meta: RunMeta, incident: Incident) => Promise<void>;
   /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
   checkpoints?: CheckpointHistory;
   logger: Logger;
@@ -118,7 +120,8 @@ export function createAlertService(options: AlertServiceOptions) {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(codeBlock(incident.traceback));
     const actions: Card['actions'] = [];
-    if (incident.kind !== 'finished') {
+    // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
+    if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
@@ -128,7 +131,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
     if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
     // Where a restart or a fix would continue from.
-    if (checkpointStep !== undefined && incident.kind !== 'finished') {
+    if (checkpointStep !== undefined && incident.severity !== 'info') {
       fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
     }
     return {
@@ -201,6 +204,7 @@ export function createAlertService(options: AlertServiceOptions) {
       'EX',
       KEEP_SECONDS,
     );
+    await options.onAlert?.(meta, incident);
     if (AUTO_TRIAGE.has(incident.kind)) {
       await enqueue(
         {
