@@ -22,6 +22,7 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
@@ -33,6 +34,7 @@ import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -141,11 +143,27 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis,
+    prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    logger: logger.child({ component: 'watch' }),
+  });
+  for (const verb of ['confirm-stop', 'keep-running'] as const) {
+    dependencies.actions.register(verb, (action, id) => watching.onAction(action, verb, id));
+  }
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
@@ -240,6 +258,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    watch: watching.watch,
     alertRules,
     logger,
   });

@@ -65,16 +65,29 @@ export function approvalCard(approval: Approval): Card {
     { label: 'Max hours', value: String(approval.maxHours) },
     { label: 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   const lines: string[] = [];
   if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  if (approval.command !== undefined) lines.push(`Command:\n${codeBlock(redactSecrets(approval.command))}`);
+  for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
   const label =
-    approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
-  const shown = scriptOnCard(approval);
-  lines.push(`${label}${shown.note}:\n${codeBlock(shown.excerpt)}`);
+    approval.kind === 'script-change'
+      ? 'Script diff'
+      : approval.command !== undefined
+        ? 'Script'
+        : approval.kind === 'start'
+          ? 'train.py'
+          : 'Script';
+  let attachment: CardAttachment | undefined;
+  if (approval.scriptExcerpt.trim() !== '') {
+    const shown = scriptOnCard(approval);
+    lines.push(`${label}${shown.note}:\n${codeBlock(shown.excerpt)}`);
+    attachment = shown.attachment;
+  }
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
     text: lines.join('\n'),
-    ...(shown.attachment === undefined ? {} : { attachment: shown.attachment }),
+    ...(attachment === undefined ? {} : { attachment }),
     fields,
     actions: [
       { actionId: `approve:${approval.id}`, label: 'Approve', style: 'primary' },

@@ -11,6 +11,8 @@ import { lookupRunUser } from './run-as-user.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
+import { createSlurmExecutor } from './slurm/slurm-executor.js';
+import { createWatchAwareExecutor } from './watched-executor.js';
 
 export interface RunsRuntime {
   service: RunService;
@@ -46,17 +48,29 @@ export async function createRunsRuntime(options: {
   if (options.executor !== undefined && config.runs.runAsUser !== undefined) {
     logger.warn('SHEPHERD_RUN_AS_USER applies to the local executor only; this executor ignores it');
   }
-  const executor =
+  const inner =
     options.executor ??
     createLocalExecutor({
       python: config.runs.python,
       runsDir: store.runsDir,
       environment: options.environment,
       gpuInventory: allocator.inventory,
+      environments: config.runs.environments,
       graceS: config.runs.stopGraceS,
       logger,
       ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
     });
+  // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
+  const executor = createWatchAwareExecutor({
+    inner,
+    slurm: () =>
+      createSlurmExecutor({
+        config,
+        logger: logger.child({ component: 'slurm' }),
+        environment: { ...options.environment },
+      }),
+    logger,
+  });
   const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
