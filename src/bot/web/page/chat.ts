@@ -217,6 +217,13 @@ function renderCard(message: Message): HTMLElement {
     box.append(list);
   }
   if (card.text) box.append(fencedText('card-text', card.text));
+  if (card.attachment) {
+    // The whole file behind a cut excerpt, folded; text only (textContent), like everything else.
+    const details = make('details', 'card-attachment');
+    details.append(make('summary', null, `Show all of ${card.attachment.filename}`));
+    details.append(make('pre', 'code', card.attachment.text));
+    box.append(details);
+  }
   if (card.imageUrl && isFileUrl(card.imageUrl)) {
     const image = make('img');
     image.src = card.imageUrl;

@@ -13,6 +13,8 @@ export interface Card {
   imageUrl?: string;
   actions?: CardAction[];
   resolved?: string;
+  /** The whole file behind a cut excerpt (a long script or diff), shown folded. */
+  attachment?: { filename: string; text: string };
 }
 
 export interface Message {
