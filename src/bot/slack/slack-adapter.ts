@@ -10,7 +10,7 @@ import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
 import { createBoltLogger } from './bolt-logger.js';
-import { renderCard, renderTextMessages, type SlackMessageBody } from './cards.js';
+import { renderCard, renderMarkdownMessages, renderTextMessages, type SlackMessageBody } from './cards.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './inbound.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
@@ -83,6 +83,10 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const slackApiUrl = config.apiUrl ?? 'https://slack.com/api/';
   const slashCommand = config.slashCommand ?? '/shepherd';
   const maxMessages = Math.max(2, config.maxMessagesPerPost ?? DEFAULT_MAX_MESSAGES);
+  // Agent text goes out as a markdown block until Slack refuses one (then mrkdwn sections, see postMessage).
+  let markdownBlocks = true;
+  const isInvalidBlocks = (error: unknown) =>
+    error instanceof PlatformError && error.code === 'invalid_blocks';
   // Our own client: rate limits surface as errors so the notify queue (not the SDK) does the waiting.
   const client = new webApi.WebClient(config.botToken, {
     slackApiUrl,
@@ -277,15 +281,33 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
     async postMessage(threadId: string, text: string): Promise<PostedMessage> {
       const { channel, threadTs } = slackThread(threadId);
-      let messages = renderTextMessages(text);
-      const cut = messages.length > maxMessages;
+      let messages = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
+      let cut = messages.length > maxMessages;
       if (cut) {
         // Too long to read as chat: the first parts inline, the whole text as a file.
         messages = messages.slice(0, maxMessages - 1);
       }
       let firstTs: string | undefined;
-      for (const body of messages) {
-        const ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+      for (const [index, body] of messages.entries()) {
+        let ts: string;
+        try {
+          ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+        } catch (error) {
+          // A workspace that refuses markdown blocks gets the mrkdwn sections, now and from then on.
+          if (index > 0 || !markdownBlocks || !isInvalidBlocks(error)) throw error;
+          markdownBlocks = false;
+          logger.warn({ threadId }, 'slack refused a markdown block; posting mrkdwn sections instead');
+          messages = renderTextMessages(text);
+          cut = messages.length > maxMessages;
+          if (cut) messages = messages.slice(0, maxMessages - 1);
+          for (const fallback of messages) {
+            const posted = await call('chat.postMessage', threadId, () =>
+              postBody(channel, threadTs, fallback),
+            );
+            firstTs ??= posted;
+          }
+          break;
+        }
         firstTs ??= ts;
       }
       if (cut) {
@@ -302,7 +324,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
     async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
       const { channel } = slackThread(threadId);
-      const [first] = renderTextMessages(text);
+      const [first] = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
       if (first === undefined) return;
       await call('chat.update', threadId, () =>
         client.chat.update({ channel, ts: messageId, text: first.text, blocks: first.blocks }),
