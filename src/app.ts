@@ -76,6 +76,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     host: config.host,
     port: config.port,
     botName: config.botName,
+    playground: config.playground,
     logger: logger.child({ component: 'web' }),
     mounts: configured.mounts,
   });

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
 
 /*
@@ -54,6 +55,9 @@ const environmentSchema = z.object({
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
     .default('shepherd'),
   SHEPHERD_HOST: z.string().min(1).default('127.0.0.1'),
+  SHEPHERD_PLAYGROUND: z.enum(['on', 'off']).default('on'),
+  SHEPHERD_PLAYGROUND_TOKEN: optionalString,
+  SHEPHERD_ALLOWED_HOSTS: commaList,
   SHEPHERD_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   SHEPHERD_DATA_DIR: z.string().min(1).default('./data'),
   SHEPHERD_WORKSPACE: z.string().min(1).default('.'),
@@ -78,7 +82,7 @@ const environmentSchema = z.object({
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
-  SHEPHERD_APPROVERS: commaList,
+  SHEPHERD_APPROVERS: commaList.superRefine(checkApproverList),
   SHEPHERD_SELF_APPROVAL: booleanString.default(true),
   SHEPHERD_APPROVAL_TTL_H: positiveNumber.default(24),
   SHEPHERD_AUTO_APPROVE_USD: nonNegativeNumber.default(0),
@@ -129,6 +133,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     role: environment.SHEPHERD_ROLE,
     logLevel: environment.SHEPHERD_LOG_LEVEL,
     botName: environment.SHEPHERD_BOT_NAME,
+    playground: {
+      enabled: environment.SHEPHERD_PLAYGROUND === 'on',
+      token: environment.SHEPHERD_PLAYGROUND_TOKEN,
+      allowedHosts: environment.SHEPHERD_ALLOWED_HOSTS,
+    },
     llm: {
       provider: environment.SHEPHERD_LLM_PROVIDER,
       baseUrl: environment.SHEPHERD_LLM_BASE_URL,
@@ -217,7 +226,7 @@ export function loadConfig(
   if (options.dotenvPath !== undefined && existsSync(options.dotenvPath)) {
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
-  const result = environmentSchema.safeParse(merged);
+  const result = environmentSchema.superRefine(requirePlaygroundToken).safeParse(merged);
   if (!result.success) {
     const lines = result.error.issues.map((issue) => {
       const variable = issue.path.join('.') || '(environment)';

@@ -17,6 +17,7 @@ import { createControlQueue, createControlWorker } from './queue/control-worker.
 import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
+import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
@@ -117,10 +118,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  const access = createRunAccess({
+    approvers: config.approvals.approvers,
+    audit: runs.audit,
+    logger: logger.child({ component: 'access' }),
+  });
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
+    access,
     workspace: config.workspace,
   });
   const postChart = createMetricsCharts({
@@ -151,6 +158,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    access,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {
@@ -187,6 +195,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    ephemeral: (threadId, userId, text) => notifier.ephemeral(threadId, userId, text),
     logger,
   });
 

@@ -1,5 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
+import { RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import { userFacingError } from '../tools/run-operations.js';
 import { type PlainCommand, parsePlainCommand } from './parse-command.js';
@@ -17,6 +18,8 @@ export interface CommandHandlerOptions {
   helpText: () => Promise<string>;
   /** Posts a chart into the thread and returns a sentence; absent until charts are wired. */
   chart?: (request: ChartRequest) => Promise<string>;
+  /** Private answer to one person (refusals); absent: the refusal is posted in the thread. */
+  ephemeral?: (threadId: string, userId: string, text: string) => Promise<void>;
   logger: Logger;
 }
 
@@ -36,11 +39,11 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       case 'status':
         return command.run === undefined ? operations.list() : operations.status(command.run);
       case 'pause':
-        return operations.pause(command.run, actor);
+        return operations.pause(command.run, actor, threadId, 'command');
       case 'resume':
-        return operations.resume(command.run, actor, 'command');
+        return operations.resume(command.run, actor, threadId, 'command');
       case 'stop':
-        return operations.stop(command.run, actor);
+        return operations.stop(command.run, actor, threadId, 'command');
       case 'run':
         return operations.runWorkspaceScript(
           command.path,
@@ -75,6 +78,14 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return await execute(command, threadId, actor);
       } catch (error) {
         options.logger.info({ threadId, command: command.name, err: String(error) }, 'command refused');
+        if (error instanceof RunAccessError && options.ephemeral !== undefined) {
+          // Only the person who tried needs to hear "not yours"; the thread stays clean.
+          const sent = await options.ephemeral(threadId, actor.id, error.message).then(
+            () => true,
+            () => false,
+          );
+          return sent ? '' : error.message;
+        }
         return userFacingError(error);
       }
     },

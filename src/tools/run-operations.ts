@@ -4,6 +4,7 @@ import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import type { RunAccess, RunChange, RunChangeVia } from '../runs/run-access.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -29,6 +30,8 @@ export interface RunOperationsOptions {
   store: RunStore;
   approvals: ApprovalService;
   workspace: string;
+  /** Who may pause, resume, stop or edit a run (absent: anyone, as before; tests of the bare core). */
+  access?: RunAccess;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
 }
@@ -140,8 +143,27 @@ export function createRunOperations(options: RunOperationsOptions) {
     return lines.join('\n');
   }
 
-  async function pause(reference: string, actor: ChatUser): Promise<string> {
-    const meta = await runs.pause(reference, actor);
+  /** Finds the run and checks (and audits) that `actor`, acting in `threadId`, may make `change`. */
+  async function authorized(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    change: RunChange,
+    via: RunChangeVia,
+  ): Promise<RunMeta> {
+    const meta = await runs.findRun(reference);
+    await options.access?.authorize(meta, actor, threadId, change, via);
+    return meta;
+  }
+
+  async function pause(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    via: RunChangeVia,
+  ): Promise<string> {
+    const target = await authorized(reference, actor, threadId, 'pause', via);
+    const meta = await runs.pause(target.id, actor);
     const report = await runs.status(meta.id);
     const step = report.resume?.step;
     return `Paused ${meta.name}${step === undefined || step === null ? '' : ` at checkpoint step ${step}`}; its GPUs are free.`;
@@ -150,10 +172,11 @@ export function createRunOperations(options: RunOperationsOptions) {
   async function resume(
     reference: string,
     actor: ChatUser,
+    threadId: string,
     origin: 'agent' | 'command',
     toolCall?: { name: string; input: unknown },
   ) {
-    const meta = await runs.findRun(reference);
+    const meta = await authorized(reference, actor, threadId, 'resume', origin);
     if (meta.status !== 'paused' && meta.status !== 'failed') {
       throw new RunError(
         'illegal_transition',
@@ -179,8 +202,14 @@ export function createRunOperations(options: RunOperationsOptions) {
       : `Resuming ${meta.name} asks for ${meta.gpus} GPUs again, so it needs approval (card posted, approval ${approval.id}).`;
   }
 
-  async function stop(reference: string, actor: ChatUser): Promise<string> {
-    const meta = await runs.stop(reference, actor, 'stopped from the thread');
+  async function stop(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    via: RunChangeVia,
+  ): Promise<string> {
+    const target = await authorized(reference, actor, threadId, 'stop', via);
+    const meta = await runs.stop(target.id, actor, 'stopped from the thread');
     return `Stopped ${meta.name}.`;
   }
 
@@ -189,10 +218,15 @@ export function createRunOperations(options: RunOperationsOptions) {
     script: string,
     reason: string,
     actor: ChatUser,
+    threadId: string,
     origin: 'agent' | 'command' | 'monitor',
     toolCall?: { name: string; input: unknown },
   ): Promise<{ text: string; diff: string }> {
-    const meta = await runs.findRun(reference);
+    // A monitor proposal comes from Shepherd's own triage, which a person allowed with the fix button.
+    const meta =
+      origin === 'monitor'
+        ? await runs.findRun(reference)
+        : await authorized(reference, actor, threadId, 'update_script', origin);
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
