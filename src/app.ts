@@ -60,9 +60,9 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redisUrl, { logger });
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
-  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true });
+  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
   const keys = createKeys(prefix);
   const runsAdapters = config.role !== 'worker';
@@ -86,9 +86,9 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   }
   const lookup = (platform: Platform) => adapters.get(platform);
 
-  const notifier = createQueueNotifier({ connection: redis, prefix });
+  const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
-  const turnQueue = createTurnQueue(redis, prefix);
+  const turnQueue = createTurnQueue(redis, prefix, logger);
   const sessions = createSessionStore({ redis, prefix, logger });
   const actions = createActionRouter();
   const handlers = createInboundHandlers({ inbox, turnQueue, actions, logger });

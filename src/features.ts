@@ -99,7 +99,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...(executor === undefined ? {} : { executor }),
   });
 
-  const controlQueue = createControlQueue(redis, prefix);
+  const controlQueue = createControlQueue(redis, prefix, logger);
   const approvals = createApprovalService({
     store: createApprovalStore({ redis, prefix }),
     runs: runs.service,

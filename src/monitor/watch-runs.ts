@@ -33,6 +33,7 @@ export function createRunWatcher(options: {
     connection: redis,
     prefix,
     intervalS: config.monitor.intervalS,
+    logger,
   });
   const progressKey = (runId: string) => `${prefix}:progress-chart:${runId}`;
 
