@@ -236,7 +236,7 @@ describe('monitoring in the thread', () => {
       crashing(8),
       'halve the batch',
       { id: 'alice', name: 'alice' },
-      threadId,
+      run.threadId,
       'command',
     );
     await approveLatest(shepherd, threadId, 'Approve script change: crashing', 4);
