@@ -81,6 +81,7 @@ const environmentSchema = z.object({
   SHEPHERD_GPUS: gpuList,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
+  SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
   SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
   SHEPHERD_APPROVERS: commaList.superRefine(checkApproverList),
   SHEPHERD_SELF_APPROVAL: booleanString.default(true),
@@ -157,6 +158,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       gpus: environment.SHEPHERD_GPUS,
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
+      maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
     },
     approvals: {
@@ -233,6 +235,11 @@ export function loadConfig(
       return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
     });
     throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+  }
+  if (result.data.SHEPHERD_DEFAULT_MAX_HOURS > result.data.SHEPHERD_MAX_HOURS) {
+    throw new ConfigError(
+      `invalid configuration:\n  SHEPHERD_DEFAULT_MAX_HOURS=${result.data.SHEPHERD_DEFAULT_MAX_HOURS}: must not be above SHEPHERD_MAX_HOURS=${result.data.SHEPHERD_MAX_HOURS}`,
+    );
   }
   return deepFreeze(buildConfig(result.data));
 }

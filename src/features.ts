@@ -129,6 +129,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     approvals,
     access,
     workspace: config.workspace,
+    maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -159,6 +160,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     python: config.runs.python,
     environment: dependencies.runEnvironment,
     access,
+    checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
   for (const verb of ['ack', 'stop', 'fix'] as const) {

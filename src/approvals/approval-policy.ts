@@ -1,4 +1,5 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
+import { RunError } from '../errors.js';
 import type { Approval } from './approval-store.js';
 import { isApprover } from './approvers.js';
 
@@ -34,8 +35,16 @@ export function checkDecision(
   return { allowed: true };
 }
 
+/** GPUs × hours × price, in cents precision. Never Infinity or NaN: an unbounded request is refused. */
 export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: number): number {
-  return Math.round(gpus * maxHours * gpuHourUsd * 100) / 100;
+  const cost = Math.round(gpus * maxHours * gpuHourUsd * 100) / 100;
+  if (!Number.isFinite(cost) || cost < 0) {
+    throw new RunError(
+      'invalid_run',
+      `cannot estimate the cost of ${gpus} GPUs for ${maxHours} h; ask for a bounded number of GPUs and hours`,
+    );
+  }
+  return cost;
 }
 
 export function isAutoApproved(policy: ApprovalPolicy, costUsd: number): boolean {

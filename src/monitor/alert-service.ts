@@ -3,11 +3,12 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
-import { errorMessage } from '../errors.js';
+import { BotError, errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { ControlJob } from '../queue/jobs.js';
+import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
 import { type RunAccess, RunAccessError } from '../runs/run-access.js';
 import type { RunService } from '../runs/run-service.js';
@@ -35,6 +36,11 @@ const alertSchema = z.object({
   summary: z.string(),
   metrics: z.array(z.string()),
   traceback: z.string().optional(),
+  crashClass: z.string().optional(),
+  step: z.number().optional(),
+  launch: z.number().optional(),
+  /** Where a NaN, divergence or spike began (the fix resumes from a checkpoint before it). */
+  firstBadStep: z.number().optional(),
   cardMessageId: z.string().optional(),
   createdAt: z.number(),
 });
@@ -63,14 +69,20 @@ export interface AlertServiceOptions {
   environment: Readonly<Record<string, string | undefined>>;
   /** Who may press Stop and Fix (Acknowledge is open to everyone who sees the card). */
   access?: RunAccess;
+  /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
+  checkpoints?: CheckpointHistory;
   logger: Logger;
 }
+
+/** Incidents whose fix must not resume from a checkpoint saved on already-broken weights. */
+const WEIGHT_INCIDENTS: ReadonlySet<string> = new Set(['nan', 'divergence', 'spike']);
 
 export function createAlertService(options: AlertServiceOptions) {
   const { redis, prefix, notifier, logger } = options;
   const alertKey = (id: string) => `${prefix}:alert:${id}`;
   const decisionKey = (id: string) => `${prefix}:alert-decision:${id}`;
   const autofixKey = (runId: string) => `${prefix}:autofix:${runId}`;
+  const claimKey = (id: string) => `${prefix}:alert-claim:${id}`;
 
   async function loadAlert(id: string): Promise<Alert | undefined> {
     const raw = await redis.get(alertKey(id));
@@ -142,6 +154,25 @@ export function createAlertService(options: AlertServiceOptions) {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     const existing = await loadAlert(id);
     if (existing?.cardMessageId !== undefined) return;
+    // The next tick re-delivers an incident not yet acknowledged; while this delivery is still posting
+    // (a first chart render is slow), that one must wait rather than post a second card.
+    const claimed = await redis.set(claimKey(id), String(process.pid), 'PX', 120_000, 'NX');
+    if (claimed !== 'OK') throw new BotError('delivery_in_progress', `alert ${id} is being delivered`);
+    try {
+      await deliver(id, incident, meta);
+    } catch (error) {
+      await redis.del(claimKey(id));
+      throw error;
+    }
+  }
+
+  async function deliver(id: string, original: Incident, meta: RunMeta): Promise<void> {
+    const incident = await afterFix(original, meta);
+    const launch = incident.launch ?? meta.launchCount;
+    const firstBadStep = incident.highlightSteps?.[0] ?? incident.step;
+    if (WEIGHT_INCIDENTS.has(incident.kind) && firstBadStep !== undefined) {
+      await options.checkpoints?.noteIncident(meta.id, { launch, kind: incident.kind, firstBadStep });
+    }
     const alert: Alert = {
       schemaVersion: 1,
       id,
@@ -153,6 +184,10 @@ export function createAlertService(options: AlertServiceOptions) {
       summary: incident.summary,
       metrics: incident.metrics,
       ...(incident.traceback === undefined ? {} : { traceback: incident.traceback }),
+      ...(incident.crashClass === undefined ? {} : { crashClass: incident.crashClass }),
+      ...(incident.step === undefined ? {} : { step: incident.step }),
+      ...(firstBadStep === undefined ? {} : { firstBadStep }),
+      launch,
       createdAt: Date.now(),
     };
     const png = await chartFor(meta.name, meta.id, incident.metrics, incident.highlightSteps);
@@ -181,6 +216,19 @@ export function createAlertService(options: AlertServiceOptions) {
         `triage-${id}`,
       );
     }
+  }
+
+  /** In the launch that follows an approved fix, say so: "still NaN after fix 1 of 3". */
+  async function afterFix(incident: Incident, meta: RunMeta): Promise<Incident> {
+    if (incident.kind === 'finished' || options.checkpoints === undefined) return incident;
+    const fix = await options.checkpoints.fixLaunch(meta.id);
+    if (fix === undefined || fix.launch !== (incident.launch ?? meta.launchCount)) return incident;
+    const after = `after fix ${fix.fix} of ${fix.maxFixes}`;
+    const label =
+      fix.kind === incident.kind
+        ? `still ${kindLabel(incident.kind)} ${after}`
+        : `${kindLabel(incident.kind)} ${after}`;
+    return { ...incident, summary: `${label}: ${incident.summary}` };
   }
 
   async function enqueue(job: ControlJob, jobId: string): Promise<void> {
@@ -292,9 +340,26 @@ export function createAlertService(options: AlertServiceOptions) {
     const states = await options.executor.poll([meta]);
     const processState = states.get(meta.id) ?? { kind: 'unknown' as const };
     const script = await options.store.readScript(meta.id).catch(() => undefined);
+    const incident: Incident = {
+      id: alert.id,
+      runId: meta.id,
+      kind: alert.kind as Incident['kind'],
+      severity: 'warning',
+      title: alert.title,
+      summary: alert.summary,
+      metrics: alert.metrics,
+      at: alert.createdAt,
+      ...(alert.traceback === undefined ? {} : { traceback: alert.traceback }),
+      ...(alert.crashClass === undefined
+        ? {}
+        : { crashClass: alert.crashClass as NonNullable<Incident['crashClass']> }),
+      ...(alert.step === undefined ? {} : { step: alert.step }),
+    };
+    // Triage is told which detector fired and what it saw.
     const snapshot = await options.monitor.snapshot({
       meta,
       processState,
+      incident,
       ...(script === undefined ? {} : { script }),
     });
     let result: Awaited<ReturnType<typeof triage>>;
@@ -328,6 +393,14 @@ export function createAlertService(options: AlertServiceOptions) {
       );
       return;
     }
+    if (snapshot.scriptComplete === false) {
+      // The model saw a cut or redacted script: its "complete new train.py" would lose the rest.
+      await notifier.post(
+        alert.threadId,
+        `Triage of ${meta.name} (${alert.kind}): needs attention — ${result.diagnosis}\nI am not proposing a script change: train.py is too long or holds secrets, so I only saw part of it. A person should make this change.`,
+      );
+      return;
+    }
     const syntax = await checkPythonSyntax(result.script, options.python, options.environment);
     if (!syntax.ok) {
       await notifier.post(
@@ -345,11 +418,29 @@ export function createAlertService(options: AlertServiceOptions) {
       );
       return;
     }
+    // A fix for broken weights resumes from the last healthy checkpoint before the first bad step.
+    const resume =
+      WEIGHT_INCIDENTS.has(alert.kind) &&
+      alert.firstBadStep !== undefined &&
+      options.checkpoints !== undefined
+        ? await options.checkpoints.chooseResumePoint(meta.id, {
+            launch: alert.launch ?? meta.launchCount,
+            kind: alert.kind,
+            firstBadStep: alert.firstBadStep,
+          })
+        : undefined;
     try {
+      await options.checkpoints?.pinFix(meta.id, {
+        script: result.script,
+        fix: count,
+        maxFixes: options.maxAutofix,
+        kind: alert.kind,
+        ...(resume === undefined ? {} : { resume }),
+      });
       const proposal = await options.operations.updateScript(
         meta.id,
         result.script,
-        result.diagnosis,
+        resume === undefined ? result.diagnosis : `${result.diagnosis}\n${resume.text}`,
         SHEPHERD,
         alert.threadId,
         'monitor',

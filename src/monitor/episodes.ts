@@ -54,3 +54,15 @@ export function isEpisodeActive(book: EpisodeBook, key: string): boolean {
 export function episodeCount(book: EpisodeBook, key: string): number {
   return book[key]?.fired ?? 0;
 }
+
+/**
+ * A new launch (e.g. after an approved fix) starts with every detector armed again, so a problem that
+ * persists alerts again. Launch-keyed episodes (`crash:3`, `finished:3`) are left alone.
+ */
+export function rearmEpisodes(book: EpisodeBook): void {
+  for (const [key, state] of Object.entries(book)) {
+    if (/:\d+$/.test(key)) continue;
+    state.active = false;
+    state.calm = 0;
+  }
+}

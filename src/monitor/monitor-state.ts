@@ -19,6 +19,8 @@ export interface MonitorState {
   /** Monitor clock (ms) of the first tick, the stall reference before any step. */
   firstTickAt?: number;
   ticks: number;
+  /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
+  launch?: number;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

@@ -1,4 +1,5 @@
 import { type ConnectionOptions, type Job, UnrecoverableError, Worker } from 'bullmq';
+import { BotError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
@@ -56,6 +57,8 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
           await options.onIncident(incident, meta);
           delivered.push(incident.id);
         } catch (error) {
+          // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
+          if (error instanceof BotError && error.code === 'delivery_in_progress') continue;
           logger.error(
             { runId, incident: incident.id, err: error },
             'incident delivery failed; retrying next tick',

@@ -8,7 +8,7 @@ import { formatDuration, formatMetricValue, isCleanFinish, summariseMetrics } fr
 import { checkDivergence, checkPlateau, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkStall } from './detectors/stall.js';
-import { episodeCount, isEpisodeActive, observeEpisode } from './episodes.js';
+import { episodeCount, isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import { parseMetricLine, recordMalformed } from './metric-line.js';
 import {
   createMonitorState,
@@ -131,9 +131,11 @@ export function createMonitor(options: MonitorOptions) {
         kind,
         severity: SEVERITY[kind],
         at: now,
+        launch: state.launch ?? meta.launchCount,
         ...fields,
       });
     };
+    const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
 
     // --- metrics.jsonl ---------------------------------------------------------------------------
     const metricsChunk = await readNewLines(metricsPath, parseCursor(metricsCursorRaw), maxBytes);
@@ -166,6 +168,16 @@ export function createMonitor(options: MonitorOptions) {
       const step = parsed.point.step ?? (rolling.lastStep ?? -1) + 1;
       const point = { ...parsed.point, step };
       newPoints++;
+      if (state.launch === undefined) state.launch = meta.launchCount;
+      else if (
+        state.launch !== meta.launchCount &&
+        (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
+      ) {
+        // The first point of a new launch (lines the old process wrote before it ended still count as
+        // the old launch): a NaN that persists after a fix is a new episode, so it alerts again.
+        rearmEpisodes(state.episodes);
+        state.launch = meta.launchCount;
+      }
 
       const bad = nonFiniteMetrics(point.metrics);
       if (observeEpisode(state.episodes, 'nan', bad.length > 0, detectors.nanRecoveryPoints)) {

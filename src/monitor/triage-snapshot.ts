@@ -29,6 +29,8 @@ export interface TriageSnapshot {
   lastStep?: number;
   logTail: string;
   script?: string;
+  /** False when the script shown was cut or had secrets redacted: the answer may then not be a FIX. */
+  scriptComplete?: boolean;
 }
 
 const MAX_METRICS = 8;
@@ -127,8 +129,11 @@ export function buildTriageSnapshot(input: {
       recent,
     });
   }
-  if (input.script !== undefined)
-    snapshot.script = truncateMiddle(redactSecrets(input.script), MAX_SCRIPT_CHARS);
+  if (input.script !== undefined) {
+    const redacted = redactSecrets(input.script);
+    snapshot.script = truncateMiddle(redacted, MAX_SCRIPT_CHARS);
+    snapshot.scriptComplete = redacted === input.script && snapshot.script === redacted;
+  }
   return snapshot;
 }
 
@@ -156,5 +161,11 @@ export function renderTriageSnapshot(snapshot: TriageSnapshot): string {
   }
   lines.push('', 'Last lines of output.log:', '```', snapshot.logTail.trimEnd(), '```');
   if (snapshot.script !== undefined) lines.push('', 'Current train.py:', '```python', snapshot.script, '```');
+  if (snapshot.scriptComplete === false) {
+    lines.push(
+      '',
+      'The train.py above is incomplete (cut for length or with secrets redacted). Do NOT answer FIX: a complete new train.py cannot be written from it. Answer LGTM or WARNING.',
+    );
+  }
   return lines.join('\n');
 }

@@ -35,6 +35,8 @@ export interface Incident {
   crashClass?: CrashClass;
   exitCode?: number;
   signal?: string;
+  /** Launch of the run the incident belongs to (a fix relaunches; detectors re-arm per launch). */
+  launch?: number;
   /** Epoch ms when it was raised. */
   at: number;
 }

@@ -36,6 +36,9 @@ export function createRunWatcher(options: {
     logger,
   });
   const progressKey = (runId: string) => `${prefix}:progress-chart:${runId}`;
+  // Runs watched since they started and not yet given their final tick (which reads the crash or the
+  // finish). Kept in Redis so a run that ended while the bot was down still gets its alert, once.
+  const watchedKey = `${prefix}:monitor-watched`;
 
   async function loadRun(runId: string): Promise<RunMeta | undefined> {
     try {
@@ -65,11 +68,20 @@ export function createRunWatcher(options: {
   return {
     scheduler,
     /** Starts watching a run (on `run-started`). */
-    watch: (runId: string) => scheduler.start(runId),
-    /** After a restart: schedulers for exactly the active runs. */
+    async watch(runId: string): Promise<void> {
+      await redis.sadd(watchedKey, runId);
+      await scheduler.start(runId);
+    },
+    /** After a restart: schedulers for the active runs and for runs that ended without a final tick. */
     async sync(runs: RunMeta[]): Promise<void> {
       const active = runs.filter((meta) => ACTIVE_STATUSES.has(meta.status)).map((meta) => meta.id);
-      const { added, removed } = await scheduler.sync(active);
+      if (active.length > 0) await redis.sadd(watchedKey, ...active);
+      const known = new Set(runs.map((meta) => meta.id));
+      const watched = await redis.smembers(watchedKey);
+      const gone = watched.filter((runId) => !known.has(runId));
+      if (gone.length > 0) await redis.srem(watchedKey, ...gone);
+      const wanted = new Set([...active, ...watched.filter((runId) => known.has(runId))]);
+      const { added, removed } = await scheduler.sync(wanted);
       if (added.length > 0 || removed.length > 0)
         logger.info({ added, removed }, 'monitor schedulers synced');
     },
@@ -87,13 +99,16 @@ export function createRunWatcher(options: {
         },
         onMissingRun: async (runId) => {
           await scheduler.stop(runId);
+          await redis.srem(watchedKey, runId);
         },
-        onTick: async (_result, meta) => {
-          if (!ACTIVE_STATUSES.has(meta.status)) {
+        onTick: async (result, meta) => {
+          if (!ACTIVE_STATUSES.has(meta.status) && !result.backlog) {
             // This was the last tick after the run ended or paused: it has read the final lines.
             await scheduler.stop(meta.id);
+            await redis.srem(watchedKey, meta.id);
             return;
           }
+          if (!ACTIVE_STATUSES.has(meta.status)) return;
           await maybePostProgress(meta);
         },
       });

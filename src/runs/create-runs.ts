@@ -2,6 +2,7 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import { type AuditLog, createAuditLog } from './audit-log.js';
+import { type CheckpointHistory, createCheckpointHistory } from './checkpoint-history.js';
 import type { Executor } from './executor.js';
 import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './gpu-inventory.js';
@@ -17,6 +18,8 @@ export interface RunsRuntime {
   allocator: GpuAllocator;
   executor: Executor;
   gpus: GpuInfo[];
+  /** Checkpoint history with health, and where approved fixes resume from. */
+  checkpoints: CheckpointHistory;
 }
 
 /**
@@ -35,7 +38,7 @@ export async function createRunsRuntime(options: {
 }): Promise<RunsRuntime> {
   const { config, redis, logger } = options;
   const prefix = config.queuePrefix;
-  const store = createRunStore({ dataDir: config.dataDir, logger });
+  const store = createRunStore({ dataDir: config.dataDir, logger, redis, prefix });
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
@@ -46,9 +49,12 @@ export async function createRunsRuntime(options: {
       runsDir: store.runsDir,
       environment: options.environment,
       gpuInventory: allocator.inventory,
+      graceS: config.runs.stopGraceS,
       logger,
     });
+  const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({
+    beforeLaunch: checkpoints.beforeLaunch,
     config,
     redis,
     prefix,
@@ -60,5 +66,5 @@ export async function createRunsRuntime(options: {
     ...(options.clock === undefined ? {} : { clock: options.clock }),
     ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
   });
-  return { service, store, audit, allocator, executor, gpus };
+  return { service, store, audit, allocator, executor, gpus, checkpoints };
 }

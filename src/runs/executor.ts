@@ -31,6 +31,8 @@ export interface LaunchResult {
   /** Local executor: the process start time, stored in meta to survive pid reuse. */
   processStartTime?: string;
   jobId?: string;
+  /** When the launch hits its max hours (local executor; Slurm enforces `--time` itself). */
+  deadlineAt?: string;
 }
 
 export interface ClusterInfo {

@@ -9,6 +9,7 @@ import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
+import { killDescendants } from './process-tree.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -21,6 +22,8 @@ const exitStatusSchema = z.object({
   exitCode: z.number().int().nullable(),
   signal: z.string().nullable(),
   terminated: z.boolean(),
+  /** The launcher ended the run at its time limit. */
+  timeLimit: z.boolean().optional(),
 });
 type ExitStatus = z.infer<typeof exitStatusSchema>;
 
@@ -33,11 +36,18 @@ export interface LocalExecutorOptions {
   environment: Readonly<Record<string, string | undefined>>;
   /** Host GPU indices, for `clusterInfo`. */
   gpuInventory: readonly number[];
+  /** Seconds between SIGTERM and SIGKILL when the launcher enforces the time limit. */
+  graceS?: number;
   logger: Logger;
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
 export function exitStatusToState(status: ExitStatus): ProcessState {
+  if (status.timeLimit === true) {
+    const state: ProcessState = { kind: 'signaled', signal: 'SIGTERM', crashClass: 'timeout' };
+    if (status.exitCode !== null) state.exitCode = status.exitCode;
+    return state;
+  }
   if (status.terminated) {
     const state: ProcessState = { kind: 'signaled', signal: 'SIGTERM' };
     if (status.exitCode !== null) state.exitCode = status.exitCode;
@@ -123,14 +133,25 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       SHEPHERD_RUN_ID: meta.id,
       SHEPHERD_RUN_NAME: meta.name,
       SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
+      SHEPHERD_LAUNCH: String(launchNumber),
       CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
       PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
       PYTHONUNBUFFERED: '1',
     });
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
+    // The deadline travels with the launcher, which enforces it even while the bot is down.
+    const deadlineMs = Date.now() + meta.maxHours * 3600 * 1000;
+    const launcherArguments = [
+      '-u',
+      LAUNCHER,
+      String(launchNumber),
+      RUN_FILES.script,
+      (deadlineMs / 1000).toFixed(3),
+      String(options.graceS ?? 60),
+    ];
     try {
-      const child = spawn(options.python, ['-u', LAUNCHER, String(launchNumber), RUN_FILES.script], {
+      const child = spawn(options.python, launcherArguments, {
         cwd: runDir,
         env: environment,
         detached: true,
@@ -150,7 +171,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       // Libuv still reaps the child when it exits; unref so a long run never keeps this process up.
       child.unref();
       child.on('error', (error) => options.logger.warn({ err: error, runId: meta.id }, 'run process error'));
-      const result: LaunchResult = { pid, pgid: pid };
+      const result: LaunchResult = { pid, pgid: pid, deadlineAt: new Date(deadlineMs).toISOString() };
       const stat = procAvailable ? readProcessStat(pid) : undefined;
       if (stat !== undefined) result.processStartTime = stat.startTime;
       options.logger.info({ runId: meta.id, pid, gpus: gpuIndices }, 'run launched');
@@ -197,6 +218,12 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     let killed = false;
     if (!(await waitForGroupGone(meta, terminateOptions.graceMs))) {
       options.logger.warn({ runId: meta.id }, 'run ignored SIGTERM for the grace period; sending SIGKILL');
+      // The launcher is a subreaper: while it lives, every descendant (setsid ones too) is below it, so
+      // end them first, then the group with the launcher.
+      const launcherPid = meta.pgid ?? meta.pid;
+      if (procAvailable && launcherPid !== undefined && groupAlive(meta, liveProcessGroups())) {
+        await killDescendants(launcherPid);
+      }
       signalGroup(meta, 'SIGKILL');
       killed = true;
       if (!(await waitForGroupGone(meta, 10_000))) {

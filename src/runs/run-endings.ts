@@ -7,6 +7,7 @@ import { lastStepOf } from './run-reports.js';
 import type { RunStore } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
+import { DEADLINE_SLACK_MS, formatHours, timeLimitMessage } from './time-limit.js';
 
 export interface ReconcileReport {
   reattached: RunMeta[];
@@ -65,15 +66,33 @@ export interface RunEndingsOptions {
   logger: Logger;
   transitions: RunTransitions;
   launcher: RunLauncher;
+  graceMs: number;
 }
 
 /** Noticing runs that ended on their own (polling, start-up reconciliation) and recording the ending. */
 export function createRunEndings(options: RunEndingsOptions): RunEndings {
-  const { store, executor, allocator, logger, transitions, launcher } = options;
+  const { store, executor, allocator, logger, transitions, launcher, graceMs } = options;
   const { now, emit, setStatus, tryWithRun } = transitions;
   const { scheduleQueued } = launcher;
 
+  /** The run reached its max hours: it is paused (its checkpoint kept) and may be resumed. */
+  async function pauseAtLimit(meta: RunMeta): Promise<RunMeta> {
+    await allocator.release(meta.id);
+    const message = timeLimitMessage(meta.name, meta.maxHours);
+    const paused = await setStatus(meta, 'paused', {
+      by: 'system',
+      reason: `time limit of ${formatHours(meta.maxHours)} reached`,
+      statusReason: `stopped at its ${formatHours(meta.maxHours)} limit`,
+      patch: { gpuIndices: [], ...(await lastStepOf(store, meta)) },
+    });
+    await emit('run-time-limit', paused, message);
+    return paused;
+  }
+
   async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
+    if ((state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout') {
+      return pauseAtLimit(meta);
+    }
     await allocator.release(meta.id);
     const ending = endingOf(state);
     const patch: Partial<RunMeta> = {
@@ -109,6 +128,20 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     for (const meta of running) {
       const state = states.get(meta.id);
       if (state === undefined) continue;
+      if (state.kind === 'alive' && pastDeadline(meta)) {
+        // The launcher enforces the limit itself; this catches a launcher that could not.
+        const limited = await tryWithRun(meta.id, async (fresh) => {
+          if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return undefined;
+          logger.warn(
+            { runId: meta.id, deadlineAt: meta.deadlineAt },
+            'run is past its time limit; ending it',
+          );
+          await launcher.terminateRun(fresh, 'stop');
+          return pauseAtLimit(fresh);
+        });
+        if (limited !== undefined) ended.push(limited);
+        continue;
+      }
       if (state.kind === 'alive' || state.kind === 'pending') {
         alive.push(meta);
         const reason =
@@ -132,6 +165,11 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
       if (result !== undefined) ended.push(result);
     }
     return { alive, ended };
+  }
+
+  function pastDeadline(meta: RunMeta): boolean {
+    if (meta.deadlineAt === undefined) return false;
+    return now().getTime() > Date.parse(meta.deadlineAt) + graceMs + DEADLINE_SLACK_MS;
   }
 
   async function refresh(run?: string): Promise<RunMeta[]> {

@@ -5,7 +5,14 @@ import type { RunMeta } from './run-types.js';
  * (`meta.threadId`); the monitor creates or removes its scheduler on `run-started` / `run-ended` /
  * `run-paused`.
  */
-export type RunEventType = 'run-started' | 'run-waiting' | 'run-ended' | 'run-paused' | 'run-status';
+export type RunEventType =
+  | 'run-started'
+  | 'run-waiting'
+  | 'run-ended'
+  | 'run-paused'
+  | 'run-status'
+  /** Stopped at its max hours (paused, resumable); the thread is told. */
+  | 'run-time-limit';
 
 export interface RunEvent {
   type: RunEventType;

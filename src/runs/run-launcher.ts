@@ -24,6 +24,8 @@ export interface RunLauncherOptions {
   allocator: GpuAllocator;
   transitions: RunTransitions;
   graceMs: number;
+  /** Runs just before each launch (an approved fix points resume.json at a healthy checkpoint). */
+  beforeLaunch?: (meta: RunMeta) => Promise<void>;
 }
 
 /** Launching runs and the GPU queue: allocate, launch, wait for GPUs, start queued runs FIFO, terminate. */
@@ -47,6 +49,7 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
     const launching: RunMeta = { ...meta, launchCount: meta.launchCount + 1, gpuIndices: indices };
     let handle: Awaited<ReturnType<Executor['launch']>>;
     try {
+      await options.beforeLaunch?.(launching);
       handle = await executor.launch({ meta: launching, runDir: store.runDir(meta.id), gpuIndices: indices });
     } catch (error) {
       await allocator.release(meta.id);
@@ -64,9 +67,16 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
       by,
       reason: `launch ${launching.launchCount}`,
       patch: { ...handle, startedAt: now().toISOString() },
-      clear: ['exitCode', 'exitSignal', 'endedAt', 'pid', 'pgid', 'processStartTime', 'jobId'].filter(
-        (key) => !(key in handle),
-      ) as Array<keyof RunMeta>,
+      clear: [
+        'exitCode',
+        'exitSignal',
+        'endedAt',
+        'pid',
+        'pgid',
+        'processStartTime',
+        'jobId',
+        'deadlineAt',
+      ].filter((key) => !(key in handle)) as Array<keyof RunMeta>,
     });
     const where = executor.allocatesGpus
       ? `on ${options.config.runs.executor}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`

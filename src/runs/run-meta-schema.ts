@@ -24,6 +24,7 @@ export const runMetaSchema = z.object({
   processStartTime: z.string().optional(),
   jobId: z.string().optional(),
   launchCount: z.number().int().nonnegative(),
+  deadlineAt: z.string().optional(),
   queuedAt: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),

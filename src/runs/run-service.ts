@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { Config } from '../config.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -19,6 +20,7 @@ import {
 import type { RunStore, ScriptUpdate } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
+import { checkMaxHours } from './time-limit.js';
 
 export type { Actor } from './audit-log.js';
 export { endingOf, type ReconcileReport } from './run-endings.js';
@@ -74,6 +76,8 @@ export interface RunServiceOptions {
   logger: Logger;
   clock?: () => Date;
   onEvent?: RunEventHandler;
+  /** Runs just before each launch (see checkpoint-history). */
+  beforeLaunch?: (meta: RunMeta) => Promise<void>;
 }
 
 /**
@@ -104,8 +108,17 @@ export function createRunService(options: RunServiceOptions): RunService {
     allocator,
     transitions,
     graceMs,
+    ...(options.beforeLaunch === undefined ? {} : { beforeLaunch: options.beforeLaunch }),
   });
-  const endings = createRunEndings({ store, executor, allocator, logger, transitions, launcher });
+  const endings = createRunEndings({
+    store,
+    executor,
+    allocator,
+    logger,
+    transitions,
+    launcher,
+    graceMs,
+  });
   const reports = createRunReports({ store, executor, allocator });
   const { emit, setStatus, withRun } = transitions;
   const { launchQueued, terminateRun } = launcher;
@@ -121,10 +134,12 @@ export function createRunService(options: RunServiceOptions): RunService {
     if (!Number.isInteger(request.gpus) || request.gpus < 0) {
       throw new RunError('invalid_run', `gpus must be a whole number ≥ 0 (got ${String(request.gpus)})`);
     }
-    const maxHours = request.maxHours ?? options.config.runs.defaultMaxHours;
-    if (!(Number.isFinite(maxHours) && maxHours > 0)) {
-      throw new RunError('invalid_run', `max_hours must be a positive number (got ${String(maxHours)})`);
-    }
+    const maxHours = checkMaxHours(
+      request.maxHours ?? options.config.runs.defaultMaxHours,
+      options.config.runs.maxHours,
+    );
+    // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
+    estimateCostUsd(request.gpus, maxHours, options.config.runs.gpuHourUsd);
     const total = allocator.inventory.length;
     if (!executor.allocatesGpus && request.gpus > total) {
       const has =

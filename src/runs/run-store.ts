@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
+import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from './atomic-file.js';
@@ -9,8 +10,11 @@ import { parseRunMeta } from './run-meta-schema.js';
 import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
 
 /**
- * The run directory is the source of truth for a run:
- * `<dataDir>/runs/<id>/{meta.json, metrics.jsonl, output.log, train.py, train_v1.py, …, audit.jsonl, resume.json}`.
+ * A run lives in `<dataDir>/runs/<id>/{meta.json, metrics.jsonl, output.log, train.py, train_v1.py, …,
+ * audit.jsonl, resume.json}`. The training process runs in that directory and can write to it, so when
+ * the store has Redis (always, in the app) the record in Redis is authoritative — thread, requester,
+ * status, approvals' effects — and `meta.json` is only a mirror Shepherd writes for people and tools.
+ * A run that rewrites its `meta.json` changes nothing Shepherd routes by.
  */
 
 export const RUN_FILES = {
@@ -83,8 +87,22 @@ export function newRunId(now: Date): string {
 
 const RUN_ID_PATTERN = /^r-\d{4}-[0-9a-f]{4,}$/;
 
-export function createRunStore(options: { dataDir: string; logger: Logger }): RunStore {
+export interface RunStoreOptions {
+  dataDir: string;
+  logger: Logger;
+  /** Where the authoritative run records live; without it (unit tests) meta.json is read directly. */
+  redis?: Redis;
+  prefix?: string;
+}
+
+export function createRunStore(options: RunStoreOptions): RunStore {
   const runsDir = path.resolve(options.dataDir, 'runs');
+  const { redis } = options;
+  const prefix = options.prefix ?? 'shepherd';
+  const recordKey = (runId: string) => `${prefix}:run:${runId}`;
+  const indexKey = `${prefix}:runs`;
+  const importedKey = `${prefix}:runs-imported`;
+  let imported: Promise<void> | undefined;
   const runDir = (runId: string) => {
     if (!/^[A-Za-z0-9._-]+$/.test(runId) || runId.startsWith('.')) {
       throw new RunError('run_not_found', `invalid run id ${JSON.stringify(runId)}`);
@@ -92,7 +110,55 @@ export function createRunStore(options: { dataDir: string; logger: Logger }): Ru
     return path.join(runsDir, runId);
   };
 
+  /**
+   * Runs created before the records moved to Redis (or a Redis that lost its data) are imported once from
+   * their meta.json; from then on a directory without a record is not a run.
+   */
+  function ensureImported(): Promise<void> {
+    imported ??= (async () => {
+      if (redis === undefined || (await redis.exists(importedKey)) === 1) return;
+      for (const entry of await readRunDirectories()) {
+        if ((await redis.exists(recordKey(entry))) === 1) continue;
+        try {
+          const meta = await readMetaFile(entry);
+          if (meta.id !== entry) continue;
+          await redis.multi().set(recordKey(entry), JSON.stringify(meta)).sadd(indexKey, entry).exec();
+          options.logger.info({ runId: entry }, 'imported run record from meta.json');
+        } catch (error) {
+          options.logger.warn({ runId: entry, err: error }, 'skipping unreadable run directory');
+        }
+      }
+      await redis.set(importedKey, new Date().toISOString());
+    })().catch((error: unknown) => {
+      imported = undefined;
+      throw error;
+    });
+    return imported;
+  }
+
+  async function readRunDirectories(): Promise<string[]> {
+    try {
+      return (await readdir(runsDir)).filter((entry) => !entry.startsWith('.'));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+      throw error;
+    }
+  }
+
   async function readMeta(runId: string): Promise<RunMeta> {
+    if (redis === undefined) return readMetaFile(runId);
+    runDir(runId);
+    await ensureImported();
+    const raw = await redis.get(recordKey(runId));
+    if (raw === null) throw new RunError('run_not_found', `no run with id ${runId}`);
+    try {
+      return parseRunMeta(JSON.parse(raw));
+    } catch (error) {
+      throw new RunError('run_meta_invalid', `the record of run ${runId} is invalid`, { cause: error });
+    }
+  }
+
+  async function readMetaFile(runId: string): Promise<RunMeta> {
     let text: string;
     try {
       text = await readFile(path.join(runDir(runId), RUN_FILES.meta), 'utf8');
@@ -110,20 +176,23 @@ export function createRunStore(options: { dataDir: string; logger: Logger }): Ru
   }
 
   async function writeMeta(meta: RunMeta): Promise<void> {
+    if (redis !== undefined) {
+      await redis.multi().set(recordKey(meta.id), JSON.stringify(meta)).sadd(indexKey, meta.id).exec();
+    }
+    // The mirror for people and tools; never read back when Redis holds the record.
     await writeFileAtomic(path.join(runDir(meta.id), RUN_FILES.meta), `${JSON.stringify(meta, null, 2)}\n`);
   }
 
   async function listRuns(): Promise<RunMeta[]> {
     let entries: string[];
-    try {
-      entries = await readdir(runsDir);
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
-      throw error;
+    if (redis === undefined) {
+      entries = await readRunDirectories();
+    } else {
+      await ensureImported();
+      entries = await redis.smembers(indexKey);
     }
     const metas: RunMeta[] = [];
     for (const entry of entries) {
-      if (entry.startsWith('.')) continue;
       try {
         metas.push(await readMeta(entry));
       } catch (error) {

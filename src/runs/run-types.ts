@@ -58,6 +58,8 @@ export interface RunMeta {
   processStartTime?: string;
   jobId?: string;
   launchCount: number;
+  /** When the current launch reaches its max hours (stored so the limit survives bot restarts). */
+  deadlineAt?: string;
   /** When the run last entered `queued` (FIFO order of the GPU queue). */
   queuedAt?: string;
   createdAt: string;

@@ -4,10 +4,12 @@ import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { redactSecrets } from '../monitor/redact.js';
 import type { RunAccess, RunChange, RunChangeVia } from '../runs/run-access.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { checkMaxHours } from '../runs/time-limit.js';
 
 /**
  * The run actions shared by agent tools and plain commands, so both follow exactly the same approval
@@ -32,6 +34,8 @@ export interface RunOperationsOptions {
   workspace: string;
   /** Who may pause, resume, stop or edit a run (absent: anyone, as before; tests of the bare core). */
   access?: RunAccess;
+  /** `SHEPHERD_MAX_HOURS`: a resume of a run above it is refused before any card. */
+  maxHours?: number;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
 }
@@ -183,6 +187,7 @@ export function createRunOperations(options: RunOperationsOptions) {
         `${meta.name} is ${meta.status.replace('_', ' ')}; only paused or failed runs can be resumed`,
       );
     }
+    if (options.maxHours !== undefined) checkMaxHours(meta.maxHours, options.maxHours);
     if (meta.gpus === 0) {
       const resumed = await runs.resume(meta.id, actor);
       return `Resumed ${resumed.name}: ${resumed.status}.`;
@@ -244,7 +249,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'script-change',
       meta,
       requester: actor,
-      scriptExcerpt: diff,
+      // The card shows the diff redacted; the approved script itself is applied as written.
+      scriptExcerpt: redactSecrets(diff),
       proposedScript: script,
       reason,
       origin,

@@ -387,7 +387,10 @@ describe('bot restart (local executor)', () => {
       expect(reattached.pid).toBe(running.pid);
       const done = await second.waitForMessages(
         threadId,
-        (all) => botMessages(all).some((m) => /survivor completed at step 80/.test(m.text)),
+        // The finished card (monitor tick) and the status line (run refresh) race; wait for both.
+        (all) =>
+          botMessages(all).some((m) => /survivor completed at step 80/.test(m.text)) &&
+          cardsTitled(all, 'survivor finished').length > 0,
         30_000,
       );
       expect(cardsTitled(done, 'survivor finished')).toHaveLength(1);

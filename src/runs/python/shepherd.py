@@ -15,7 +15,10 @@ written, so the same script runs on a laptop.
 Files in $SHEPHERD_RUN_DIR:
   metrics.jsonl  {"ts": <epoch seconds>, "step": <int>, "<name>": <number>, ...} per line; NaN and
                  infinities are written as Python's json writes them (NaN, Infinity, -Infinity).
-  resume.json    last save_checkpoint() call, written atomically; never wiped by a relaunch.
+  resume.json    last save_checkpoint() call, written atomically; never wiped by a relaunch (Shepherd
+                 rewrites it when an approved fix must resume from an earlier, healthy checkpoint).
+  checkpoints.jsonl  one line per save_checkpoint(): {"step", "checkpoint", "ts", "launch", "size",
+                 "mtime", ...extra}; Shepherd's checkpoint history.
   finish.json    {"ts", "step", "stopped"} written by finish(); stopped=true when ended by SIGTERM.
 """
 
@@ -180,7 +183,29 @@ def save_checkpoint(step, path=None, **extra):
         log("checkpoint saved at step {}{}".format(step, "" if path is None else ": " + str(path)))
         return
     _write_json_atomic(os.path.join(_RUN_DIR, "resume.json"), state)
+    _append_history(state)
     log("checkpoint saved at step {}{}".format(step, "" if path is None else ": " + str(path)))
+
+
+def _append_history(state):
+    entry = dict(state)
+    launch = os.environ.get("SHEPHERD_LAUNCH")
+    if launch and launch.isdigit():
+        entry["launch"] = int(launch)
+    path = state.get("checkpoint")
+    if isinstance(path, str):
+        # Size and mtime let Shepherd tell later whether the file was overwritten by a later save.
+        try:
+            info = os.stat(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+            entry["size"] = info.st_size
+            entry["mtime"] = round(info.st_mtime, 3)
+        except OSError:
+            pass
+    try:
+        with open(os.path.join(_RUN_DIR, "checkpoints.jsonl"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, default=str) + "\n")
+    except OSError as error:
+        _warn("could not record the checkpoint in checkpoints.jsonl: {}".format(error))
 
 
 def resume_info():

@@ -1,14 +1,22 @@
 """Shepherd launch wrapper (stdlib only): runs train.py as a child and records how it ended.
 
-Usage: python3 -u shepherd_launcher.py <launch number> <script>
+Usage: python3 -u shepherd_launcher.py <launch number> <script> [<deadline epoch s> <grace s>]
 
 It lives as long as the training process, but only waits: it never trains. It survives SIGTERM sent to
 the process group (the child gets the same signal and saves its checkpoint), then writes
-exit_status.json atomically, so the exit code is known even if the bot restarted meanwhile. Finally it
-kills anything left in its process group (dataloader workers, stray children): a run never leaves a
-process behind.
+exit_status.json atomically, so the exit code is known even if the bot restarted meanwhile.
+
+Nothing escapes it: it is a child subreaper (prctl PR_SET_CHILD_SUBREAPER), so a grandchild that called
+setsid() and was orphaned is re-parented to it rather than to init. A SIGTERM is forwarded to every
+descendant outside the process group, and when the child ends every descendant left is killed and
+reaped before the exit status is written.
+
+The run's time limit is enforced here too, so it holds while the bot is down: at the deadline the
+run gets SIGTERM (it may save a checkpoint), SIGKILL after the grace period, and the exit status says
+`timeLimit: true`.
 """
 
+import ctypes
 import json
 import os
 import signal
@@ -17,15 +25,106 @@ import sys
 import tempfile
 import time
 
+PR_SET_CHILD_SUBREAPER = 36
+
 _terminated = False
 _child = None
+
+
+def _become_subreaper():
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl failed")
+        return True
+    except (OSError, AttributeError) as error:
+        print("[shepherd] warning: cannot become a child subreaper ({}); descendants that leave the "
+              "process group may survive".format(error), file=sys.stderr, flush=True)
+        return False
+
+
+def _process_table():
+    """{pid: (ppid, pgid, state)} of every process, from /proc."""
+    table = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/{}/stat".format(entry), "rb") as handle:
+                stat = handle.read().decode("utf-8", "replace")
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split(" ")
+        try:
+            table[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def _descendants(table=None):
+    """Live (non-zombie) descendants of this process, found through the parent links."""
+    table = _process_table() if table is None else table
+    children = {}
+    for pid, (ppid, _pgid, _state) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found = []
+    pending = [os.getpid()]
+    while pending:
+        for pid in children.get(pending.pop(), []):
+            pending.append(pid)
+            if table[pid][2] != "Z":
+                found.append(pid)
+    return found
+
+
+def _signal_all(pids, signum):
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+        except OSError:
+            pass
+
+
+def _reap_orphans():
+    """Collect zombies re-parented to us (never the training child: Popen must see its status)."""
+    table = _process_table()
+    for pid, (ppid, _pgid, state) in table.items():
+        if ppid == os.getpid() and state == "Z" and (_child is None or pid != _child.pid):
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except OSError:
+                pass
+
+
+def _kill_descendants():
+    """SIGKILL every descendant until none is left; orphans of killed ones come back to us (subreaper)."""
+    for _ in range(50):
+        left = _descendants()
+        if not left:
+            break
+        _signal_all(left, signal.SIGKILL)
+        time.sleep(0.05)
+        _reap_orphans()
+    _reap_orphans()
+
+
+def _outside_group(pids):
+    table = _process_table()
+    group = os.getpgrp()
+    return [pid for pid in pids if pid in table and table[pid][1] != group]
 
 
 def _on_signal(signum, frame):
     global _terminated
     if signum == signal.SIGTERM:
         _terminated = True
-    # The signal went to the whole group, so the child has it too; just keep waiting for the child.
+        # The group has the signal already; descendants that left it (setsid) get it from us.
+        _signal_all(_outside_group(_descendants()), signal.SIGTERM)
 
 
 def _write_status(status):
@@ -37,10 +136,36 @@ def _write_status(status):
     os.replace(temporary, "exit_status.json")
 
 
+def _wait(deadline, grace):
+    """Wait for the child, enforcing the time limit. Returns (exit code, whether the limit was hit)."""
+    limited = False
+    kill_at = None
+    while True:
+        code = _child.poll()
+        if code is not None:
+            return code, limited
+        now = time.time()
+        if deadline > 0 and now >= deadline and not limited:
+            limited = True
+            print("[shepherd] time limit reached; sending SIGTERM", file=sys.stderr, flush=True)
+            _signal_all(_descendants(), signal.SIGTERM)
+            kill_at = now + grace
+        if kill_at is not None and now >= kill_at:
+            print("[shepherd] the run ignored SIGTERM for {} s; sending SIGKILL".format(grace),
+                  file=sys.stderr, flush=True)
+            _signal_all(_descendants(), signal.SIGKILL)
+            kill_at = None
+        _reap_orphans()
+        time.sleep(0.2)
+
+
 def main():
     global _child
     launch = int(sys.argv[1])
     script = sys.argv[2]
+    deadline = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+    grace = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
+    _become_subreaper()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
@@ -52,17 +177,21 @@ def main():
     if _terminated:
         # SIGTERM arrived while the child was being spawned and may have missed it.
         _child.send_signal(signal.SIGTERM)
-    code = _child.wait()
+    code, limited = _wait(deadline, grace)
+    # Whatever the script left behind (dataloader workers, setsid daemons) ends with it.
+    _kill_descendants()
     status = {
         "launch": launch,
         "exitCode": code if code >= 0 else None,
         "signal": signal.Signals(-code).name if code < 0 else None,
         "terminated": _terminated,
+        "timeLimit": limited,
         "ts": round(time.time(), 3),
     }
     _write_status(status)
     how = "exit code {}".format(code) if code >= 0 else "signal {}".format(status["signal"])
-    print("=== launch {} ended: {}{} ===".format(launch, how, " (after SIGTERM)" if _terminated else ""), flush=True)
+    why = " (time limit)" if limited else " (after SIGTERM)" if _terminated else ""
+    print("=== launch {} ended: {}{} ===".format(launch, how, why), flush=True)
     if os.getpgrp() == os.getpid():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.killpg(os.getpgrp(), signal.SIGKILL)
