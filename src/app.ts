@@ -20,6 +20,8 @@ import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
 import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
+import { createOps, type Ops } from './ops/create-ops.js';
+import { instrumentProvider } from './ops/instrumented-provider.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
@@ -49,6 +51,8 @@ export interface App {
   readonly features: Features;
   /** `llm_calls_total` by reason. */
   readonly llmCalls: LlmCallCounter;
+  /** Health, readiness, Prometheus metrics and the queue dashboard. */
+  readonly ops: Ops;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Tells a thread's agent that something happened and starts a turn. */
@@ -69,6 +73,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const runsWorkers = config.role !== 'bot';
 
   const configured = createConfiguredAdapters(config, logger);
+  const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
   const webStore = createWebStore({ redis: ackRedis, prefix });
   const web = createWebAdapter({
     store: webStore,
@@ -78,7 +83,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     botName: config.botName,
     playground: config.playground,
     logger: logger.child({ component: 'web' }),
-    mounts: configured.mounts,
+    mounts: [...ops.mounts, ...configured.mounts],
   });
   const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
   for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
@@ -97,17 +102,21 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
 
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
-  const provider =
+  const provider = instrumentProvider(
     overrides.provider ??
-    createLlmProvider(config.llm, {
-      logger,
-      onCall: (reason) => {
-        llmCalls
-          .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
-        overrides.onLlmCall?.(reason);
-      },
-    });
+      createLlmProvider(config.llm, {
+        logger,
+        onCall: (reason) => {
+          ops.metrics.llmCall(reason);
+          llmCalls
+            .increment(reason)
+            .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+          overrides.onLlmCall?.(reason);
+        },
+      }),
+    ops.metrics,
+    config.llm.model,
+  );
 
   const features = await createFeatures({
     config,
@@ -119,8 +128,10 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     pushEvent,
     provider,
     runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
+    onAlert: (kind) => ops.metrics.alert(kind),
     ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
   });
+  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
 
   const processBatch = createTurnRunner({
@@ -154,6 +165,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const workers: Worker[] = [];
   let notifyWorker: Worker | undefined;
   let started = false;
+  let closed = false;
 
   return {
     config,
@@ -164,6 +176,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     turnQueue,
     features,
     llmCalls,
+    ops,
     pushEvent,
     async start() {
       if (started) return;
@@ -202,6 +215,10 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         );
         workers.push(...(await features.startWorkers()));
       }
+      ops.watchWorkers(notifyWorker === undefined ? workers : [notifyWorker, ...workers]);
+      if (runsAdapters) ops.watchAdapters(adapters.values());
+      // A worker-only process has no playground server; it still answers probes and scrapes.
+      else await ops.listenAlone();
       logger.info(
         {
           role: config.role,
@@ -212,20 +229,31 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       );
     },
     async stop() {
-      if (!started) return;
-      started = false;
-      // Workers finish or hand back their jobs first; their posts still need the notify worker and the
-      // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
-      await Promise.all(workers.map((worker) => worker.close()));
-      workers.length = 0;
-      await notifyWorker?.close();
-      notifyWorker = undefined;
-      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      // An app that was never started (the CLI's read-only use) still closes its connections.
+      if (closed) return;
+      closed = true;
+      const wasStarted = started;
+      if (started) {
+        started = false;
+        // Workers finish or hand back their jobs first; their posts still need the notify worker and the
+        // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
+        await Promise.all(workers.map((worker) => worker.close()));
+        workers.length = 0;
+        await notifyWorker?.close();
+        notifyWorker = undefined;
+        if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      }
       await features.stop();
+      await ops.stop();
       await notifier.close();
       await turnQueue.close();
-      redis.disconnect();
-      ackRedis.disconnect();
+      if (wasStarted) {
+        redis.disconnect();
+        ackRedis.disconnect();
+      } else {
+        // Queues created moments ago may still be loading their scripts: let those commands finish.
+        await Promise.all([redis.quit(), ackRedis.quit()].map((quit) => quit.catch(() => undefined)));
+      }
     },
   };
 }

@@ -121,6 +121,10 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+
+  SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  SHEPHERD_METRICS_TOKEN: optionalString,
+  SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
 function buildConfig(environment: z.output<typeof environmentSchema>) {
@@ -202,6 +206,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     hub: {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
+    },
+    ops: {
+      logFormat: environment.SHEPHERD_LOG_FORMAT,
+      metricsToken: environment.SHEPHERD_METRICS_TOKEN,
+      adminToken: environment.SHEPHERD_ADMIN_TOKEN,
     },
   };
 }

@@ -40,6 +40,8 @@ export interface FeatureDependencies {
   /** Environment inherited by training processes (main passes `process.env`). */
   runEnvironment: Readonly<Record<string, string | undefined>>;
   executor?: Executor;
+  /** Called once per alert posted, with the detector's kind (metrics). */
+  onAlert?: (kind: string) => void;
 }
 
 export interface Features {
@@ -166,6 +168,13 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   for (const verb of ['ack', 'stop', 'fix'] as const) {
     dependencies.actions.register(verb, (action, id) => alerts.onAction(action, verb, id));
   }
+  const countedAlerts: AlertService = {
+    ...alerts,
+    async onIncident(incident, meta) {
+      await alerts.onIncident(incident, meta);
+      dependencies.onAlert?.(incident.kind);
+    },
+  };
   const watcher = createRunWatcher({
     config,
     redis,
@@ -173,7 +182,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     monitor,
     store: runs.store,
     executor: runs.executor,
-    alerts,
+    alerts: countedAlerts,
     notifier,
     postChart,
     logger,

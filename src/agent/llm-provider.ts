@@ -12,6 +12,8 @@ export interface LlmRequest {
 export interface LlmResponse {
   text: string;
   toolCalls: ToolCall[];
+  /** Token counts when the endpoint reports them (for metrics). */
+  usage?: { inputTokens: number; outputTokens: number };
 }
 
 /**

@@ -139,7 +139,13 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
         toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
       }
     }
-    return { text: texts.join(''), toolCalls };
+    return {
+      text: texts.join(''),
+      toolCalls,
+      ...(message.usage === undefined
+        ? {}
+        : { usage: { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } }),
+    };
   }
 
   return {

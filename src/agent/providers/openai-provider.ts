@@ -87,7 +87,14 @@ export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvide
         arguments: typeof rawArguments === 'string' ? rawArguments : JSON.stringify(rawArguments ?? {}),
       });
     }
-    return { text: message?.content ?? '', toolCalls };
+    const usage = completion.usage;
+    return {
+      text: message?.content ?? '',
+      toolCalls,
+      ...(usage === undefined || usage === null
+        ? {}
+        : { usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }),
+    };
   }
 
   return {

@@ -8,6 +8,7 @@ import {
   MessageFlags,
   Partials,
   Routes,
+  Status,
 } from 'discord.js';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
@@ -227,6 +228,8 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
           void registerGuildCommands(readyClient, [guild.id], config.botName, logger);
       });
     },
+
+    isConnected: () => client.isReady() && client.ws.status === Status.Ready,
 
     async stop(): Promise<void> {
       recentInteractions.clear();

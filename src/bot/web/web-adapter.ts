@@ -155,6 +155,8 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
       logger.info({ url: bound.url }, 'web playground listening');
     },
 
+    isConnected: () => server?.listening === true,
+
     async stop() {
       const closing = server;
       server = undefined;
