@@ -241,7 +241,8 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         workers.length = 0;
         await notifyWorker?.close();
         notifyWorker = undefined;
-        if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+        if (runsAdapters)
+          for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
       }
       await features.stop();
       await ops.stop();

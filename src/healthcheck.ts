@@ -1,28 +1,13 @@
-import { Redis } from 'ioredis';
 import { loadConfig } from './config.js';
 
 /*
- * The container's HEALTHCHECK (`node dist/src/healthcheck.js`): a bot (or `all`) answers `/healthz` on
- * loopback; a worker, which serves no HTTP, must reach its Redis. Exit 0 healthy, 1 not.
+ * The container's HEALTHCHECK (`node dist/src/healthcheck.js`): every role (bot, worker, all) answers
+ * `/healthz` on its own HTTP port (see docs/operations.md); asked on loopback, so the playground's Host
+ * check and token never stand in the way. Exit 0 healthy, 1 not.
  */
 
 async function check(): Promise<void> {
   const config = loadConfig(process.env, { dotenvPath: '.env' });
-  if (config.role === 'worker') {
-    const redis = new Redis(config.redisUrl, {
-      lazyConnect: true,
-      maxRetriesPerRequest: 0,
-      retryStrategy: () => null,
-    });
-    redis.on('error', () => undefined);
-    try {
-      await redis.connect();
-      if ((await redis.ping()) !== 'PONG') throw new Error('redis did not answer PONG');
-    } finally {
-      redis.disconnect();
-    }
-    return;
-  }
   const response = await fetch(`http://127.0.0.1:${config.port}/healthz`, {
     signal: AbortSignal.timeout(4000),
   });

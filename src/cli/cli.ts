@@ -52,9 +52,7 @@ async function printRuns(
   io: CliOutput,
 ): Promise<number> {
   if (!(await redisAnswers(config.redisUrl))) {
-    io.error(
-      `shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`,
-    );
+    io.error(`shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`);
     return 1;
   }
   // Nothing is started: no adapter listens and no worker takes jobs; only reads happen.

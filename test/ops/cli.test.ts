@@ -36,7 +36,9 @@ describe('shepherd runs / status from a shell', () => {
   beforeAll(async () => {
     workspace = mkdtempSync(join(tmpdir(), 'shepherd-cli-'));
     writeFileSync(join(workspace, 'short.py'), SCRIPT);
-    shepherd = await startTestApp({ environment: { SHEPHERD_WORKSPACE: workspace, SHEPHERD_MONITOR_INTERVAL_S: '0.25' } });
+    shepherd = await startTestApp({
+      environment: { SHEPHERD_WORKSPACE: workspace, SHEPHERD_MONITOR_INTERVAL_S: '0.25' },
+    });
     environment = {
       REDIS_URL: TEST_REDIS_URL,
       SHEPHERD_QUEUE_PREFIX: shepherd.prefix,
@@ -44,10 +46,17 @@ describe('shepherd runs / status from a shell', () => {
       SHEPHERD_WORKSPACE: workspace,
     };
     const threadId = await shepherd.mention('run short.py --gpus 0 --name cli-probe');
-    const [card] = cardsTitled(await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'cli-probe').length > 0), 'cli-probe');
+    const [card] = cardsTitled(
+      await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'cli-probe').length > 0),
+      'cli-probe',
+    );
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob');
-    await shepherd.waitForMessages(threadId, (all) => botMessages(all).some((m) => m.card?.title === 'cli-probe finished'), 30_000);
+    await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.card?.title === 'cli-probe finished'),
+      30_000,
+    );
   });
   afterAll(async () => {
     await shepherd.stop();

@@ -78,9 +78,12 @@ describe('shepherd doctor', () => {
   });
 
   it('fails naming the LLM when its endpoint is down', async () => {
-    const report = await runDoctor(configWith({ SHEPHERD_LLM_BASE_URL: `http://127.0.0.1:${closedPort}/v1` }), {
-      environment: probeEnvironment,
-    });
+    const report = await runDoctor(
+      configWith({ SHEPHERD_LLM_BASE_URL: `http://127.0.0.1:${closedPort}/v1` }),
+      {
+        environment: probeEnvironment,
+      },
+    );
     expect(report.failed).toBe(true);
     expect(statusOf(report, 'llm')?.status).toBe('fail');
     expect(statusOf(report, 'llm')?.detail).toContain(String(closedPort));
@@ -97,7 +100,11 @@ describe('shepherd doctor', () => {
     const narrow = await startSlackEmulator({ grantedScopes: ['chat:write', 'app_mentions:read'] });
     try {
       const report = await runDoctor(
-        configWith({ SLACK_BOT_TOKEN: narrow.botToken, SLACK_APP_TOKEN: narrow.appToken, SLACK_API_URL: narrow.apiUrl }),
+        configWith({
+          SLACK_BOT_TOKEN: narrow.botToken,
+          SLACK_APP_TOKEN: narrow.appToken,
+          SLACK_API_URL: narrow.apiUrl,
+        }),
         { environment: probeEnvironment },
       );
       expect(statusOf(report, 'slack scopes')?.status).toBe('fail');
