@@ -53,6 +53,24 @@ function cookieValue(header: string | undefined, name: string): string | undefin
   return undefined;
 }
 
+/**
+ * A request a page on another site made (its `Origin` is not the request's own host, or the browser says
+ * so in `Sec-Fetch-Site`). Requests without those headers (curl, probes, Prometheus) are not cross-site.
+ */
+export function isCrossSite(request: IncomingMessage): boolean {
+  const fetchSite = request.headers['sec-fetch-site'];
+  if (fetchSite === 'cross-site' || fetchSite === 'same-site') return true;
+  const origin = request.headers.origin;
+  if (origin === undefined) return false;
+  try {
+    const parsed = new URL(origin);
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return true;
+    return parsed.host.toLowerCase() !== (request.headers.host ?? '').toLowerCase();
+  } catch {
+    return true;
+  }
+}
+
 export function createWebGuard(options: WebGuardOptions) {
   const allowedNames = new Set(
     [options.host, ...options.allowedHosts]
