@@ -20,6 +20,8 @@ RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
 # Compiled JavaScript only (with the Python helper and the prompts the build copies next to it).
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/prompts ./dist/prompts
+# The `shepherd` operator command (`docker compose exec bot node bin/shepherd.js doctor`).
+COPY bin ./bin
 # The HTTP server binds every interface inside the container, so the playground needs
 # SHEPHERD_PLAYGROUND_TOKEN (or SHEPHERD_PLAYGROUND=off); start-up says so when it is missing.
 ENV SHEPHERD_HOST=0.0.0.0 SHEPHERD_DATA_DIR=/data
