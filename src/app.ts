@@ -4,18 +4,21 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
+import { compactSession, withSummary } from './agent/session-compaction.js';
 import {
   createSessionStore,
   DEFAULT_SESSION_MAX_ENTRIES,
   parseSessionEntries,
 } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
+import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
-import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
+import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
+import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
 import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
@@ -95,8 +98,21 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix, logger);
   const sessions = createSessionStore({ redis, prefix, logger });
+  const threadState = createThreadState({ redis, prefix });
   const actions = createActionRouter();
-  const handlers = createInboundHandlers({ inbox, turnQueue, actions, logger });
+  const handlers = createInboundHandlers({
+    inbox,
+    turnQueue,
+    actions,
+    logger,
+    // `cancel` must reach the running turn now, not after it in the inbox.
+    onAccepted: async (message) => {
+      if (parseSessionCommand(message.text, config.botName)?.name !== 'cancel') return;
+      if (await threadState.turnRunning(message.threadId)) {
+        await threadState.requestCancel(message.threadId, message.user.name);
+      }
+    },
+  });
 
   const pushEvent = (threadId: string, eventId: string, text: string) =>
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
@@ -133,26 +149,78 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   });
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
+  /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
+  const resetInBatch = new Set<string>();
+  const sessionCommands = createSessionCommands({
+    state: threadState,
+    follows: features.follows,
+    defaultModel: config.llm.model,
+    allowedModels: config.llm.models,
+    historyLength: (threadId) => redis.llen(keys.session(threadId)),
+    botName: config.botName,
+    onReset: (threadId) => resetInBatch.add(threadId),
+  });
+  // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
+  const statusCard = (text: string): Card => ({
+    text,
+    actions: [{ actionId: 'cancel:turn', label: 'Cancel', style: 'danger' }],
+  });
+  actions.register('cancel', async (action) => {
+    if (!(await threadState.turnRunning(action.threadId))) {
+      return { status: 'resolved', message: 'nothing is running in this thread' };
+    }
+    await threadState.requestCancel(action.threadId, action.user.name);
+    return { status: 'accepted', message: 'cancelling at the next tool boundary' };
+  });
+  const threadModel = async (threadId: string) => {
+    const chosen = await threadState.model(threadId);
+    // A model dropped from the allowed list since it was chosen falls back to the default.
+    return chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
+  };
 
   const processBatch = createTurnRunner({
     logger,
-    loadHistory: async (threadId, prefetched) =>
-      prefetched === undefined ? sessions.load(threadId) : parseSessionEntries(prefetched, threadId, logger),
+    loadHistory: async (threadId, prefetched) => {
+      const stale = resetInBatch.delete(threadId);
+      const stored =
+        prefetched === undefined || stale
+          ? await sessions.load(threadId)
+          : parseSessionEntries(prefetched, threadId, logger);
+      return compactSession(
+        { provider, state: threadState, logger: logger.child({ threadId }) },
+        threadId,
+        stored,
+        await threadModel(threadId),
+      );
+    },
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
     postedOnce: (key) => notifier.postedOnce(key),
     edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
-    tryCommand: (threadId, item) => features.commands.tryHandle(threadId, item),
-    runAgent: ({ threadId, history, actor, onProgress }) =>
-      runAgentTurn({
+    statusCard: {
+      post: (key, threadId, text) => notifier.postCardOnce(key, threadId, statusCard(text)),
+      update: (threadId, messageId, text) => notifier.updateCard(threadId, messageId, statusCard(text)),
+    },
+    tryCommand: async (threadId, item) =>
+      (await sessionCommands.tryHandle(threadId, item.text, item.user)) ??
+      features.commands.tryHandle(threadId, item),
+    runAgent: async ({ threadId, history, actor, onProgress }) => {
+      const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
+      const result = await runAgentTurn({
         provider,
         registry: features.tools,
-        systemPrompt,
+        systemPrompt: withSummary(systemPrompt, summary),
         history,
         context: { threadId, actor },
         maxToolRounds: config.llm.maxToolRounds,
         onProgress,
+        cancelledBy: () => threadState.cancelRequested(threadId),
+        ...(model === undefined ? {} : { model }),
         logger: logger.child({ threadId }),
-      }),
+      });
+      if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
+      await threadState.clearCancel(threadId);
+      return result;
+    },
     commit: (threadId, batch, messages: ChatMessage[]) =>
       inbox.commitBatch(threadId, batch, (multi) => {
         if (messages.length === 0) return;

@@ -72,6 +72,10 @@ const environmentSchema = z.object({
   SHEPHERD_LLM_TIMEOUT_MS: positiveInt.default(60_000),
   SHEPHERD_LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
   SHEPHERD_MAX_TOOL_ROUNDS: positiveInt.default(10),
+  SHEPHERD_LLM_MODELS: commaList,
+  SHEPHERD_MAX_FOLLOW_TURNS: z.coerce.number().int().min(0).default(5),
+  /** Unset: the `prompts/playbooks/` shipped with Shepherd. */
+  SHEPHERD_PLAYBOOKS_DIR: optionalString,
 
   SHEPHERD_TURN_CONCURRENCY: positiveInt.default(8),
   SHEPHERD_JOB_LOCK_MS: positiveInt.default(30_000),
@@ -108,6 +112,9 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
+  SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
+  SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 
   SLACK_BOT_TOKEN: optionalString,
   SLACK_APP_TOKEN: optionalString,
@@ -151,6 +158,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       timeoutMs: environment.SHEPHERD_LLM_TIMEOUT_MS,
       maxRetries: environment.SHEPHERD_LLM_MAX_RETRIES,
       maxToolRounds: environment.SHEPHERD_MAX_TOOL_ROUNDS,
+      /** Models a thread may switch to (`model <name>`); the default model is always allowed. */
+      models: [...new Set([environment.SHEPHERD_LLM_MODEL, ...environment.SHEPHERD_LLM_MODELS])],
+    },
+    session: {
+      maxFollowTurns: environment.SHEPHERD_MAX_FOLLOW_TURNS,
+      playbooksDir: environment.SHEPHERD_PLAYBOOKS_DIR,
     },
     queue: {
       turnConcurrency: environment.SHEPHERD_TURN_CONCURRENCY,
@@ -190,6 +203,9 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
+      idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
+      nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
     },
     slack: {
       botToken: environment.SLACK_BOT_TOKEN,

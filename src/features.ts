@@ -7,7 +7,10 @@ import type { ActionRouter } from './bot/inbound.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import { createAlertPolicyStore } from './monitor/alert-policy.js';
+import { createAlertRuleOperations } from './monitor/alert-rule-operations.js';
 import { type AlertService, createAlertService } from './monitor/alert-service.js';
+import { createNvidiaSmiProbe } from './monitor/gpu-probe.js';
 import { createMonitor } from './monitor/monitor.js';
 import { detectorConfigFrom } from './monitor/types.js';
 import { createRunWatcher } from './monitor/watch-runs.js';
@@ -19,11 +22,15 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
+import { createRunFollows, type RunFollows } from './runs/run-follows.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createFollowTools } from './tools/follow-tools.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-client.js';
 import { createHubTools } from './tools/hub-tools.js';
+import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
@@ -53,6 +60,8 @@ export interface Features {
   approvals: ApprovalService;
   operations: RunOperations;
   alerts: AlertService;
+  follows: RunFollows;
+  playbooks: Playbooks;
   controlQueue: Queue;
   startWorkers(): Promise<Worker[]>;
   stop(): Promise<void>;
@@ -73,8 +82,11 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const { config, logger, redis, prefix, notifier } = dependencies;
 
   let watchRun: (runId: string) => Promise<void> = async () => undefined;
+  let follows: RunFollows | undefined;
   const onRunEvent = async (event: RunEvent) => {
     if (event.type === 'run-started') await watchRun(event.meta.id);
+    // A followed run's thread gets its note and turn; never blocks the transition (errors are logged).
+    if (event.type === 'run-ended') void follows?.onRunEnded(event.meta);
     // What a person did (create, pause, stop, reject) is answered by the command, tool or card that did it.
     if (!postsRunEvent(event)) return;
     // Never block a run transition on a chat post: the notify queue retries on its own.
@@ -101,6 +113,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...(executor === undefined ? {} : { executor }),
   });
 
+  follows = createRunFollows({
+    redis,
+    prefix,
+    store: runs.store,
+    notifier,
+    maxTurns: config.session.maxFollowTurns,
+    pushEvent: dependencies.pushEvent,
+    logger: logger.child({ component: 'follows' }),
+  });
+  const runFollows = follows;
   const controlQueue = createControlQueue(redis, prefix, logger);
   const approvals = createApprovalService({
     store: createApprovalStore({ redis, prefix }),
@@ -139,12 +161,23 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
+  // People's alert rules and mutes, kept in Redis with the run (alert-policy.ts).
+  const alertPolicy = createAlertPolicyStore({ redis, prefix });
+  const alertRules = createAlertRuleOperations({
+    store: alertPolicy,
+    findRun: (reference) => runs.service.findRun(reference),
+  });
   const monitor = createMonitor({
     redis,
     prefix,
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    policy: alertPolicy,
+    gpuProbe: createNvidiaSmiProbe({
+      command: config.monitor.nvidiaSmi,
+      environment: dependencies.runEnvironment,
+    }),
   });
   const alerts = createAlertService({
     redis,
@@ -162,6 +195,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     python: config.runs.python,
     environment: dependencies.runEnvironment,
     access,
+    onAlert: (meta, incident) => runFollows.onIncident(meta, incident),
     checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
@@ -189,7 +223,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   });
   watchRun = watcher.watch;
 
-  const help = createHelpTool({ botName: config.botName });
+  const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
+  const help = createHelpTool({ botName: config.botName, playbooks: () => playbooks.describe() });
   const hub = createHubClient({
     baseUrl: config.hub.url,
     token: config.hub.token,
@@ -199,7 +234,14 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     help,
     ...createRunTools(operations),
     createShowMetricsTool(postChart),
+    ...createAlertTools(alertRules),
     ...createHubTools(hub),
+    ...createFollowTools({
+      follows: runFollows,
+      findRun: (run) => runs.service.findRun(run),
+      maxTurns: config.session.maxFollowTurns,
+    }),
+    createReadPlaybookTool(playbooks),
   ]);
   const commandHandler = createCommandHandler({
     operations,
@@ -207,6 +249,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
     ephemeral: (threadId, userId, text) => notifier.ephemeral(threadId, userId, text),
+    alertRules,
     logger,
   });
 
@@ -216,6 +259,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     approvals,
     operations,
     alerts,
+    follows: runFollows,
+    playbooks,
     controlQueue,
     commands: {
       tryHandle: (threadId, item) => commandHandler.tryHandle(threadId, item.text, item.user),

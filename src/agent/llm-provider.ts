@@ -6,6 +6,8 @@ export interface LlmRequest {
   tools: ToolSpec[];
   /** Why this call is made (e.g. `turn`, `tool_round`, `triage`); counted by monitoring. */
   reason: string;
+  /** Overrides the configured model for this call (a thread's `model <name>` choice). */
+  model?: string;
   signal?: AbortSignal;
 }
 

@@ -1,5 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
+import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import { RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import { userFacingError } from '../tools/run-operations.js';
@@ -20,6 +21,8 @@ export interface CommandHandlerOptions {
   chart?: (request: ChartRequest) => Promise<string>;
   /** Private answer to one person (refusals); absent: the refusal is posted in the thread. */
   ephemeral?: (threadId: string, userId: string, text: string) => Promise<void>;
+  /** Alert rules and mutes (`alert`, `alerts`, `mute`, `unmute`). */
+  alertRules?: AlertRuleOperations;
   logger: Logger;
 }
 
@@ -65,8 +68,34 @@ export function createCommandHandler(options: CommandHandlerOptions) {
           ...(command.steps === undefined ? {} : { steps: command.steps }),
         });
         return '';
+      case 'alert':
+      case 'alert-remove':
+      case 'alerts':
+      case 'mute':
+      case 'unmute':
+        return executeAlertCommand(command, actor);
       case 'invalid':
         return `\`${command.command}\`: ${command.error}`;
+    }
+  }
+
+  async function executeAlertCommand(
+    command: Extract<PlainCommand, { name: 'alert' | 'alert-remove' | 'alerts' | 'mute' | 'unmute' }>,
+    actor: ChatUser,
+  ): Promise<string> {
+    const rules = options.alertRules;
+    if (rules === undefined) return 'Alert rules are not available in this deployment.';
+    switch (command.name) {
+      case 'alert':
+        return rules.addRule(command.run, command.rule, actor);
+      case 'alert-remove':
+        return rules.removeRule(command.run, command.ruleId);
+      case 'alerts':
+        return rules.list(command.run);
+      case 'mute':
+        return rules.mute(command.run, command.detector, command.duration, actor);
+      case 'unmute':
+        return rules.unmute(command.run, command.detector, actor);
     }
   }
 

@@ -10,6 +10,11 @@ export type PlainCommand =
   | { name: 'pause' | 'resume' | 'stop'; run: string }
   | { name: 'run'; path: string; gpus?: number; runName?: string; maxHours?: number }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
+  | { name: 'alert'; run: string; rule: string }
+  | { name: 'alert-remove'; run: string; ruleId: string }
+  | { name: 'alerts'; run: string }
+  | { name: 'mute'; run: string; detector: string; duration?: string }
+  | { name: 'unmute'; run: string; detector: string }
   | { name: 'invalid'; command: string; error: string };
 
 const MENTION = /^\s*(?:<@[A-Za-z0-9]+>|@[\w.-]+)[\s,:]*/;
@@ -56,6 +61,11 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
       return parseRun(rest);
     case 'chart':
       return parseChart(rest);
+    case 'alert':
+    case 'alerts':
+    case 'mute':
+    case 'unmute':
+      return parseAlertCommand(verb, rest);
     default:
       return undefined;
   }
@@ -112,6 +122,33 @@ function parseChart(tokens: string[]): PlainCommand | undefined {
     }
   }
   return { name: 'chart', run, metrics, ...(steps === undefined ? {} : { steps }) };
+}
+
+/**
+ * `alert <run> when <rule>`, `alert <run> remove <rule-id>`, `alerts <run>`,
+ * `mute <run> <detector> [for <duration>]`, `unmute <run> <detector>`. Anything else (e.g. "alert me when
+ * it finishes") is a sentence for the agent.
+ */
+function parseAlertCommand(verb: string, tokens: string[]): PlainCommand | undefined {
+  const [run, ...rest] = tokens;
+  if (run === undefined || !RUN_REFERENCE.test(run)) return undefined;
+  if (verb === 'alerts') return rest.length === 0 ? { name: 'alerts', run } : undefined;
+  if (verb === 'alert') {
+    if (rest[0]?.toLowerCase() === 'remove' && rest.length === 2)
+      return { name: 'alert-remove', run, ruleId: rest[1] as string };
+    if (rest[0]?.toLowerCase() !== 'when') return undefined;
+    const rule = rest.slice(1).join(' ');
+    // "alert me when it finishes" is a sentence: a rule starts with a metric and a comparison.
+    if (!/^[\w./-]+\s*(?:>=|<=|==|!=|>|<)/.test(rule)) return undefined;
+    return { name: 'alert', run, rule };
+  }
+  const [detector, ...tail] = rest;
+  if (detector === undefined || !/^[\w-]{1,32}$/.test(detector)) return undefined;
+  if (verb === 'unmute') return tail.length === 0 ? { name: 'unmute', run, detector } : undefined;
+  if (tail.length === 0) return { name: 'mute', run, detector };
+  if (tail[0]?.toLowerCase() === 'for' && tail.length === 2)
+    return { name: 'mute', run, detector, duration: tail[1] as string };
+  return undefined;
 }
 
 function invalid(command: string, error: string): PlainCommand {

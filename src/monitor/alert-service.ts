@@ -69,6 +69,8 @@ export interface AlertServiceOptions {
   environment: Readonly<Record<string, string | undefined>>;
   /** Who may press Stop and Fix (Acknowledge is open to everyone who sees the card). */
   access?: RunAccess;
+  /** Told of every alert card posted (follows of `alert` / `stalled`); must not throw. */
+  onAlert?: (meta: RunMeta, incident: Incident) => Promise<void>;
   /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
   checkpoints?: CheckpointHistory;
   logger: Logger;
@@ -119,7 +121,8 @@ export function createAlertService(options: AlertServiceOptions) {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
     const actions: Card['actions'] = [];
-    if (incident.kind !== 'finished') {
+    // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
+    if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
@@ -129,7 +132,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
     if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
     // Where a restart or a fix would continue from.
-    if (checkpointStep !== undefined && incident.kind !== 'finished') {
+    if (checkpointStep !== undefined && incident.severity !== 'info') {
       fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
     }
     return {
@@ -202,6 +205,7 @@ export function createAlertService(options: AlertServiceOptions) {
       'EX',
       KEEP_SECONDS,
     );
+    await options.onAlert?.(meta, incident);
     if (AUTO_TRIAGE.has(incident.kind)) {
       await enqueue(
         {

@@ -123,7 +123,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
   async function attempt(request: LlmRequest): Promise<LlmResponse> {
     const message = await client.messages.create(
       {
-        model: options.model,
+        model: request.model ?? options.model,
         max_tokens: options.maxTokens ?? 4096,
         system: request.system,
         messages: toAnthropicMessages(request.messages),
