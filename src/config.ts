@@ -3,6 +3,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
+import { parseEnvironments } from './runs/run-environments.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -83,6 +84,18 @@ const environmentSchema = z.object({
   SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
   SHEPHERD_GPUS: gpuList,
+  SHEPHERD_ENVIRONMENTS: z
+    .string()
+    .optional()
+    .transform((value, context) => {
+      try {
+        return parseEnvironments(value);
+      } catch (error) {
+        context.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    }),
+  SHEPHERD_DEFAULT_ENV: optionalString,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
@@ -99,6 +112,7 @@ const environmentSchema = z.object({
     .default('')
     .transform((value) => value.split(/\s+/).filter((word) => word.length > 0)),
   SHEPHERD_SLURM_GPU_FLAG: z.enum(['gres', 'gpus']).default('gres'),
+  SHEPHERD_SLURM_CONTAINER: z.enum(['apptainer', 'pyxis']).default('apptainer'),
 
   SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
   SHEPHERD_STALL_S: positiveNumber.default(300),
@@ -177,6 +191,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
       maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
+      environments: environment.SHEPHERD_ENVIRONMENTS,
+      defaultEnvironment: environment.SHEPHERD_DEFAULT_ENV,
     },
     approvals: {
       approvers: environment.SHEPHERD_APPROVERS,
@@ -189,6 +205,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       account: environment.SHEPHERD_SLURM_ACCOUNT,
       extraArgs: environment.SHEPHERD_SLURM_EXTRA_ARGS,
       gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
+      container: environment.SHEPHERD_SLURM_CONTAINER,
     },
     monitor: {
       intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
@@ -254,6 +271,15 @@ export function loadConfig(
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
   const result = environmentSchema.superRefine(requirePlaygroundToken).safeParse(merged);
+  if (
+    result.success &&
+    result.data.SHEPHERD_DEFAULT_ENV !== undefined &&
+    result.data.SHEPHERD_ENVIRONMENTS[result.data.SHEPHERD_DEFAULT_ENV] === undefined
+  ) {
+    throw new ConfigError(
+      `invalid configuration:\n  SHEPHERD_DEFAULT_ENV=${JSON.stringify(result.data.SHEPHERD_DEFAULT_ENV)}: not one of SHEPHERD_ENVIRONMENTS (${Object.keys(result.data.SHEPHERD_ENVIRONMENTS).join(', ') || 'none'})`,
+    );
+  }
   if (!result.success) {
     const lines = result.error.issues.map((issue) => {
       const variable = issue.path.join('.') || '(environment)';

@@ -23,6 +23,7 @@ import type { Executor } from './runs/executor.js';
 import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
@@ -34,6 +35,7 @@ import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -147,12 +149,29 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     audit: runs.audit,
     logger: logger.child({ component: 'access' }),
   });
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis,
+    prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    access,
+    logger: logger.child({ component: 'watch' }),
+  });
+  for (const verb of ['confirm-stop', 'keep-running'] as const) {
+    dependencies.actions.register(verb, (action, id) => watching.onAction(action, verb, id));
+  }
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     access,
     workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
@@ -249,6 +268,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
     ephemeral: (threadId, userId, text) => notifier.ephemeral(threadId, userId, text),
+    watch: watching.watch,
     alertRules,
     logger,
   });

@@ -35,11 +35,21 @@ export function approvalCard(approval: Approval): Card {
     { label: 'Max hours', value: String(approval.maxHours) },
     { label: 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   const lines: string[] = [];
   if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  if (approval.command !== undefined) lines.push(`Command:\n\`\`\`\n${approval.command}\n\`\`\``);
+  for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
   const label =
-    approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
-  lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
+    approval.kind === 'script-change'
+      ? 'Script diff'
+      : approval.command !== undefined
+        ? 'Script'
+        : approval.kind === 'start'
+          ? 'train.py'
+          : 'Script';
+  if (approval.scriptExcerpt.trim() !== '')
+    lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
     text: lines.join('\n'),

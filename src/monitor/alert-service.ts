@@ -117,16 +117,20 @@ export function createAlertService(options: AlertServiceOptions) {
     incident: Incident,
     png: Uint8Array | undefined,
     checkpointStep: number | undefined,
+    watched = false,
   ): Card {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    // Shepherd does not own a watched run's script: no fix, no relaunch.
+    if (watched) lines.push('Watched run: Shepherd did not launch it, so it offers no fix or relaunch.');
     const actions: Card['actions'] = [];
     // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
     if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
-      actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
+      if (!watched)
+        actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
     }
     const fields = [{ label: 'Run', value: alert.runName }];
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
@@ -198,7 +202,11 @@ export function createAlertService(options: AlertServiceOptions) {
       .status(meta.id)
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
-    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png, checkpoint));
+    const watched = meta.watch !== undefined;
+    const posted = await notifier.postCard(
+      meta.threadId,
+      alertCard(alert, incident, png, checkpoint, watched),
+    );
     await redis.set(
       alertKey(id),
       JSON.stringify({ ...alert, cardMessageId: posted.messageId }),
@@ -206,7 +214,7 @@ export function createAlertService(options: AlertServiceOptions) {
       KEEP_SECONDS,
     );
     await options.onAlert?.(meta, incident);
-    if (AUTO_TRIAGE.has(incident.kind)) {
+    if (AUTO_TRIAGE.has(incident.kind) && !watched) {
       await enqueue(
         {
           v: 1,

@@ -40,7 +40,10 @@ function sections(
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`,',
+      '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E]`,',
+      '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--nodes N] -- <command …>` (torchrun, accelerate, bash train.sh, …),',
+      '`watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N]` (runs you started yourself),',
+      '`chart <run> [metric] [--steps FROM..TO]`,',
       '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
       '`session` (summary, model, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn).',
     ].join(' '),
