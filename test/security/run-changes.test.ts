@@ -103,6 +103,14 @@ describe('who may change a run (playground, approvers set)', () => {
           name: 'update_script',
           arguments: { run: 'guarded', script: 'print("mine now")\n', reason: 'take over' },
         },
+        {
+          name: 'edit_script',
+          arguments: {
+            run: 'guarded',
+            edits: [{ old: 'import shepherd', new: 'import os' }],
+            reason: 'mine',
+          },
+        },
       ],
     });
     llm.enqueue({ text: 'I could not change it either.' });
@@ -116,6 +124,10 @@ describe('who may change a run (playground, approvers set)', () => {
     expect(await status()).toBe('running');
     expect(cardsTitled(await shepherd.messages(threadId), 'Approve script change')).toHaveLength(0);
     const agentAttempts = (await attempts()).filter((entry) => entry.via === 'agent');
+    // update_script and edit_script: two refused script changes.
+    expect(agentAttempts.filter((entry) => entry.action === 'update_script' && !entry.allowed)).toHaveLength(
+      2,
+    );
     expect(agentAttempts.map((entry) => [entry.action, entry.allowed])).toEqual(
       expect.arrayContaining([
         ['stop', false],
