@@ -3,6 +3,7 @@ import { type Config, loadConfig } from './config.js';
 import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
+import { registerSecretValues } from './monitor/redact.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
@@ -18,6 +19,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  registerSecretValues(config.secretValues);
   const logger = createLogger(
     config.logLevel,
     {},
