@@ -6,6 +6,7 @@ import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tai
 import { RUN_FILES } from '../../runs/run-store.js';
 import type { RunMeta } from '../../runs/run-types.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
+import { isReservedName } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
 import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } from './web-json.js';
 
@@ -103,7 +104,12 @@ export interface WebRunsRoutes {
   stop(): void;
 }
 
-export function createWebRunsRoutes(options: { source: WebRunsSource; logger: Logger }): WebRunsRoutes {
+export function createWebRunsRoutes(options: {
+  source: WebRunsSource;
+  logger: Logger;
+  /** Names a person may not click under (the bot's own, lookalikes); see reserved-names.ts. */
+  botName: string;
+}): WebRunsRoutes {
   const { source, logger } = options;
   let timer: NodeJS.Timeout | undefined;
   let lastFingerprint = '';
@@ -227,6 +233,8 @@ export function createWebRunsRoutes(options: { source: WebRunsSource; logger: Lo
       sendJson(response, 200, { run: meta.id, lines });
     } else if (method === 'POST' && part === 'actions') {
       const body = await readJsonBody(request, actionBody);
+      if (isReservedName(body.user, options.botName))
+        throw new WebRouteError(400, 'user: this name is reserved');
       const message = await change(meta, body);
       sendJson(response, 200, { message });
       void poll();

@@ -8,10 +8,11 @@ export function createWebRunsSource(features: Features): WebRunsSource {
     listRuns: () => runs.service.listRuns(),
     findRun: (reference) => runs.service.findRun(reference),
     runDir: (runId) => runs.store.runDir(runId),
-    change(change, runId, actor, _threadId) {
-      if (change === 'pause') return operations.pause(runId, actor);
-      if (change === 'resume') return operations.resume(runId, actor, 'command');
-      return operations.stop(runId, actor);
+    // The same access check as chat (run-access.ts): requester, approver, or someone in the run's thread.
+    change(change, runId, actor, threadId) {
+      if (change === 'pause') return operations.pause(runId, actor, threadId, 'button');
+      if (change === 'resume') return operations.resume(runId, actor, threadId, 'command');
+      return operations.stop(runId, actor, threadId, 'button');
     },
   };
 }
