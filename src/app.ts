@@ -83,7 +83,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
 
   const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
-  const webStore = createWebStore({ redis: ackRedis, prefix });
+  const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
   const web = createWebAdapter({
     store: webStore,
     redis,

@@ -127,10 +127,13 @@ export interface WebStoreOptions {
   redis: Redis;
   /** The deployment's key prefix (`SHEPHERD_QUEUE_PREFIX`); keys live under `<prefix>:web:`. */
   prefix: string;
+  /** `SHEPHERD_FILE_TTL_DAYS`: stored files expire this long after their last save (default 30). */
+  fileTtlDays?: number;
   now?: () => number;
 }
 
 const PREVIEW_LENGTH = 120;
+export const DEFAULT_FILE_TTL_DAYS = 30;
 
 function parseStoredJson<T>(raw: string | undefined, schema: z.ZodType<T>): T | undefined {
   if (raw === undefined) return undefined;
@@ -169,6 +172,7 @@ function redisFailure(operation: string, error: unknown): PlatformError {
 export function createWebStore(options: WebStoreOptions): WebStore {
   const { redis } = options;
   const now = options.now ?? Date.now;
+  const fileTtlSeconds = Math.max(1, Math.round((options.fileTtlDays ?? DEFAULT_FILE_TTL_DAYS) * 24 * 3600));
   const base = `${options.prefix}:web`;
   const eventsChannel = `${base}:events`;
   const keys = {
@@ -331,11 +335,16 @@ export function createWebStore(options: WebStoreOptions): WebStore {
       // Content-addressed, so re-rendering a card with the same chart stores the bytes once.
       const id = createHash('sha256').update(file.data).digest('hex').slice(0, 32);
       try {
-        await redis.hset(keys.file(id), {
-          name: file.name,
-          contentType: file.contentType,
-          data: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.byteLength),
-        });
+        await redis
+          .multi()
+          .hset(keys.file(id), {
+            name: file.name,
+            contentType: file.contentType,
+            data: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.byteLength),
+          })
+          // Saved again (the same chart re-rendered), the file lives on from now.
+          .expire(keys.file(id), fileTtlSeconds)
+          .exec();
       } catch (error) {
         throw redisFailure('file save', error);
       }
