@@ -67,4 +67,26 @@ describe.skipIf(!hasChromium)(`turn trace in headless Chromium (needs ${CHROMIUM
     expect(pageErrors).toEqual([]);
     await page.context().close();
   }, 90_000);
+
+  it('offers recent users as "who am I" and resets the session from a button', async () => {
+    const threadId = await shepherd.mention('@shepherd hello there', 'dora');
+    await shepherd.waitForMessages(threadId, (all) => all.some((message) => message.user === 'shepherd'));
+    const { page, pageErrors } = await openPage(browser);
+    await page.goto(`${shepherd.url}/#ml-runs/${threadId}`);
+    await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.locator('#recent-users option[value="dora"]').waitFor({ state: 'attached', timeout: 10_000 });
+    expect(await page.locator('[data-testid="who-am-i"]').getAttribute('list')).toBe('recent-users');
+
+    await page.fill('#user-name', 'dora');
+    await page.locator('[data-testid="session-reset"]').click();
+    await page
+      .locator('.message.bot .text', { hasText: 'Fresh session, started by dora' })
+      .waitFor({ timeout: 20_000 });
+    const messages = await shepherd.messages(threadId);
+    expect(messages.some((message) => message.user === 'dora' && message.text === '@shepherd reset')).toBe(
+      true,
+    );
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  }, 60_000);
 });

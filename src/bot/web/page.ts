@@ -31,7 +31,8 @@ export function renderPage(
 <body data-bot-name="${escapeHtml(options.botName)}" data-extensions="${escapeHtml((options.extensions ?? []).join(' '))}">
 <header class="top">
   <div class="brand">Shepherd <span>playground · mention @${escapeHtml(options.botName)}</span></div>
-  <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name"></label>
+  <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name" list="recent-users" data-testid="who-am-i"></label>
+  <datalist id="recent-users"></datalist>
   <span id="connection" class="status">connecting…</span>
 </header>
 <div class="layout">

@@ -68,6 +68,7 @@ export async function loadChannels(): Promise<void> {
   if (!result.ok || !Array.isArray(result.data.channels)) return;
   state.channels = result.data.channels;
   renderChannels();
+  renderRecentUsers();
 }
 
 export async function loadThread(): Promise<void> {
@@ -90,6 +91,7 @@ export async function loadThread(): Promise<void> {
   }
   state.messages = result.data.messages ?? [];
   renderThread();
+  renderRecentUsers();
 }
 
 export function renderChannels(): void {
@@ -130,6 +132,15 @@ export function renderThread(errorText?: string): void {
   const head = byId('thread-head');
   head.replaceChildren(make('span', null, `# ${state.channel}`));
   head.append(make('span', 'sub', state.thread ? `thread ${state.thread}` : 'new thread'));
+  if (state.thread) {
+    // The thread's session command, as a button: the agent forgets the thread's history, runs stay.
+    const reset = make('button', 'action reset', 'Reset session');
+    reset.type = 'button';
+    reset.dataset.testid = 'session-reset';
+    reset.title = `posts "@${BOT_NAME} reset" in this thread`;
+    reset.addEventListener('click', () => void postInThread(`@${BOT_NAME} reset`));
+    head.append(reset);
+  }
   byId<HTMLTextAreaElement>('composer-text').placeholder = state.thread
     ? 'Reply in the thread'
     : `Start a thread in #${state.channel} (mention @${BOT_NAME} to ask Shepherd)`;
@@ -261,6 +272,36 @@ async function clickAction(message: Message, action: CardAction, row: HTMLElemen
     ? { kind: 'ok', text: result.data.message || 'Sent.' }
     : { kind: 'error', text: result.data.error || `failed (${result.status})` };
   renderThread();
+}
+
+async function postInThread(text: string): Promise<void> {
+  if (!state.thread) return;
+  const result = await api('POST', '/api/messages', {
+    channel: state.channel,
+    threadId: state.thread,
+    user: userName(),
+    text,
+  });
+  byId('composer-error').textContent = result.ok ? '' : result.data.error || `failed (${result.status})`;
+  void loadThread();
+}
+
+/** "Who am I": the people seen recently (thread starters, authors on screen), offered on the name field. */
+export function renderRecentUsers(): void {
+  const names = new Set<string>();
+  for (const message of state.messages) if (message.user !== BOT_USER) names.add(message.user);
+  for (const channel of state.channels) for (const thread of channel.threads) names.add(thread.user);
+  const list = byId('recent-users');
+  list.replaceChildren(
+    ...[...names]
+      .sort()
+      .slice(0, 30)
+      .map((name) => {
+        const option = make('option');
+        option.value = name;
+        return option;
+      }),
+  );
 }
 
 export async function sendMessage(event: Event): Promise<void> {
