@@ -46,7 +46,8 @@ function toolResults(llm: ScriptedLlmServer): Map<string, string> {
       if (message.role === 'tool' && typeof message.tool_call_id === 'string') {
         const content = String(message.content);
         const inner = TOOL_RESULT_BOUNDARY.exec(content)?.[2];
-        if (inner === undefined) throw new Error(`tool result outside its boundary: ${content.slice(0, 120)}`);
+        if (inner === undefined)
+          throw new Error(`tool result outside its boundary: ${content.slice(0, 120)}`);
         results.set(message.tool_call_id, inner);
       }
     }
