@@ -80,3 +80,49 @@ describe('slack markdown block', () => {
     ).toBe('section');
   });
 });
+
+describe('slack alert card', () => {
+  let emulator: SlackEmulator;
+  let adapter: SlackAdapter;
+
+  beforeAll(async () => {
+    ({ emulator, adapter } = await start(true));
+  });
+  afterAll(async () => {
+    await adapter?.stop();
+    await emulator?.close();
+  });
+
+  it('posts the chart and the buttons in one message, and keeps the chart when the card is resolved', async () => {
+    const png = new Uint8Array(128).map((_, index) => index);
+    const thread = 'slack:C2:1700000003.000003';
+    const before = emulator.calls.length;
+    const card = await adapter.postCard(thread, {
+      title: 'loss spiked on tiny-train',
+      text: 'step 120: loss 9.1 (median 2.0)',
+      image: { png, filename: 'loss.png', alt: 'loss of tiny-train' },
+      actions: [
+        { actionId: 'fix:al_1', label: 'Propose a fix', style: 'primary' },
+        { actionId: 'mute:al_1', label: 'Mute' },
+      ],
+    });
+    const calls = emulator.calls.slice(before);
+    // One message in the thread: the upload is not shared on its own.
+    expect(calls.filter((call) => call.method === 'chat.postMessage')).toHaveLength(1);
+    const completed = calls.find((call) => call.method === 'files.completeUploadExternal');
+    expect(completed?.params).not.toHaveProperty('channel_id');
+    const fileId = ((completed?.params.files ?? []) as Array<{ id: string }>)[0]?.id ?? '';
+    expect(emulator.uploads.get(fileId)?.bytes?.equals(Buffer.from(png))).toBe(true);
+    const blocks = emulator.messages.get(card.messageId)?.blocks as Array<{ type: string }>;
+    expect(blocks.map((block) => block.type)).toEqual(['header', 'section', 'image', 'actions']);
+    expect(blocks[2]).toEqual({ type: 'image', slack_file: { id: fileId }, alt_text: 'loss of tiny-train' });
+
+    await adapter.updateCard(thread, card.messageId, {
+      title: 'loss spiked on tiny-train',
+      resolved: 'Muted by Bob',
+    });
+    const updated = emulator.messages.get(card.messageId)?.blocks as Array<{ type: string }>;
+    expect(updated.map((block) => block.type)).toContain('image');
+    expect(updated.map((block) => block.type)).not.toContain('actions');
+  });
+});

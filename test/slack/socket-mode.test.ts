@@ -225,9 +225,16 @@ describe('slack adapter over Socket Mode', () => {
       'files.completeUploadExternal',
       'chat.postEphemeral',
     ]);
-    for (const call of outbound) {
-      expect(call.params.channel ?? call.params.channel_id).toBe('D1');
-      expect(call.params).not.toHaveProperty('thread_ts');
+    // The card's chart is uploaded unshared and shown by an image block in the card's own message.
+    const [, chartUpload, ...shared] = outbound;
+    expect(chartUpload?.params).not.toHaveProperty('channel_id');
+    const chartId = ((chartUpload?.params.files ?? []) as Array<{ id: string }>)[0]?.id;
+    expect(emulator.messages.get(card.messageId)?.blocks).toEqual(
+      expect.arrayContaining([{ type: 'image', slack_file: { id: chartId }, alt_text: 'loss chart' }]),
+    );
+    for (const call of [outbound[0], ...shared]) {
+      expect(call?.params.channel ?? call?.params.channel_id).toBe('D1');
+      expect(call?.params).not.toHaveProperty('thread_ts');
     }
     expect(emulator.messages.get(posted.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });
     expect(emulator.messages.get(card.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });

@@ -47,7 +47,20 @@ export interface MarkdownBlock {
   text: string;
 }
 
-export type SlackBlock = HeaderBlock | SectionBlock | ContextBlock | ActionsBlock | MarkdownBlock;
+/** An image Slack hosts: a file uploaded by the bot, referred to by id. */
+export interface ImageBlock {
+  type: 'image';
+  slack_file: { id: string };
+  alt_text: string;
+}
+
+export type SlackBlock =
+  | HeaderBlock
+  | SectionBlock
+  | ContextBlock
+  | ActionsBlock
+  | MarkdownBlock
+  | ImageBlock;
 
 /** One `chat.postMessage` / `chat.update` body (without channel and thread). */
 export interface SlackMessageBody {
@@ -215,4 +228,12 @@ export function renderMarkdownMessages(markdown: string): SlackMessageBody[] {
     text: truncate(markdownToMrkdwn(chunk), FALLBACK_CHARS),
     blocks: [{ type: 'markdown', text: chunk }],
   }));
+}
+
+/** A card's blocks with its image placed just above its buttons (or last), all in one message. */
+export function withImageBlock(body: SlackMessageBody, image: ImageBlock): SlackMessageBody {
+  const blocks = [...body.blocks];
+  const actions = blocks.findIndex((block) => block.type === 'actions');
+  blocks.splice(actions < 0 ? blocks.length : actions, 0, image);
+  return { text: body.text, blocks: blocks.slice(0, SLACK_LIMITS.blocksPerMessage) };
 }

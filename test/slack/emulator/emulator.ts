@@ -260,6 +260,12 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
           return 'invalid_blocks';
         if (block.type === 'header' && typeof blockText === 'string' && blockText.length > 150)
           return 'invalid_blocks';
+        if (block.type === 'image') {
+          // Like Slack: an image block may refer to a file the bot uploaded (completed), by id.
+          const fileId = (block.slack_file as { id?: unknown } | undefined)?.id;
+          const upload = typeof fileId === 'string' ? uploads.get(fileId) : undefined;
+          if (typeof block.image_url !== 'string' && upload?.completed === undefined) return 'invalid_blocks';
+        }
         if (block.type === 'markdown') {
           if (options.markdownBlocks === false) return 'invalid_blocks';
           if (typeof block.text !== 'string' || block.text.length === 0) return 'invalid_blocks';
