@@ -8,6 +8,7 @@ const KIND_TITLE: Record<Approval['kind'], string> = {
   start: 'Approve training run',
   resume: 'Approve resuming run',
   'script-change': 'Approve script change',
+  sweep: 'Approve sweep',
 };
 
 export function formatUsd(value: number): string {
@@ -28,17 +29,33 @@ export function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
 }
 
 export function approvalCard(approval: Approval): Card {
+  const sweep = approval.trials !== undefined;
   const fields = [
     { label: 'Requested by', value: approval.requester.name },
-    { label: 'Run', value: approval.runName },
-    { label: 'GPUs', value: String(approval.gpus) },
-    { label: 'Max hours', value: String(approval.maxHours) },
-    { label: 'Est. cost', value: formatUsd(approval.costUsd) },
+    { label: sweep ? 'Sweep' : 'Run', value: approval.runName },
+    ...(sweep ? [{ label: 'Trials', value: String(approval.trials) }] : []),
+    { label: sweep ? 'GPUs per trial' : 'GPUs', value: String(approval.gpus) },
+    { label: sweep ? 'Max hours per trial' : 'Max hours', value: String(approval.maxHours) },
+    { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
   const lines: string[] = [];
-  if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  if (approval.budget !== undefined) {
+    const { limitUsd, leftUsd } = approval.budget;
+    fields.push({
+      label: 'Budget left',
+      value: `${formatUsd(leftUsd)} of ${formatUsd(limitUsd)} this month`,
+    });
+    if (approval.costUsd > leftUsd)
+      lines.push(`⚠️ This job would pass the monthly budget, so it needs an approver.`);
+  }
+  if (approval.reason !== undefined)
+    lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
   const label =
-    approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
+    approval.kind === 'script-change'
+      ? 'Script diff'
+      : approval.kind === 'start' || approval.kind === 'sweep'
+        ? 'train.py'
+        : 'Script';
   lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,

@@ -34,6 +34,7 @@ export interface CreateRunRequest {
   maxHours?: number;
   modelId?: string;
   config?: Record<string, unknown>;
+  args?: string[];
   threadId: string;
   requester: { id: string; name: string };
 }
@@ -161,6 +162,7 @@ export function createRunService(options: RunServiceOptions): RunService {
             executor: executor.kind,
             ...(request.modelId === undefined ? {} : { modelId: request.modelId }),
             ...(request.config === undefined ? {} : { config: request.config }),
+            ...(request.args === undefined ? {} : { args: request.args }),
           },
           now(),
         ),

@@ -39,6 +39,7 @@ export interface NewRunInput {
   executor: 'local' | 'slurm';
   modelId?: string;
   config?: Record<string, unknown>;
+  args?: string[];
 }
 
 export interface ScriptUpdate {
@@ -245,6 +246,7 @@ export function createRunStore(options: RunStoreOptions): RunStore {
     };
     if (input.modelId !== undefined) meta.modelId = input.modelId;
     if (input.config !== undefined) meta.config = input.config;
+    if (input.args !== undefined) meta.args = input.args;
     await writeFileAtomic(path.join(runDir(id), RUN_FILES.script), input.script);
     await writeMeta(meta);
     return meta;
