@@ -77,13 +77,16 @@ export async function usageOf(
   runDir: (runId: string) => string,
   window: Window,
   gpuHourUsd: number,
+  clock: () => Date = () => new Date(),
 ): Promise<RunUsage[]> {
   const from = window.from.getTime();
   const to = window.to.getTime();
   const usages: RunUsage[] = [];
   for (const meta of runs) {
     const entries = await readAudit(runDir(meta.id));
-    const intervals = runningIntervals(entries, meta, window.to);
+    // A run still running has run until now, not until a later report time (a digest for tomorrow).
+    const until = new Date(Math.min(window.to.getTime(), clock().getTime()));
+    const intervals = runningIntervals(entries, meta, until);
     let milliseconds = 0;
     for (const [start, end] of intervals)
       milliseconds += Math.max(0, Math.min(end, to) - Math.max(start, from));
