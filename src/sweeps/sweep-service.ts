@@ -255,7 +255,7 @@ export function createSweepService(options: SweepServiceOptions) {
       state: 'failed',
       reason: `canary ${reason}`,
       trials: sweep.trials.map((trial) =>
-        trial.state === 'waiting' ? { ...trial, state: 'ended', outcome: 'stopped' } : trial,
+        trial.state === 'waiting' ? { ...trial, state: 'ended', outcome: 'not started' } : trial,
       ),
     };
   }
@@ -486,7 +486,7 @@ export function createSweepService(options: SweepServiceOptions) {
     await store.update(sweep.id, (current) => ({
       ...current,
       trials: current.trials.map((trial) =>
-        trial.state === 'waiting' ? { ...trial, state: 'ended', outcome: 'stopped' } : trial,
+        trial.state === 'waiting' ? { ...trial, state: 'ended', outcome: 'not started' } : trial,
       ),
     }));
     await advance(sweep.id);

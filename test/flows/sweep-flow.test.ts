@@ -40,6 +40,14 @@ for step in range(1, 4):
 raise RuntimeError("boom: the data loader failed")
 `;
 
+/** Long enough to pause, resume and stop by hand. */
+const SLOW = `import time, shepherd
+for step in range(1, 2001):
+    shepherd.log_metrics(step=step, loss=1.0 / step)
+    time.sleep(0.05)
+shepherd.finish()
+`;
+
 function readMeta(dataDir: string, runId: string): RunMeta {
   return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as RunMeta;
 }
@@ -74,6 +82,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     workspace = mkdtempSync(join(tmpdir(), 'shepherd-sweep-'));
     writeFileSync(join(workspace, 'train.py'), TRAIN);
     writeFileSync(join(workspace, 'crashy.py'), CRASHING_CANARY);
+    writeFileSync(join(workspace, 'slow.py'), SLOW);
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -217,4 +226,106 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     // No alert card and no triage for the trial's crash.
     expect(botMessages(done).filter((m) => m.card !== undefined)).toHaveLength(1);
   }, 90_000);
+  it('pauses, resumes and stops a whole sweep by name and one trial by its own name, respecting --parallel', async () => {
+    const threadId = await shepherd.mention(
+      'sweep slow.py --grid lr=1,2,3 --gpus 1 --hours 1 --name ctl --canary-steps 5 --parallel 1',
+      'alice',
+    );
+    const withCard = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Approve sweep').length === 1,
+    );
+    const message = cardsTitled(withCard, 'Approve sweep')[0];
+    const approve = message?.card?.actions?.find((action) => action.label === 'Approve');
+    await shepherd.click(threadId, message?.id ?? '', approve?.actionId ?? '', 'bob');
+    await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.text.includes('canary ctl-1 logged')),
+      30_000,
+    );
+    const status = async (name: string) => (await shepherd.app.features.runs.service.findRun(name)).status;
+    // --parallel 1: the canary still holds the only slot.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await status('ctl-1')).toBe('running');
+    expect(await status('ctl-2')).toBe('pending_approval');
+
+    const said = async (text: string, expected: string) => {
+      await shepherd.reply(threadId, `@shepherd ${text}`, 'alice');
+      const all = await shepherd.waitForMessages(
+        threadId,
+        (messages) => botMessages(messages).some((m) => m.text.startsWith(expected)),
+        30_000,
+      );
+      return botMessages(all).find((m) => m.text.startsWith(expected))?.text as string;
+    };
+    expect(await said('pause ctl', 'Paused sweep ctl')).toContain('1 running trial paused');
+    expect(await status('ctl-1')).toBe('paused');
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(await status('ctl-2')).toBe('pending_approval');
+    expect(await said('sweep-status ctl', 'Sweep ctl: paused')).toContain('ctl-3');
+    expect(await said('resume ctl', 'Resumed sweep ctl')).toContain('1 trial resumed');
+    expect(await status('ctl-1')).toBe('running');
+
+    // One trial by its own name: the next one takes its slot.
+    await said('stop ctl-1', 'Stopped ctl-1');
+    const deadline = Date.now() + 20_000;
+    while ((await status('ctl-2')) !== 'running' && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(await status('ctl-2')).toBe('running');
+    expect(await status('ctl-3')).toBe('pending_approval');
+
+    await said('stop ctl', 'Stopped sweep ctl');
+    const done = await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.text.includes('🏁 Sweep ctl: stopped')),
+      30_000,
+    );
+    for (const name of ['ctl-1', 'ctl-2', 'ctl-3']) expect(await status(name), name).toBe('stopped');
+    expect((await shepherd.app.features.runs.service.findRun('ctl-3')).startedAt).toBeUndefined();
+    expect(botMessages(done).find((m) => m.text.includes('🏁'))?.text).toMatch(/ctl-3 .*not started/);
+  }, 120_000);
+
+  it('gives the agent start_sweep (one card for the grid) and compare_runs', async () => {
+    llm.enqueue(
+      {
+        toolCalls: [
+          {
+            name: 'start_sweep',
+            arguments: {
+              script: 'train.py',
+              grid: { lr: [0.1, 0.2], bs: [16] },
+              gpus: 1,
+              hours: 2,
+              name: 'agent-grid',
+              canary_steps: 5,
+            },
+          },
+        ],
+      },
+      { text: 'I asked the team to approve the agent-grid sweep.' },
+    );
+    const threadId = await shepherd.mention('try lr 0.1 and 0.2 with bs 16 on train.py', 'alice');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => m.text.includes('approve the agent-grid')),
+    );
+    const card = cardsTitled(messages, 'Approve sweep: agent-grid')[0]?.card;
+    expect(card?.fields).toEqual(
+      expect.arrayContaining([
+        { label: 'Trials', value: '2' },
+        { label: 'Est. total cost', value: '$10' },
+      ]),
+    );
+    expect(card?.text).toContain('agent-grid-2: lr=0.2 bs=16');
+
+    llm.enqueue(
+      { toolCalls: [{ name: 'compare_runs', arguments: { runs: ['grid-1', 'grid-2'], metric: 'loss' } }] },
+      { text: 'grid-2 is better.' },
+    );
+    const other = await shepherd.mention('which of grid-1 and grid-2 did better?', 'alice');
+    const compared = await shepherd.waitForMessages(other, (all) =>
+      botMessages(all).some((m) => m.text === 'grid-2 is better.'),
+    );
+    expect(compared.some((m) => (m.images?.length ?? 0) > 0)).toBe(true);
+    expect(JSON.stringify(llm.requests.at(-1)?.body)).toContain('Best: grid-2');
+  }, 60_000);
 });
