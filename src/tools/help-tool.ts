@@ -37,7 +37,9 @@ function sections(
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`.',
+      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`,',
+      '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P]`,',
+      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`.',
     ].join(' '),
   };
 }
