@@ -81,7 +81,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const onRunEvent = async (event: RunEvent) => {
     if (event.type === 'run-started') await watchRun(event.meta.id);
     // A sweep's trials speak through the sweep (one line per bad trial, a leaderboard at the end).
-    if ((await sweepStore.sweepOfRun(event.meta.id)) !== undefined) return;
+    // A trial stopped at its time limit still says so: it waits for a person to resume or stop it.
+    if (event.type !== 'run-time-limit' && (await sweepStore.sweepOfRun(event.meta.id)) !== undefined) return;
     // What a person did (create, pause, stop, reject) is answered by the command, tool or card that did it.
     if (!postsRunEvent(event)) return;
     // Never block a run transition on a chat post: the notify queue retries on its own.

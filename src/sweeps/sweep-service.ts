@@ -229,6 +229,8 @@ export function createSweepService(options: SweepServiceOptions) {
     const where = incident.step === undefined ? '' : ` at step ${incident.step}`;
     if (STOPPING.has(incident.kind)) {
       await stopEarly(sweepId, meta.id, `${incident.kind === 'nan' ? 'NaN' : 'divergence'}${where}`);
+    } else if (incident.kind === 'stall') {
+      await say(sweep, `⚠️ ${sweep.name}: trial ${trial.name} has stalled — ${incident.summary}`);
     } else if (incident.kind === 'crash' && trial.index !== 0) {
       await say(
         sweep,
