@@ -4,22 +4,27 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
+import { compactSession, withSummary } from './agent/session-compaction.js';
 import {
   createSessionStore,
   DEFAULT_SESSION_MAX_ENTRIES,
   parseSessionEntries,
 } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
+import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
-import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
+import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
+import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
 import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
 import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
+import { createOps, type Ops } from './ops/create-ops.js';
+import { instrumentProvider } from './ops/instrumented-provider.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
@@ -49,6 +54,8 @@ export interface App {
   readonly features: Features;
   /** `llm_calls_total` by reason. */
   readonly llmCalls: LlmCallCounter;
+  /** Health, readiness, Prometheus metrics and the queue dashboard. */
+  readonly ops: Ops;
   start(): Promise<void>;
   stop(): Promise<void>;
   /** Tells a thread's agent that something happened and starts a turn. */
@@ -69,6 +76,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const runsWorkers = config.role !== 'bot';
 
   const configured = createConfiguredAdapters(config, logger);
+  const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
   const webStore = createWebStore({ redis: ackRedis, prefix });
   const web = createWebAdapter({
     store: webStore,
@@ -77,7 +85,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     port: config.port,
     botName: config.botName,
     logger: logger.child({ component: 'web' }),
-    mounts: configured.mounts,
+    mounts: [...ops.mounts, ...configured.mounts],
   });
   const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
   for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
@@ -89,24 +97,41 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix);
   const sessions = createSessionStore({ redis, prefix, logger });
+  const threadState = createThreadState({ redis, prefix });
   const actions = createActionRouter();
-  const handlers = createInboundHandlers({ inbox, turnQueue, actions, logger });
+  const handlers = createInboundHandlers({
+    inbox,
+    turnQueue,
+    actions,
+    logger,
+    // `cancel` must reach the running turn now, not after it in the inbox.
+    onAccepted: async (message) => {
+      if (parseSessionCommand(message.text, config.botName)?.name !== 'cancel') return;
+      if (await threadState.turnRunning(message.threadId)) {
+        await threadState.requestCancel(message.threadId, message.user.name);
+      }
+    },
+  });
 
   const pushEvent = (threadId: string, eventId: string, text: string) =>
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
 
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
-  const provider =
+  const provider = instrumentProvider(
     overrides.provider ??
-    createLlmProvider(config.llm, {
-      logger,
-      onCall: (reason) => {
-        llmCalls
-          .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
-        overrides.onLlmCall?.(reason);
-      },
-    });
+      createLlmProvider(config.llm, {
+        logger,
+        onCall: (reason) => {
+          ops.metrics.llmCall(reason);
+          llmCalls
+            .increment(reason)
+            .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+          overrides.onLlmCall?.(reason);
+        },
+      }),
+    ops.metrics,
+    config.llm.model,
+  );
 
   const features = await createFeatures({
     config,
@@ -118,29 +143,83 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     pushEvent,
     provider,
     runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
+    onAlert: (kind) => ops.metrics.alert(kind),
     ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
   });
+  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
+  /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
+  const resetInBatch = new Set<string>();
+  const sessionCommands = createSessionCommands({
+    state: threadState,
+    follows: features.follows,
+    defaultModel: config.llm.model,
+    allowedModels: config.llm.models,
+    historyLength: (threadId) => redis.llen(keys.session(threadId)),
+    botName: config.botName,
+    onReset: (threadId) => resetInBatch.add(threadId),
+  });
+  // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
+  const statusCard = (text: string): Card => ({
+    text,
+    actions: [{ actionId: 'cancel:turn', label: 'Cancel', style: 'danger' }],
+  });
+  actions.register('cancel', async (action) => {
+    if (!(await threadState.turnRunning(action.threadId))) {
+      return { status: 'resolved', message: 'nothing is running in this thread' };
+    }
+    await threadState.requestCancel(action.threadId, action.user.name);
+    return { status: 'accepted', message: 'cancelling at the next tool boundary' };
+  });
+  const threadModel = async (threadId: string) => {
+    const chosen = await threadState.model(threadId);
+    // A model dropped from the allowed list since it was chosen falls back to the default.
+    return chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
+  };
 
   const processBatch = createTurnRunner({
     logger,
-    loadHistory: async (threadId, prefetched) =>
-      prefetched === undefined ? sessions.load(threadId) : parseSessionEntries(prefetched, threadId, logger),
+    loadHistory: async (threadId, prefetched) => {
+      const stale = resetInBatch.delete(threadId);
+      const stored =
+        prefetched === undefined || stale
+          ? await sessions.load(threadId)
+          : parseSessionEntries(prefetched, threadId, logger);
+      return compactSession(
+        { provider, state: threadState, logger: logger.child({ threadId }) },
+        threadId,
+        stored,
+        await threadModel(threadId),
+      );
+    },
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
     postedOnce: (key) => notifier.postedOnce(key),
     edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
-    tryCommand: (threadId, item) => features.commands.tryHandle(threadId, item),
-    runAgent: ({ threadId, history, actor, onProgress }) =>
-      runAgentTurn({
+    statusCard: {
+      post: (key, threadId, text) => notifier.postCardOnce(key, threadId, statusCard(text)),
+      update: (threadId, messageId, text) => notifier.updateCard(threadId, messageId, statusCard(text)),
+    },
+    tryCommand: async (threadId, item) =>
+      (await sessionCommands.tryHandle(threadId, item.text, item.user)) ??
+      features.commands.tryHandle(threadId, item),
+    runAgent: async ({ threadId, history, actor, onProgress }) => {
+      const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
+      const result = await runAgentTurn({
         provider,
         registry: features.tools,
-        systemPrompt,
+        systemPrompt: withSummary(systemPrompt, summary),
         history,
         context: { threadId, actor },
         maxToolRounds: config.llm.maxToolRounds,
         onProgress,
+        cancelledBy: () => threadState.cancelRequested(threadId),
+        ...(model === undefined ? {} : { model }),
         logger: logger.child({ threadId }),
-      }),
+      });
+      if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
+      await threadState.clearCancel(threadId);
+      return result;
+    },
     commit: (threadId, batch, messages: ChatMessage[]) =>
       inbox.commitBatch(threadId, batch, (multi) => {
         if (messages.length === 0) return;
@@ -153,6 +232,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const workers: Worker[] = [];
   let notifyWorker: Worker | undefined;
   let started = false;
+  let closed = false;
 
   return {
     config,
@@ -163,6 +243,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     turnQueue,
     features,
     llmCalls,
+    ops,
     pushEvent,
     async start() {
       if (started) return;
@@ -201,6 +282,10 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         );
         workers.push(...(await features.startWorkers()));
       }
+      ops.watchWorkers(notifyWorker === undefined ? workers : [notifyWorker, ...workers]);
+      if (runsAdapters) ops.watchAdapters(adapters.values());
+      // A worker-only process has no playground server; it still answers probes and scrapes.
+      else await ops.listenAlone();
       logger.info(
         {
           role: config.role,
@@ -211,20 +296,32 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       );
     },
     async stop() {
-      if (!started) return;
-      started = false;
-      // Workers finish or hand back their jobs first; their posts still need the notify worker and the
-      // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
-      await Promise.all(workers.map((worker) => worker.close()));
-      workers.length = 0;
-      await notifyWorker?.close();
-      notifyWorker = undefined;
-      if (runsAdapters) for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      // An app that was never started (the CLI's read-only use) still closes its connections.
+      if (closed) return;
+      closed = true;
+      const wasStarted = started;
+      if (started) {
+        started = false;
+        // Workers finish or hand back their jobs first; their posts still need the notify worker and the
+        // adapters, which stop last. Messages arriving meanwhile are queued in Redis for the next start.
+        await Promise.all(workers.map((worker) => worker.close()));
+        workers.length = 0;
+        await notifyWorker?.close();
+        notifyWorker = undefined;
+        if (runsAdapters)
+          for (const adapter of adapters.values()) await adapter.stop().catch(() => undefined);
+      }
       await features.stop();
+      await ops.stop();
       await notifier.close();
       await turnQueue.close();
-      redis.disconnect();
-      ackRedis.disconnect();
+      if (wasStarted) {
+        redis.disconnect();
+        ackRedis.disconnect();
+      } else {
+        // Queues created moments ago may still be loading their scripts: let those commands finish.
+        await Promise.all([redis.quit(), ackRedis.quit()].map((quit) => quit.catch(() => undefined)));
+      }
     },
   };
 }

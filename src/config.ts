@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
+import { parseEnvironments } from './runs/run-environments.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -68,6 +69,10 @@ const environmentSchema = z.object({
   SHEPHERD_LLM_TIMEOUT_MS: positiveInt.default(60_000),
   SHEPHERD_LLM_MAX_RETRIES: z.coerce.number().int().min(0).max(10).default(2),
   SHEPHERD_MAX_TOOL_ROUNDS: positiveInt.default(10),
+  SHEPHERD_LLM_MODELS: commaList,
+  SHEPHERD_MAX_FOLLOW_TURNS: z.coerce.number().int().min(0).default(5),
+  /** Unset: the `prompts/playbooks/` shipped with Shepherd. */
+  SHEPHERD_PLAYBOOKS_DIR: optionalString,
 
   SHEPHERD_TURN_CONCURRENCY: positiveInt.default(8),
   SHEPHERD_JOB_LOCK_MS: positiveInt.default(30_000),
@@ -75,6 +80,18 @@ const environmentSchema = z.object({
   SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
   SHEPHERD_GPUS: gpuList,
+  SHEPHERD_ENVIRONMENTS: z
+    .string()
+    .optional()
+    .transform((value, context) => {
+      try {
+        return parseEnvironments(value);
+      } catch (error) {
+        context.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    }),
+  SHEPHERD_DEFAULT_ENV: optionalString,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
@@ -97,6 +114,7 @@ const environmentSchema = z.object({
     .default('')
     .transform((value) => value.split(/\s+/).filter((word) => word.length > 0)),
   SHEPHERD_SLURM_GPU_FLAG: z.enum(['gres', 'gpus']).default('gres'),
+  SHEPHERD_SLURM_CONTAINER: z.enum(['apptainer', 'pyxis']).default('apptainer'),
 
   SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
   SHEPHERD_STALL_S: positiveNumber.default(300),
@@ -110,6 +128,9 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
+  SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
+  SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 
   SLACK_BOT_TOKEN: optionalString,
   SLACK_APP_TOKEN: optionalString,
@@ -123,6 +144,10 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+
+  SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
+  SHEPHERD_METRICS_TOKEN: optionalString,
+  SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
 function buildConfig(environment: z.output<typeof environmentSchema>) {
@@ -144,6 +169,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       timeoutMs: environment.SHEPHERD_LLM_TIMEOUT_MS,
       maxRetries: environment.SHEPHERD_LLM_MAX_RETRIES,
       maxToolRounds: environment.SHEPHERD_MAX_TOOL_ROUNDS,
+      /** Models a thread may switch to (`model <name>`); the default model is always allowed. */
+      models: [...new Set([environment.SHEPHERD_LLM_MODEL, ...environment.SHEPHERD_LLM_MODELS])],
+    },
+    session: {
+      maxFollowTurns: environment.SHEPHERD_MAX_FOLLOW_TURNS,
+      playbooksDir: environment.SHEPHERD_PLAYBOOKS_DIR,
     },
     queue: {
       turnConcurrency: environment.SHEPHERD_TURN_CONCURRENCY,
@@ -157,6 +188,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
       maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
+      environments: environment.SHEPHERD_ENVIRONMENTS,
+      defaultEnvironment: environment.SHEPHERD_DEFAULT_ENV,
     },
     approvals: {
       approvers: environment.SHEPHERD_APPROVERS,
@@ -174,6 +207,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       account: environment.SHEPHERD_SLURM_ACCOUNT,
       extraArgs: environment.SHEPHERD_SLURM_EXTRA_ARGS,
       gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
+      container: environment.SHEPHERD_SLURM_CONTAINER,
     },
     monitor: {
       intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
@@ -188,6 +222,9 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
+      idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
+      nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
     },
     slack: {
       botToken: environment.SLACK_BOT_TOKEN,
@@ -204,6 +241,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     hub: {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
+    },
+    ops: {
+      logFormat: environment.SHEPHERD_LOG_FORMAT,
+      metricsToken: environment.SHEPHERD_METRICS_TOKEN,
+      adminToken: environment.SHEPHERD_ADMIN_TOKEN,
     },
   };
 }
@@ -231,6 +273,15 @@ export function loadConfig(
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
   const result = environmentSchema.safeParse(merged);
+  if (
+    result.success &&
+    result.data.SHEPHERD_DEFAULT_ENV !== undefined &&
+    result.data.SHEPHERD_ENVIRONMENTS[result.data.SHEPHERD_DEFAULT_ENV] === undefined
+  ) {
+    throw new ConfigError(
+      `invalid configuration:\n  SHEPHERD_DEFAULT_ENV=${JSON.stringify(result.data.SHEPHERD_DEFAULT_ENV)}: not one of SHEPHERD_ENVIRONMENTS (${Object.keys(result.data.SHEPHERD_ENVIRONMENTS).join(', ') || 'none'})`,
+    );
+  }
   if (!result.success) {
     const lines = result.error.issues.map((issue) => {
       const variable = issue.path.join('.') || '(environment)';

@@ -7,7 +7,10 @@ import type { ActionRouter } from './bot/inbound.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
 import type { Logger } from './logger.js';
+import { createAlertPolicyStore } from './monitor/alert-policy.js';
+import { createAlertRuleOperations } from './monitor/alert-rule-operations.js';
 import { type AlertService, createAlertService } from './monitor/alert-service.js';
+import { createNvidiaSmiProbe } from './monitor/gpu-probe.js';
 import { createMonitor } from './monitor/monitor.js';
 import { detectorConfigFrom } from './monitor/types.js';
 import { createRunWatcher } from './monitor/watch-runs.js';
@@ -18,6 +21,8 @@ import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
+import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { postDigest, scheduleDigest } from './spend/digest.js';
 import { createSpendReports } from './spend/spend-report.js';
@@ -26,13 +31,17 @@ import { createSweepCommands } from './sweeps/sweep-commands.js';
 import { createSweepService, type SweepService } from './sweeps/sweep-service.js';
 import { createSweepStore } from './sweeps/sweep-store.js';
 import { createSweepTools } from './sweeps/sweep-tools.js';
+import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createFollowTools } from './tools/follow-tools.js';
 import { createHelpTool } from './tools/help-tool.js';
 import { createHubClient } from './tools/hub-client.js';
 import { createHubTools } from './tools/hub-tools.js';
+import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -46,6 +55,8 @@ export interface FeatureDependencies {
   /** Environment inherited by training processes (main passes `process.env`). */
   runEnvironment: Readonly<Record<string, string | undefined>>;
   executor?: Executor;
+  /** Called once per alert posted, with the detector's kind (metrics). */
+  onAlert?: (kind: string) => void;
 }
 
 export interface Features {
@@ -57,6 +68,8 @@ export interface Features {
   approvals: ApprovalService;
   operations: RunOperations;
   alerts: AlertService;
+  follows: RunFollows;
+  playbooks: Playbooks;
   controlQueue: Queue;
   startWorkers(): Promise<Worker[]>;
   stop(): Promise<void>;
@@ -77,9 +90,12 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const { config, logger, redis, prefix, notifier } = dependencies;
 
   let watchRun: (runId: string) => Promise<void> = async () => undefined;
+  let follows: RunFollows | undefined;
   const sweepStore = createSweepStore({ redis, prefix });
   const onRunEvent = async (event: RunEvent) => {
     if (event.type === 'run-started') await watchRun(event.meta.id);
+    // A followed run's thread gets its note and turn; never blocks the transition (errors are logged).
+    if (event.type === 'run-ended') void follows?.onRunEnded(event.meta);
     // A sweep's trials speak through the sweep (one line per bad trial, a leaderboard at the end).
     // A trial stopped at its time limit still says so: it waits for a person to resume or stop it.
     if (event.type !== 'run-time-limit' && (await sweepStore.sweepOfRun(event.meta.id)) !== undefined) return;
@@ -109,6 +125,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...(executor === undefined ? {} : { executor }),
   });
 
+  follows = createRunFollows({
+    redis,
+    prefix,
+    store: runs.store,
+    notifier,
+    maxTurns: config.session.maxFollowTurns,
+    pushEvent: dependencies.pushEvent,
+    logger: logger.child({ component: 'follows' }),
+  });
+  const runFollows = follows;
   const controlQueue = createControlQueue(redis, prefix);
   const spend = createSpendReports({
     store: runs.store,
@@ -144,11 +170,27 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis,
+    prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    logger: logger.child({ component: 'watch' }),
+  });
+  for (const verb of ['confirm-stop', 'keep-running'] as const) {
+    dependencies.actions.register(verb, (action, id) => watching.onAction(action, verb, id));
+  }
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
   });
   const postChart = createMetricsCharts({
@@ -157,12 +199,23 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
+  // People's alert rules and mutes, kept in Redis with the run (alert-policy.ts).
+  const alertPolicy = createAlertPolicyStore({ redis, prefix });
+  const alertRules = createAlertRuleOperations({
+    store: alertPolicy,
+    findRun: (reference) => runs.service.findRun(reference),
+  });
   const monitor = createMonitor({
     redis,
     prefix,
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    policy: alertPolicy,
+    gpuProbe: createNvidiaSmiProbe({
+      command: config.monitor.nvidiaSmi,
+      environment: dependencies.runEnvironment,
+    }),
   });
   const alerts = createAlertService({
     redis,
@@ -179,6 +232,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    onAlert: (meta, incident) => runFollows.onIncident(meta, incident),
     checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
   });
@@ -206,6 +260,15 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
+  const countedAlerts: AlertService = {
+    ...alerts,
+    async onIncident(incident, meta) {
+      // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
+      if (await sweepService.onIncident(incident, meta)) return;
+      await alerts.onIncident(incident, meta);
+      dependencies.onAlert?.(incident.kind);
+    },
+  };
   const watcher = createRunWatcher({
     config,
     redis,
@@ -213,21 +276,15 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     monitor,
     store: runs.store,
     executor: runs.executor,
-    // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
-    alerts: {
-      ...alerts,
-      onIncident: async (incident, meta) => {
-        if (await sweepService.onIncident(incident, meta)) return;
-        await alerts.onIncident(incident, meta);
-      },
-    },
+    alerts: countedAlerts,
     notifier,
     postChart,
     logger,
   });
   watchRun = watcher.watch;
 
-  const help = createHelpTool({ botName: config.botName });
+  const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
+  const help = createHelpTool({ botName: config.botName, playbooks: () => playbooks.describe() });
   const hub = createHubClient({
     baseUrl: config.hub.url,
     token: config.hub.token,
@@ -237,14 +294,23 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     help,
     ...createRunTools(operations),
     createShowMetricsTool(postChart),
+    ...createAlertTools(alertRules),
     ...createHubTools(hub),
     ...createSweepTools(sweepService, compare),
+    ...createFollowTools({
+      follows: runFollows,
+      findRun: (run) => runs.service.findRun(run),
+      maxTurns: config.session.maxFollowTurns,
+    }),
+    createReadPlaybookTool(playbooks),
   ]);
   const commandHandler = createCommandHandler({
     operations,
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    watch: watching.watch,
+    alertRules,
     logger,
   });
   const sweepCommands = createSweepCommands({
@@ -274,6 +340,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     approvals,
     operations,
     alerts,
+    follows: runFollows,
+    playbooks,
     controlQueue,
     commands: {
       tryHandle: async (threadId, item) =>

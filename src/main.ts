@@ -17,7 +17,14 @@ async function main(): Promise<void> {
     }
     throw error;
   }
-  const logger = createLogger(config.logLevel);
+  const logger = createLogger(
+    config.logLevel,
+    {},
+    {
+      format: config.ops.logFormat,
+      isTerminal: process.stdout.isTTY === true,
+    },
+  );
   const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
   const app = await createApp(config, logger, { runEnvironment: scrubRunEnvironment(process.env) });
   await app.start();

@@ -19,10 +19,14 @@ export interface AgentTurnOptions {
    * are dropped here; the caller throttles edits to about one a second. Errors are logged, not fatal.
    */
   onProgress?: (status: string) => void | Promise<void>;
+  /** Asked at every tool boundary; a name means that person cancelled the turn (`cancel`). */
+  cancelledBy?: () => Promise<string | undefined>;
+  /** The thread's model, when it chose one other than the default. */
+  model?: string;
   logger: Logger;
 }
 
-export type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable';
+export type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable' | 'cancelled';
 
 export interface AgentTurnResult {
   reply: string;
@@ -78,6 +82,15 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
       logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'progress update failed');
     }
   };
+  const checkCancel = async (): Promise<string | undefined> => {
+    if (options.cancelledBy === undefined) return undefined;
+    try {
+      return await options.cancelledBy();
+    } catch (error) {
+      logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'cancel check failed');
+      return undefined;
+    }
+  };
   const add = (message: ChatMessage) => {
     working.push(message);
     newMessages.push(message);
@@ -92,6 +105,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         messages: trimHistory(working),
         tools: registry.specs(),
         reason: rounds === 0 ? 'turn' : 'tool_round',
+        ...(options.model === undefined ? {} : { model: options.model }),
         ...(context.signal === undefined ? {} : { signal: context.signal }),
       });
     } catch (error) {
@@ -126,7 +140,24 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     add(assistant);
     rounds += 1;
     // Sequential on purpose: write tools may depend on each other and approvals are ordered.
+    let cancelledBy: string | undefined;
+    const done: string[] = [];
+    const skipped: string[] = [];
     for (const call of response.toolCalls) {
+      // A tool boundary: nothing new starts once someone cancelled (even a cancel sent while the model thought).
+      cancelledBy ??= await checkCancel();
+      if (cancelledBy !== undefined) {
+        skipped.push(call.name);
+        // Every tool call needs a result, or the provider rejects the history.
+        add({
+          role: 'tool',
+          toolCallId: call.id,
+          name: call.name,
+          content: `Not run: ${cancelledBy} cancelled the turn.`,
+          isError: true,
+        });
+        continue;
+      }
       await progress(`running tool ${call.name}…`);
       const result = await registry.execute(call, context);
       logger.debug(
@@ -141,6 +172,16 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         ...(result.isError ? { isError: true } : {}),
       });
       guard.record(call, result.content);
+      done.push(call.name);
+    }
+    cancelledBy ??= await checkCancel();
+    if (cancelledBy !== undefined) {
+      const ran = done.length === 0 ? 'before running any tool this round' : `after ${done.join(', ')}`;
+      const notRun = skipped.length === 0 ? '' : ` (not run: ${skipped.join(', ')})`;
+      const reply = `Cancelled by ${cancelledBy}: I stopped ${ran}${notRun} and did nothing further.`;
+      add({ role: 'assistant', content: reply });
+      logger.info({ threadId: context.threadId, rounds, cancelledBy }, 'agent turn: cancelled');
+      return { reply, newMessages, rounds, outcome: 'cancelled' };
     }
     const repetition = guard.check();
     if (repetition !== undefined) {

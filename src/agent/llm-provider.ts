@@ -6,12 +6,16 @@ export interface LlmRequest {
   tools: ToolSpec[];
   /** Why this call is made (e.g. `turn`, `tool_round`, `triage`); counted by monitoring. */
   reason: string;
+  /** Overrides the configured model for this call (a thread's `model <name>` choice). */
+  model?: string;
   signal?: AbortSignal;
 }
 
 export interface LlmResponse {
   text: string;
   toolCalls: ToolCall[];
+  /** Token counts when the endpoint reports them (for metrics). */
+  usage?: { inputTokens: number; outputTokens: number };
 }
 
 /**

@@ -10,7 +10,16 @@ export interface TurnRunnerDependencies {
   postOnce(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
   /** What an earlier `postOnce` with this key posted, if it did. */
   postedOnce(key: string): Promise<{ messageId: string } | undefined>;
+  /** Makes the message plain text again (a status card loses its button). */
   edit(threadId: string, messageId: string, text: string): Promise<void>;
+  /**
+   * When set, the status line is a card with a Cancel button while the turn runs (posted once by `key`,
+   * then updated); the final `edit` turns it into the plain answer.
+   */
+  statusCard?: {
+    post(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
+    update(threadId: string, messageId: string, text: string): Promise<void>;
+  };
   /** Plain commands that need no LLM; resolves `undefined` when the text is not a command. */
   tryCommand(threadId: string, item: Extract<InboxItem, { type: 'message' }>): Promise<string | undefined>;
   runAgent(options: {
@@ -107,7 +116,8 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
 
     // A quick answer needs no status line; a slow turn gets one after `statusDelayMs`, then edits.
     const postStatus = () => {
-      statusPosted ??= dependencies.postOnce(statusKey, threadId, latestStatus).catch((error: unknown) => {
+      const post = dependencies.statusCard?.post ?? dependencies.postOnce;
+      statusPosted ??= post(statusKey, threadId, latestStatus).catch((error: unknown) => {
         logger.warn({ threadId, err: String(error) }, 'could not post a status message');
         return undefined;
       });
@@ -120,9 +130,10 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       if (posted === undefined) return;
       const text = latestStatus;
       lastEditAt = now();
+      const update = dependencies.statusCard?.update ?? dependencies.edit;
       editChain = editChain
         .then(() => posted)
-        .then((message) => (message ? dependencies.edit(threadId, message.messageId, text) : undefined))
+        .then((message) => (message ? update(threadId, message.messageId, text) : undefined))
         .catch((error: unknown) => logger.debug({ threadId, err: String(error) }, 'status edit failed'));
     };
     const onProgress = (status: string) => {

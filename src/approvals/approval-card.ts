@@ -38,6 +38,7 @@ export function approvalCard(approval: Approval): Card {
     { label: sweep ? 'Max hours per trial' : 'Max hours', value: String(approval.maxHours) },
     { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   const lines: string[] = [];
   if (approval.budget !== undefined) {
     const { limitUsd, leftUsd } = approval.budget;
@@ -50,13 +51,18 @@ export function approvalCard(approval: Approval): Card {
   }
   if (approval.reason !== undefined)
     lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
+  if (approval.command !== undefined) lines.push(`Command:\n\`\`\`\n${approval.command}\n\`\`\``);
+  for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
   const label =
     approval.kind === 'script-change'
       ? 'Script diff'
-      : approval.kind === 'start' || approval.kind === 'sweep'
-        ? 'train.py'
-        : 'Script';
-  lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
+      : approval.command !== undefined
+        ? 'Script'
+        : approval.kind === 'start' || approval.kind === 'sweep'
+          ? 'train.py'
+          : 'Script';
+  if (approval.scriptExcerpt.trim() !== '')
+    lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
     text: lines.join('\n'),

@@ -28,6 +28,10 @@ export interface ApprovalRequest {
   toolCall?: { name: string; input: unknown };
   /** GPUs asked for (resume and start use the run's). */
   gpus?: number;
+  /** Shown on the card: the exact command line, the environment, launch warnings. */
+  command?: string;
+  environment?: string;
+  warnings?: string[];
 }
 
 export interface ApprovalServiceOptions {
@@ -154,6 +158,9 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         origin: input.origin,
         ...(input.proposedScript === undefined ? {} : { proposedScript: input.proposedScript }),
         ...(input.reason === undefined ? {} : { reason: input.reason }),
+        ...(input.command === undefined ? {} : { command: input.command }),
+        ...(input.environment === undefined ? {} : { environment: input.environment }),
+        ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
         ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
         ...(budget === undefined ? {} : { budget }),
       },

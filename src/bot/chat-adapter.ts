@@ -141,4 +141,6 @@ export interface ChatAdapter {
   upload(threadId: string, upload: Upload): Promise<PostedMessage>;
   /** A message only `userId` sees; adapters without it fall back to a normal post. */
   postEphemeral?(threadId: string, userId: string, text: string): Promise<void>;
+  /** Whether the adapter can hear its platform right now (socket, gateway, listening server); for `/readyz`. */
+  isConnected?(): boolean;
 }

@@ -35,6 +35,11 @@ export interface InboundOptions {
   turnQueue: Queue;
   actions: ActionRouter;
   logger: Logger;
+  /**
+   * Told of every accepted message before its turn is requested; `cancel` uses it, since the command
+   * itself waits in the inbox behind the turn it must stop.
+   */
+  onAccepted?: (message: InboundMessage) => Promise<void>;
 }
 
 /**
@@ -67,6 +72,9 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
         );
         return false;
       }
+      await options.onAccepted?.(message).catch((error: unknown) => {
+        logger.warn({ threadId: message.threadId, err: String(error) }, 'accepted-message hook failed');
+      });
       // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
       // worker's sweeper re-adds it should this process die first).
       requestTurn(turnQueue, message.threadId, message.deliveryId).catch((error: unknown) => {

@@ -66,6 +66,8 @@ export interface AlertServiceOptions {
   python: string;
   /** Environment for the syntax check (the same one training processes get). */
   environment: Readonly<Record<string, string | undefined>>;
+  /** Told of every alert card posted (follows of `alert` / `stalled`); must not throw. */
+  onAlert?: (meta: RunMeta, incident: Incident) => Promise<void>;
   /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
   checkpoints?: CheckpointHistory;
   logger: Logger;
@@ -112,21 +114,26 @@ export function createAlertService(options: AlertServiceOptions) {
     incident: Incident,
     png: Uint8Array | undefined,
     checkpointStep: number | undefined,
+    watched = false,
   ): Card {
     const lines = [alert.summary];
     if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    // Shepherd does not own a watched run's script: no fix, no relaunch.
+    if (watched) lines.push('Watched run: Shepherd did not launch it, so it offers no fix or relaunch.');
     const actions: Card['actions'] = [];
-    if (incident.kind !== 'finished') {
+    // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
+    if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
-      actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
+      if (!watched)
+        actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
     }
     const fields = [{ label: 'Run', value: alert.runName }];
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
     if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
     // Where a restart or a fix would continue from.
-    if (checkpointStep !== undefined && incident.kind !== 'finished') {
+    if (checkpointStep !== undefined && incident.severity !== 'info') {
       fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
     }
     return {
@@ -192,14 +199,19 @@ export function createAlertService(options: AlertServiceOptions) {
       .status(meta.id)
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
-    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png, checkpoint));
+    const watched = meta.watch !== undefined;
+    const posted = await notifier.postCard(
+      meta.threadId,
+      alertCard(alert, incident, png, checkpoint, watched),
+    );
     await redis.set(
       alertKey(id),
       JSON.stringify({ ...alert, cardMessageId: posted.messageId }),
       'EX',
       KEEP_SECONDS,
     );
-    if (AUTO_TRIAGE.has(incident.kind)) {
+    await options.onAlert?.(meta, incident);
+    if (AUTO_TRIAGE.has(incident.kind) && !watched) {
       await enqueue(
         {
           v: 1,

@@ -7,6 +7,7 @@ import {
   encodeRollingState,
   type RollingState,
 } from './rolling-stats.js';
+import type { ExtrasState } from './tick-extras.js';
 
 /** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */
 export interface MonitorState {
@@ -19,6 +20,8 @@ export interface MonitorState {
   /** Monitor clock (ms) of the first tick, the stall reference before any step. */
   firstTickAt?: number;
   ticks: number;
+  /** State of the grad-norm, throughput, overfitting and idle-GPU detectors and of people's rules. */
+  extras?: ExtrasState;
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
   launch?: number;
 }

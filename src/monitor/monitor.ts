@@ -3,13 +3,17 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { AlertPolicy } from './alert-policy.js';
+import { isMuted } from './alert-policy.js';
 import { detectCrash } from './detectors/crash.js';
 import { formatDuration, formatMetricValue, isCleanFinish, summariseMetrics } from './detectors/finished.js';
-import { checkDivergence, checkPlateau, checkSpike } from './detectors/loss-detectors.js';
+import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
+import { checkPlateau, plateauSuggestion } from './detectors/plateau.js';
 import { checkStall } from './detectors/stall.js';
 import { episodeCount, isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
-import { parseMetricLine, recordMalformed } from './metric-line.js';
+import type { GpuProbe } from './gpu-probe.js';
+import { type MetricPoint, parseMetricLine, recordMalformed } from './metric-line.js';
 import {
   createMonitorState,
   LOG_TAIL_CHARS,
@@ -26,7 +30,9 @@ import {
   medianStepIntervalMs,
   type RollingLimits,
 } from './rolling-stats.js';
+import { plannedMaxSteps } from './run-plan.js';
 import { DEFAULT_MAX_BYTES_PER_READ, parseCursor, readFileTail, readNewLines } from './tail-reader.js';
+import { createExtrasState, runTickExtras } from './tick-extras.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident, type IncidentKind } from './types.js';
 
@@ -48,6 +54,10 @@ export interface MonitorOptions {
   maxBytesPerTick?: number;
   clock?: () => number;
   logger?: Logger;
+  /** People's rules and mutes of a run (alert-policy.ts); absent = none. */
+  policy?: { load(runId: string): Promise<AlertPolicy> };
+  /** GPU utilisation probe (nvidia-smi) for the idle-GPU detector; absent = detector off. */
+  gpuProbe?: GpuProbe;
 }
 
 export interface TickResult {
@@ -76,6 +86,11 @@ const SEVERITY: Record<IncidentKind, Incident['severity']> = {
   stall: 'warning',
   plateau: 'info',
   finished: 'info',
+  overfitting: 'warning',
+  throughput: 'warning',
+  grad_norm: 'warning',
+  idle_gpu: 'warning',
+  rule: 'warning',
 };
 
 export function createMonitor(options: MonitorOptions) {
@@ -119,7 +134,9 @@ export function createMonitor(options: MonitorOptions) {
     const runDir = options.runDir(meta);
     const metricsPath = join(runDir, 'metrics.jsonl');
     const logPath = join(runDir, 'output.log');
-    const fresh: Incident[] = [];
+    let fresh: Incident[] = [];
+    const policy = await options.policy?.load(runId);
+    const accepted: Array<MetricPoint & { step: number }> = [];
     const raise = (
       kind: IncidentKind,
       key: string,
@@ -145,6 +162,7 @@ export function createMonitor(options: MonitorOptions) {
       const fresher = createMonitorState();
       state.rolling = fresher.rolling;
       state.episodes = episodes;
+      delete state.extras;
       options.logger?.info(
         { runId },
         'metrics.jsonl was replaced or truncated; reading it again from the start',
@@ -168,6 +186,7 @@ export function createMonitor(options: MonitorOptions) {
       const step = parsed.point.step ?? (rolling.lastStep ?? -1) + 1;
       const point = { ...parsed.point, step };
       newPoints++;
+      accepted.push(point);
       if (state.launch === undefined) state.launch = meta.launchCount;
       else if (
         state.launch !== meta.launchCount &&
@@ -244,15 +263,32 @@ export function createMonitor(options: MonitorOptions) {
       // A diverging or NaN loss is not also "plateaued": one alert for one problem.
       if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
         continue;
+      // At most `plateauMaxAlerts` plateau notes per run, whatever the metric.
+      const plateausSoFar = Object.entries(state.episodes)
+        .filter(([key]) => key.startsWith('plateau:'))
+        .reduce((sum, [, episode]) => sum + episode.fired, 0);
+      if (plateausSoFar >= detectors.plateauMaxAlerts && !isEpisodeActive(state.episodes, `plateau:${name}`))
+        continue;
       const lastStep = rolling.lastStep ?? 0;
-      const plateau = checkPlateau(series, lastStep, rolling.firstStep ?? lastStep, detectors);
+      const maxSteps = plannedMaxSteps(meta);
+      const plateau = checkPlateau(
+        {
+          points: chartSeries(rolling, name),
+          firstStep: rolling.firstStep ?? lastStep,
+          lastStep,
+          maxSteps,
+          learningRate: learningRateSeries(rolling),
+        },
+        detectors,
+      );
       if (observeEpisode(state.episodes, `plateau:${name}`, plateau.plateau)) {
+        const fromStep = Math.round(plateau.fromStep ?? lastStep);
         raise('plateau', `plateau:${name}`, {
-          title: `${meta.name}: ${name} plateaued`,
-          summary: `${meta.name}: ${name} has not improved by ${detectors.plateauMinImprovement * 100}% for ${lastStep - (plateau.sinceStep ?? lastStep)} steps (best ${formatMetricValue(plateau.best ?? Number.NaN)} at step ${plateau.sinceStep}).`,
+          title: `${meta.name}: ${name} has stopped improving`,
+          summary: `${meta.name}: ${name} has stopped improving — over steps ${fromStep}–${lastStep} its trend promises at most ${formatPercent(plateau.bestCase)} improvement (robust slope, 99 % bound; now ${formatMetricValue(series.values.at(-1) ?? Number.NaN)}). ${plateauSuggestion(lastStep, maxSteps)}`,
           metrics: [name],
           step: lastStep,
-          highlightSteps: [plateau.sinceStep ?? lastStep, lastStep],
+          highlightSteps: [fromStep, lastStep],
         });
       }
     }
@@ -274,6 +310,25 @@ export function createMonitor(options: MonitorOptions) {
         ...(lastStep === undefined ? {} : { step: lastStep }),
       });
     }
+
+    // --- grad norm, throughput, overfitting, idle GPUs, people's rules (tick-extras.ts) ------------
+    state.extras ??= createExtrasState();
+    const extraRaises = await runTickExtras({
+      extras: state.extras,
+      episodes: state.episodes,
+      meta,
+      points: accepted,
+      lastStep: rolling.lastStep,
+      lastMetrics: rolling.lastMetrics,
+      lossMetrics: lossMetricNames(state),
+      now,
+      processState,
+      backlog: metricsChunk.more,
+      settings: detectors,
+      policy,
+      gpuProbe: options.gpuProbe,
+    });
+    for (const item of extraRaises) raise(item.kind, item.key, item.fields);
 
     // --- process end (only once the metrics are drained, so the summary is final) -----------------
     if ((processState.kind === 'exited' || processState.kind === 'signaled') && !metricsChunk.more) {
@@ -309,6 +364,9 @@ export function createMonitor(options: MonitorOptions) {
         }
       }
     }
+
+    // A muted detector's episodes still run (so unmuting does not replay an old episode); nothing is said.
+    fresh = fresh.filter((incident) => !isMuted(policy, incident.kind, now));
 
     // --- commit: cursors, state and new incidents move together -------------------------------------
     const transaction = redis.multi();
@@ -420,6 +478,18 @@ export function createMonitor(options: MonitorOptions) {
 }
 
 export type Monitor = ReturnType<typeof createMonitor>;
+
+const LEARNING_RATE = /^(?:.*[_/])?(?:lr|learning_rate)$/i;
+
+function learningRateSeries(rolling: MonitorState['rolling']) {
+  const name = Object.keys(rolling.metrics).find((metric) => LEARNING_RATE.test(metric));
+  return name === undefined ? undefined : chartSeries(rolling, name);
+}
+
+function formatPercent(fraction: number | undefined): string {
+  if (fraction === undefined || !Number.isFinite(fraction)) return '?';
+  return `${Math.max(0, fraction * 100).toFixed(fraction < 0.001 ? 2 : 1)} %`;
+}
 
 function lossMetricNames(state: MonitorState): string[] {
   return Object.keys(state.rolling.metrics).filter(isLossMetric);

@@ -1,8 +1,25 @@
 import type { Config } from '../config.js';
 import type { ExecutorCrashClass } from '../runs/executor.js';
+import type { GradNormSettings } from './detectors/grad-norm.js';
+import type { IdleGpuSettings } from './detectors/idle-gpu.js';
+import type { OverfitSettings } from './detectors/overfitting.js';
+import type { PlateauSettings } from './detectors/plateau.js';
+import type { ThroughputSettings } from './detectors/throughput.js';
 
 /** Kinds of alert the monitor raises. */
-export type IncidentKind = 'crash' | 'nan' | 'spike' | 'divergence' | 'plateau' | 'stall' | 'finished';
+export type IncidentKind =
+  | 'crash'
+  | 'nan'
+  | 'spike'
+  | 'divergence'
+  | 'plateau'
+  | 'stall'
+  | 'finished'
+  | 'overfitting'
+  | 'throughput'
+  | 'grad_norm'
+  | 'idle_gpu'
+  | 'rule';
 
 export type IncidentSeverity = 'info' | 'warning' | 'critical';
 
@@ -42,15 +59,20 @@ export interface Incident {
 }
 
 /** Thresholds of the detectors (`config.monitor` carries them; see docs/monitoring.md). */
-export interface DetectorConfig {
+export interface DetectorConfig
+  extends PlateauSettings,
+    GradNormSettings,
+    ThroughputSettings,
+    OverfitSettings,
+    IdleGpuSettings {
   stallS: number;
   spikeWindow: number;
   spikeMadK: number;
   spikeMinRatio: number;
   divergenceWindow: number;
   divergenceMinRise: number;
-  plateauWindow: number;
-  plateauMinImprovement: number;
+  /** Plateau notes per run (default 1). */
+  plateauMaxAlerts: number;
   /** Consecutive all-finite points that end a NaN episode. */
   nanRecoveryPoints: number;
 }
@@ -64,7 +86,22 @@ export const DEFAULT_DETECTOR_CONFIG: DetectorConfig = {
   divergenceMinRise: 0.5,
   plateauWindow: 200,
   plateauMinImprovement: 0.01,
+  plateauShare: 0.25,
+  plateauEndShare: 0.15,
+  plateauConfidenceZ: 2.576,
+  plateauMaxAlerts: 1,
   nanRecoveryPoints: 5,
+  gradNormWindow: 100,
+  gradNormMadK: 10,
+  gradNormMinRatio: 4,
+  gradNormPoints: 3,
+  throughputDropRatio: 0.5,
+  throughputTicks: 3,
+  throughputMinHistory: 8,
+  overfitEvals: 3,
+  overfitMinRise: 0.02,
+  idleGpuMin: 15,
+  idleGpuUtilPercent: 10,
 };
 
 /** Detector thresholds from the parsed configuration (`config.monitor`). */
@@ -79,5 +116,7 @@ export function detectorConfigFrom(monitor: Config['monitor']): DetectorConfig {
     divergenceMinRise: monitor.divergenceMinRise,
     plateauWindow: monitor.plateauWindow,
     plateauMinImprovement: monitor.plateauMinImprovement,
+    plateauMaxAlerts: monitor.plateauMaxAlerts,
+    idleGpuMin: monitor.idleGpuMin,
   };
 }

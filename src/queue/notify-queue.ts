@@ -69,6 +69,8 @@ export interface QueueNotifier extends Notifier {
   postOnce(key: string, threadId: string, text: string): Promise<PostedMessage>;
   /** The message an earlier `postOnce` with this key posted (e.g. before a crash), if any. */
   postedOnce(key: string): Promise<PostedMessage | undefined>;
+  /** `postCard` made idempotent by `key`, like `postOnce` (`postedOnce` finds it too). */
+  postCardOnce(key: string, threadId: string, card: Card): Promise<PostedMessage>;
   close(): Promise<void>;
 }
 
@@ -110,6 +112,8 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
       await send({ v: 1, op: 'edit', threadId, messageId, text });
     },
     postCard: (threadId, card) => messageResult({ v: 1, op: 'card', threadId, card: cardToPayload(card) }),
+    postCardOnce: (key, threadId, card) =>
+      messageResult({ v: 1, op: 'card', threadId, card: cardToPayload(card) }, onceJobId(key)),
     updateCard: async (threadId, messageId, card) => {
       await send({ v: 1, op: 'update-card', threadId, messageId, card: cardToPayload(card) });
     },

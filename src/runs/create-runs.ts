@@ -10,6 +10,8 @@ import { createLocalExecutor } from './local-executor.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
+import { createSlurmExecutor } from './slurm/slurm-executor.js';
+import { createWatchAwareExecutor } from './watched-executor.js';
 
 export interface RunsRuntime {
   service: RunService;
@@ -42,16 +44,28 @@ export async function createRunsRuntime(options: {
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
-  const executor =
+  const inner =
     options.executor ??
     createLocalExecutor({
       python: config.runs.python,
       runsDir: store.runsDir,
       environment: options.environment,
       gpuInventory: allocator.inventory,
+      environments: config.runs.environments,
       graceS: config.runs.stopGraceS,
       logger,
     });
+  // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
+  const executor = createWatchAwareExecutor({
+    inner,
+    slurm: () =>
+      createSlurmExecutor({
+        config,
+        logger: logger.child({ component: 'slurm' }),
+        environment: { ...options.environment },
+      }),
+    logger,
+  });
   const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,

@@ -3,7 +3,7 @@ import { defineTool } from './registry.js';
 
 const helpInput = z.object({
   topic: z
-    .enum(['overview', 'runs', 'approvals', 'monitoring', 'commands'])
+    .enum(['overview', 'runs', 'approvals', 'monitoring', 'commands', 'playbooks'])
     .optional()
     .describe('Which part to explain; leave out for the overview of everything.'),
 });
@@ -17,7 +17,8 @@ function sections(
       'It can: launch a training script as a run, ask the team to approve it, pause / resume / stop runs,',
       'report status (step, loss trend, GPUs, last log lines), draw metric charts, watch runs for crashes,',
       'loss spikes, divergence and stalls, and propose fixes as script diffs that need approval.',
-      'It can also search the model hub for models and datasets when planning a fine-tune.',
+      'It can also search the model hub for models and datasets when planning a fine-tune, and come back to',
+      'the thread when a run it follows finishes, fails, alerts or stalls ("when it is done, evaluate it").',
     ].join(' '),
     runs: [
       'Runs: describe what to train (model, data, method, GPUs, max hours) or point at a script,',
@@ -31,31 +32,40 @@ function sections(
       'Team policy decides who may approve and whether you may approve your own job. The first decision wins.',
     ].join(' '),
     monitoring: [
-      'Monitoring: runs are watched quietly. On a crash, a loss spike, divergence or a stall the thread gets one',
-      'alert with a chart and buttons (Acknowledge / Stop run / Ask to fix). Nothing is posted while a run is healthy.',
+      'Monitoring: runs are watched quietly. On a crash, NaN, a loss spike, divergence, a stall, overfitting, a throughput drop,',
+      'a grad-norm explosion or idle GPUs the thread gets one alert with a chart and buttons (Acknowledge / Stop run / Ask to fix);',
+      'a plateau gets one info note with a suggestion. Nothing is posted while a run is healthy. People can add their own rules',
+      '(`alert <run> when eval_loss > 2.5 [for N steps]`, `when step < 1000 at 2h`) and mute a detector (`mute <run> plateau [for 2h]`).',
     ].join(' '),
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`,',
+      '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E]`,',
+      '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--nodes N] -- <command …>` (torchrun, accelerate, bash train.sh, …),',
+      '`watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N]` (runs you started yourself),',
+      '`chart <run> [metric] [--steps FROM..TO]`,',
       '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P]`,',
-      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`.',
+      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`,',
+      '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
+      '`session` (summary, model, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn).',
     ].join(' '),
   };
 }
 
 /** The `help` tool: what Shepherd can do, so the model can answer "what can you do?" accurately. */
-export function createHelpTool(options: { botName?: string } = {}) {
+export function createHelpTool(options: { botName?: string; playbooks?: () => Promise<string> } = {}) {
   const botName = options.botName ?? 'shepherd';
   const text = sections(botName);
   return defineTool({
     name: 'help',
-    description: `Describe what ${botName} can do (runs, approvals, monitoring, plain commands). Use it when someone asks what you can do or how something works.`,
+    description: `Describe what ${botName} can do (runs, approvals, monitoring, plain commands, playbooks). Use it when someone asks what you can do or how something works.`,
     kind: 'read',
     input: helpInput,
     async execute(input) {
+      const playbooks = (await options.playbooks?.()) ?? 'Playbooks: none installed.';
+      if (input.topic === 'playbooks') return playbooks;
       if (input.topic !== undefined) return text[input.topic];
-      return Object.values(text).join('\n\n');
+      return [...Object.values(text), playbooks].join('\n\n');
     },
   });
 }

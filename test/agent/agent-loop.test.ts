@@ -64,6 +64,38 @@ describe.each<ProviderKind>(['openai', 'anthropic'])('agent loop with the %s pro
     expect(JSON.stringify(request?.body.tools)).toContain('get_training_status');
   });
 
+  it('stops at the tool boundary after a cancel: the running tool finishes, the rest is answered as not run', async () => {
+    server = await startServer(kind);
+    server.enqueue({
+      toolCalls: [
+        { name: 'get_training_status', arguments: { run: 'a' } },
+        { name: 'list_training_runs', arguments: {} },
+      ],
+    });
+    const { provider, calls } = makeProvider(kind, server.url, {});
+    const { tools, executed } = testTools();
+    let checks = 0;
+    const result = await runAgentTurn({
+      provider,
+      registry: createToolRegistry(tools),
+      systemPrompt: SYSTEM,
+      history: [userMessage('alice', 'check a, then list')],
+      context,
+      maxToolRounds: 10,
+      // Nobody has cancelled before the first tool; bob has by the time it finished.
+      cancelledBy: async () => (checks++ === 0 ? undefined : 'bob'),
+      logger,
+    });
+    expect(result.outcome).toBe('cancelled');
+    expect(result.reply).toBe(
+      'Cancelled by bob: I stopped after get_training_status (not run: list_training_runs) and did nothing further.',
+    );
+    expect(executed).toEqual(['get_training_status:a']);
+    expect(calls).toEqual(['turn']);
+    // Every tool call has its result, so the saved history stays valid for the provider.
+    expect(result.newMessages.filter((message) => message.role === 'tool')).toHaveLength(2);
+  });
+
   it('runs a tool and sends its result back to the model', async () => {
     server = await startServer(kind);
     server.enqueue(

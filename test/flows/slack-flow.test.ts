@@ -222,6 +222,22 @@ describe('Slack over Socket Mode → real core', () => {
     expect(llm.requests.length).toBe(before + 2);
   });
 
+  it('resets a DM conversation: a plain `reset` in the DM starts a fresh session', async () => {
+    replies.set('[DM3]', { text: 'Noted the secret.' });
+    replies.set('[DM4]', { text: 'Fresh start here.' });
+    await deliver(messageEvent({ channel: 'D2', user: 'UALICE', text: 'remember [DM3]', channelType: 'im' }));
+    await until(() => findTopLevel('D2', 'Noted the secret'), 'the first DM answer');
+    await deliver(messageEvent({ channel: 'D2', user: 'UALICE', text: 'reset', channelType: 'im' }));
+    await until(() => findTopLevel('D2', 'Fresh session'), 'the reset answer');
+    await deliver(
+      messageEvent({ channel: 'D2', user: 'UALICE', text: 'what now? [DM4]', channelType: 'im' }),
+    );
+    await until(() => findTopLevel('D2', 'Fresh start here'), 'the answer after the reset');
+    const after = requestsFor(llm, '[DM4]');
+    expect(after).toHaveLength(1);
+    expect(JSON.stringify(after[0]?.body)).not.toContain('[DM3]');
+  });
+
   it('runs one turn for an event delivered three times (Socket Mode retries with the same event_id)', async () => {
     replies.set('[RETRY]', { text: 'Answered exactly once.' });
     const event = messageEvent({

@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { classifyCrash, detectCrash, extractTraceback } from '../../src/monitor/detectors/crash.js';
-import { checkDivergence, checkPlateau, checkSpike } from '../../src/monitor/detectors/loss-detectors.js';
+import { checkDivergence, checkSpike } from '../../src/monitor/detectors/loss-detectors.js';
+import { checkPlateau } from '../../src/monitor/detectors/plateau.js';
 import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
 import { redactSecrets } from '../../src/monitor/redact.js';
-import { addPoint, createRollingState, type SeriesState } from '../../src/monitor/rolling-stats.js';
+import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 
@@ -45,17 +46,52 @@ describe('divergence detector', () => {
 });
 
 describe('plateau detector', () => {
-  it('flags no improvement over the window and not an improving curve', () => {
-    const flat = createRollingState();
-    const improving = createRollingState();
-    for (let step = 0; step <= 300; step++) {
-      addPoint(flat, { step, metrics: { loss: 1 + 0.001 * Math.sin(step) } }, step);
-      addPoint(improving, { step, metrics: { loss: 3 / Math.sqrt(1 + step / 10) } }, step);
-    }
-    expect(checkPlateau(flat.metrics.loss as SeriesState, 300, 0, config).plateau).toBe(true);
-    expect(checkPlateau(improving.metrics.loss as SeriesState, 300, 0, config).plateau).toBe(false);
-    // not before the run was watched for a whole window
-    expect(checkPlateau(flat.metrics.loss as SeriesState, 150, 0, config).plateau).toBe(false);
+  const settings = DEFAULT_DETECTOR_CONFIG;
+  const curve = (steps: number, value: (step: number) => number) =>
+    Array.from({ length: steps + 1 }, (_, step) => ({ step, value: value(step) }));
+
+  it('flags a flat curve once a whole window was watched, not an improving one', () => {
+    const flat = curve(1000, (step) => 1 + 0.001 * Math.sin(step));
+    const improving = curve(1000, (step) => 3 / Math.sqrt(1 + step / 10));
+    expect(checkPlateau({ points: flat, firstStep: 0, lastStep: 1000 }, settings).plateau).toBe(true);
+    expect(checkPlateau({ points: improving, firstStep: 0, lastStep: 1000 }, settings).plateau).toBe(false);
+    // watched for less than the window (max(200 steps, 25 % of the steps so far))
+    expect(checkPlateau({ points: flat, firstStep: 900, lastStep: 1000 }, settings).plateau).toBe(false);
+  });
+
+  it('reads noise as noise: a flat-looking but noisy curve is no plateau', () => {
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    // a real 2 % improvement over the window, hidden under ±40 % noise
+    const noisy = curve(1000, (step) => (1 - 0.00002 * step) * (0.6 + 0.8 * random()));
+    expect(checkPlateau({ points: noisy, firstStep: 0, lastStep: 1000 }, settings).plateau).toBe(false);
+  });
+
+  it('is silent near the planned end and while the learning rate anneals', () => {
+    const flat = curve(1000, (step) => 1 + 0.001 * Math.sin(step));
+    expect(
+      checkPlateau({ points: flat, firstStep: 0, lastStep: 1000, maxSteps: 1100 }, settings).plateau,
+    ).toBe(false);
+    expect(
+      checkPlateau({ points: flat, firstStep: 0, lastStep: 1000, maxSteps: 5000 }, settings).plateau,
+    ).toBe(true);
+    const annealing = curve(1000, (step) => 1e-3 * (1 - step / 1000));
+    expect(
+      checkPlateau({ points: flat, firstStep: 0, lastStep: 1000, learningRate: annealing }, settings).plateau,
+    ).toBe(false);
+    const constant = curve(1000, () => 1e-3);
+    expect(
+      checkPlateau({ points: flat, firstStep: 0, lastStep: 1000, learningRate: constant }, settings).plateau,
+    ).toBe(true);
+  });
+
+  it('reads max_steps from the run config', () => {
+    const meta = { config: { max_steps: '4000' } } as unknown as RunMeta;
+    expect(plannedMaxSteps(meta)).toBe(4000);
+    expect(plannedMaxSteps({ config: { num_train_epochs: 3 } } as unknown as RunMeta)).toBeUndefined();
   });
 });
 
@@ -178,11 +214,17 @@ describe('detectorConfigFrom', () => {
       SHEPHERD_STALL_S: '5',
       SHEPHERD_SPIKE_MAD_K: '7',
       SHEPHERD_PLATEAU_WINDOW: '40',
+      SHEPHERD_PLATEAU_MAX_ALERTS: '2',
+      SHEPHERD_IDLE_GPU_MIN: '5',
+      SHEPHERD_NVIDIA_SMI: '/opt/nvidia/bin/nvidia-smi',
     });
+    expect(parsed.monitor.nvidiaSmi).toBe('/opt/nvidia/bin/nvidia-smi');
     expect(detectorConfigFrom(parsed.monitor)).toMatchObject({
       stallS: 5,
       spikeMadK: 7,
       plateauWindow: 40,
+      plateauMaxAlerts: 2,
+      idleGpuMin: 5,
       spikeWindow: 50,
     });
   });

@@ -123,7 +123,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
   async function attempt(request: LlmRequest): Promise<LlmResponse> {
     const message = await client.messages.create(
       {
-        model: options.model,
+        model: request.model ?? options.model,
         max_tokens: options.maxTokens ?? 4096,
         system: request.system,
         messages: toAnthropicMessages(request.messages),
@@ -139,7 +139,13 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
         toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
       }
     }
-    return { text: texts.join(''), toolCalls };
+    return {
+      text: texts.join(''),
+      toolCalls,
+      ...(message.usage === undefined
+        ? {}
+        : { usage: { inputTokens: message.usage.input_tokens, outputTokens: message.usage.output_tokens } }),
+    };
   }
 
   return {

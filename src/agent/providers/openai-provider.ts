@@ -68,7 +68,7 @@ export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvide
   async function attempt(request: LlmRequest): Promise<LlmResponse> {
     const completion = await client.chat.completions.create(
       {
-        model: options.model,
+        model: request.model ?? options.model,
         messages: toOpenAiMessages(request.system, request.messages),
         // Several servers reject `tools: []`, so the key is left out when there are none.
         ...(request.tools.length > 0 ? { tools: toOpenAiTools(request.tools) } : {}),
@@ -87,7 +87,14 @@ export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvide
         arguments: typeof rawArguments === 'string' ? rawArguments : JSON.stringify(rawArguments ?? {}),
       });
     }
-    return { text: message?.content ?? '', toolCalls };
+    const usage = completion.usage;
+    return {
+      text: message?.content ?? '',
+      toolCalls,
+      ...(usage === undefined || usage === null
+        ? {}
+        : { usage: { inputTokens: usage.prompt_tokens, outputTokens: usage.completion_tokens } }),
+    };
   }
 
   return {

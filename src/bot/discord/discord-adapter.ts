@@ -8,6 +8,7 @@ import {
   MessageFlags,
   Partials,
   Routes,
+  Status,
 } from 'discord.js';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
@@ -228,6 +229,8 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       });
     },
 
+    isConnected: () => client.isReady() && client.ws.status === Status.Ready,
+
     async stop(): Promise<void> {
       recentInteractions.clear();
       await client.destroy();
@@ -238,7 +241,14 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
       // An edit cannot grow into several messages, so it is cut to one.
       const content = text.trim() === '' ? '\u200b' : truncate(text, DISCORD_LIMITS.content);
-      await patchMessage(threadId, messageId, { content, allowed_mentions: NO_PINGS }, [], 'edit message');
+      // Plain text again: a status card's embed and Cancel button go.
+      await patchMessage(
+        threadId,
+        messageId,
+        { content, embeds: [], components: [], allowed_mentions: NO_PINGS },
+        [],
+        'edit message',
+      );
     },
 
     async postCard(threadId: string, card: Card): Promise<PostedMessage> {

@@ -100,6 +100,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
   let app: App | undefined;
   let httpReceiver: HTTPReceiver | undefined;
+  let receiverClient: SocketModeReceiver['client'] | undefined;
   let listening: AddressInfo | undefined;
   let bot: BotIdentity | undefined;
 
@@ -242,6 +243,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         slashCommand,
         botName: config.botName,
       });
+      if (receiver instanceof SocketModeReceiver) receiverClient = receiver.client;
       if (receiver instanceof HTTPReceiver) {
         httpReceiver = receiver;
         if (config.httpPort !== undefined) {
@@ -255,6 +257,13 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         await app.start();
       }
       logger.info({ mode, botUserId: bot.botUserId, address: listening }, 'slack adapter started');
+    },
+
+    isConnected(): boolean {
+      if (app === undefined) return false;
+      if (mode === 'http') return true;
+      const socket = (receiverClient?.websocket as { isActive?: () => boolean } | undefined)?.isActive;
+      return typeof socket === 'function' && socket.call(receiverClient?.websocket) === true;
     },
 
     async stop(): Promise<void> {

@@ -144,6 +144,8 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
       logger.info({ url: bound.url }, 'web playground listening');
     },
 
+    isConnected: () => server?.listening === true,
+
     async stop() {
       const closing = server;
       server = undefined;
@@ -164,7 +166,8 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
 
     postMessage: (threadId, text) => post(threadId, { text }),
 
-    editMessage: (threadId, messageId, text) => edit(threadId, messageId, { text }),
+    // An edit to text makes the message plain text, as on Slack and Discord (a status card loses its button).
+    editMessage: (threadId, messageId, text) => edit(threadId, messageId, { text, card: null }),
 
     async postCard(threadId: string, card: Card) {
       return await post(threadId, { text: '', card: await toWebCard(card, store) });

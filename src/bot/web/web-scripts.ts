@@ -39,7 +39,8 @@ export const EDIT_MESSAGE_SCRIPT = `
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], 'editedAt', ARGV[1])
 if ARGV[3] == '1' then redis.call('HSET', KEYS[1], 'text', ARGV[2]) end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'card', ARGV[4]) end
+if ARGV[4] == '-' then redis.call('HDEL', KEYS[1], 'card')
+elseif ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'card', ARGV[4]) end
 local fields = redis.call('HMGET', KEYS[1], 'channel', 'root')
 local id = string.match(KEYS[1], ':msg:(.+)$')
 redis.call('PUBLISH', ARGV[5], cjson.encode({kind = 'message-edit', channel = fields[1], root = fields[2], messageId = id}))

@@ -105,7 +105,8 @@ export interface WebStore {
   /** Store a message (one atomic round trip). Throws `PlatformError` `thread_unknown` for a bad thread. */
   createMessage(input: NewWebMessage): Promise<WebMessage>;
   /** Replace a message's text and/or card and set `editedAt`. Resolves `false` if there is no such message. */
-  editMessage(messageId: string, patch: { text?: string; card?: WebCard }): Promise<boolean>;
+  /** `card: null` removes the card (the message becomes plain text). */
+  editMessage(messageId: string, patch: { text?: string; card?: WebCard | null }): Promise<boolean>;
   getMessage(messageId: string): Promise<WebMessage | undefined>;
   /** All messages of a thread, root first; `undefined` if `rootId` is not a thread root. */
   getThread(rootId: string): Promise<WebMessage[] | undefined>;
@@ -253,7 +254,7 @@ export function createWebStore(options: WebStoreOptions): WebStore {
             now(),
             patch.text ?? '',
             patch.text === undefined ? '0' : '1',
-            patch.card === undefined ? '' : JSON.stringify(patch.card),
+            patch.card === undefined ? '' : patch.card === null ? '-' : JSON.stringify(patch.card),
             eventsChannel,
           ],
         );

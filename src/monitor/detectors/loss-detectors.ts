@@ -1,8 +1,7 @@
 import { finiteOnly, median, scaledMad } from '../robust.js';
-import type { SeriesState } from '../rolling-stats.js';
 import type { DetectorConfig } from '../types.js';
 
-/** Pure loss-curve detectors: spike (per point), divergence and plateau (per tick). */
+/** Pure loss-curve detectors: spike (per point) and divergence (per tick); plateau is in plateau.ts. */
 
 export interface SpikeVerdict {
   spike: boolean;
@@ -45,7 +44,8 @@ export interface DivergenceVerdict {
 /**
  * Sustained rise: over the last `divergenceWindow` finite points, the median of the last third is at least
  * `divergenceMinRise` (relative) above the median of the first third, and the middle third sits between them.
- * A single spike moves none of the three medians.
+ * A single spike moves none of the three medians, and every point of the last third must lie above the
+ * first third's median (noise alone does not keep a whole third high).
  */
 export function checkDivergence(
   values: readonly number[],
@@ -59,32 +59,9 @@ export function checkDivergence(
   const middle = median(window.slice(third, window.length - third));
   const last = median(window.slice(window.length - third));
   const rise = (last - first) / Math.max(Math.abs(first), 1e-12);
-  const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle;
+  // Every point of the last third above the first third's median: a noisy series (RL value losses) whose
+  // thirds' medians wander apart by chance still has low points late in the window; a real rise does not.
+  const lastLow = Math.min(...window.slice(window.length - third));
+  const diverging = rise >= config.divergenceMinRise && middle >= first && last >= middle && lastLow > first;
   return { diverging, from: first, to: last, rise };
-}
-
-export interface PlateauVerdict {
-  plateau: boolean;
-  best?: number;
-  sinceStep?: number;
-}
-
-/**
- * No meaningful improvement: the smoothed best value (see rolling-stats) has not improved by
- * `plateauMinImprovement` (relative) for `plateauWindow` steps, and the metric was watched that long.
- */
-export function checkPlateau(
-  series: SeriesState,
-  lastStep: number,
-  firstStep: number,
-  config: Pick<DetectorConfig, 'plateauWindow'>,
-): PlateauVerdict {
-  if (series.best === undefined || series.bestStep === undefined) return { plateau: false };
-  const watched = lastStep - firstStep;
-  const since = lastStep - series.bestStep;
-  return {
-    plateau: watched >= config.plateauWindow && since >= config.plateauWindow,
-    best: series.best,
-    sinceStep: series.bestStep,
-  };
 }

@@ -86,6 +86,8 @@ export interface SlackEmulatorOptions {
   botId?: string;
   teamId?: string;
   users?: EmulatedUser[];
+  /** Scopes reported in `x-oauth-scopes` on Web API answers to the bot token, as Slack does. */
+  grantedScopes?: string[];
 }
 
 export interface SlackEmulator {
@@ -456,7 +458,11 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       const body =
         fault?.error !== undefined ? { ok: false, error: fault.error } : answer(method, params, token);
       record({ method, params, token, at: Date.now(), status: 200, response: body });
-      sendJson(response, 200, body);
+      const scopes =
+        options.grantedScopes !== undefined && token === botToken
+          ? { 'x-oauth-scopes': options.grantedScopes.join(',') }
+          : {};
+      sendJson(response, 200, body, scopes);
     })().catch((error: unknown) => {
       response.writeHead(500).end(String(error));
     });

@@ -1,0 +1,115 @@
+import { Redis } from 'ioredis';
+import { createApp } from '../app.js';
+import { type Config, loadConfig } from '../config.js';
+import { ConfigError } from '../errors.js';
+import { createLogger } from '../logger.js';
+import { userFacingError } from '../tools/run-operations.js';
+import { formatDoctorTable, runDoctor } from './doctor.js';
+
+const USAGE = `usage: shepherd <command>
+
+  doctor          check Redis, the LLM endpoint, Slack, Discord, Python, GPUs, Slurm and disk
+  runs            list runs (read from Redis; no chat needed)
+  status <run>    one run's status, metrics, checkpoint and last log lines
+  help            this text
+
+Configuration comes from the environment and ./.env, as for the bot.`;
+
+async function redisAnswers(url: string): Promise<boolean> {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+    connectTimeout: 3000,
+  });
+  redis.on('error', () => undefined);
+  try {
+    await redis.connect();
+    return (await redis.ping()) === 'PONG';
+  } catch {
+    return false;
+  } finally {
+    redis.disconnect();
+  }
+}
+
+/** Where the CLI writes; tests capture it. */
+export interface CliOutput {
+  out(text: string): void;
+  error(text: string): void;
+}
+
+const processOutput: CliOutput = {
+  out: (text) => process.stdout.write(text),
+  error: (text) => process.stderr.write(text),
+};
+
+/** `runs` and `status`: the same text the chat commands answer, built from the same services. */
+async function printRuns(
+  config: Config,
+  command: 'runs' | 'status',
+  run: string | undefined,
+  io: CliOutput,
+): Promise<number> {
+  if (!(await redisAnswers(config.redisUrl))) {
+    io.error(`shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`);
+    return 1;
+  }
+  // Nothing is started: no adapter listens and no worker takes jobs; only reads happen.
+  const app = await createApp({ ...config, role: 'bot' }, createLogger('silent'));
+  try {
+    const text =
+      command === 'runs'
+        ? await app.features.operations.list()
+        : await app.features.operations.status(run ?? '');
+    io.out(`${text}\n`);
+    return 0;
+  } catch (error) {
+    io.error(`shepherd: ${userFacingError(error)}\n`);
+    return 1;
+  } finally {
+    await app.stop();
+  }
+}
+
+export async function main(
+  argv: string[],
+  environment: Record<string, string | undefined>,
+  io: CliOutput = processOutput,
+): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === 'help' || command === '--help' || command === '-h') {
+    io.out(`${USAGE}\n`);
+    return command === undefined ? 2 : 0;
+  }
+  let config: Config;
+  try {
+    config = loadConfig(environment, { dotenvPath: '.env' });
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      io.error(`shepherd: ${error.message}\n`);
+      return 2;
+    }
+    throw error;
+  }
+  switch (command) {
+    case 'doctor': {
+      const report = await runDoctor(config, {
+        environment: { PATH: environment.PATH, SLURM_CONF: environment.SLURM_CONF },
+      });
+      io.out(`${formatDoctorTable(report)}\n`);
+      return report.failed ? 1 : 0;
+    }
+    case 'runs':
+      return printRuns(config, 'runs', undefined, io);
+    case 'status':
+      if (rest[0] === undefined) {
+        io.error('usage: shepherd status <run>\n');
+        return 2;
+      }
+      return printRuns(config, 'status', rest[0], io);
+    default:
+      io.error(`shepherd: unknown command "${command}"\n${USAGE}\n`);
+      return 2;
+  }
+}

@@ -1,0 +1,97 @@
+import { theilSen } from './trend.js';
+
+/**
+ * Plateau, decided from a noise-aware trend rather than a fixed threshold: over a window that grows with
+ * the run (the last `plateauShare` of the steps so far, at least `plateauWindow` steps), fit the robust
+ * Theil–Sen slope of log(loss) against log(step) and take its optimistic confidence bound. The loss has
+ * plateaued when even that bound promises less than `plateauMinImprovement` (relative) over the window. A
+ * noisy curve has a wide interval, so noise alone never looks like a plateau; a slow but real power-law
+ * descent keeps a clearly negative slope. While the logged learning rate moves by more than 2× inside the
+ * window (annealing, warm-up, SGDR restarts) the shape is the schedule's, so no verdict. Near the planned end of a run (when max_steps is known) a
+ * flattening curve is expected, so the detector is silent there.
+ */
+
+export interface PlateauSettings {
+  /** Minimum window in steps. */
+  plateauWindow: number;
+  /** Relative improvement over the window that still counts as progress. */
+  plateauMinImprovement: number;
+  /** Share of the steps so far the window covers (when larger than `plateauWindow`). */
+  plateauShare: number;
+  /** Silent during this final share of `max_steps`. */
+  plateauEndShare: number;
+  /** Normal quantile of the slope's two-sided confidence interval (2.576: 99 %, the optimistic bound 99.5 %). */
+  plateauConfidenceZ: number;
+}
+
+export interface PlateauVerdict {
+  plateau: boolean;
+  fromStep?: number;
+  /** Relative improvement the trend projects over the window, and its optimistic bound. */
+  improvement?: number;
+  bestCase?: number;
+}
+
+const MIN_POINTS = 12;
+
+export function checkPlateau(
+  input: {
+    points: ReadonlyArray<{ step: number; value: number }>;
+    firstStep: number;
+    lastStep: number;
+    maxSteps?: number | undefined;
+    /** The learning rate's points, when the run logs one. */
+    learningRate?: ReadonlyArray<{ step: number; value: number }> | undefined;
+  },
+  settings: PlateauSettings,
+): PlateauVerdict {
+  const { lastStep, maxSteps } = input;
+  if (maxSteps !== undefined && lastStep >= (1 - settings.plateauEndShare) * maxSteps)
+    return { plateau: false };
+  const span = Math.max(settings.plateauWindow, settings.plateauShare * lastStep);
+  if (lastStep - input.firstStep < span) return { plateau: false };
+  const fromStep = lastStep - span;
+  if (scheduleMoved(input.learningRate, fromStep)) return { plateau: false };
+  const xs: number[] = [];
+  const ys: number[] = [];
+  for (const point of input.points) {
+    if (point.step < fromStep || !Number.isFinite(point.value)) continue;
+    // log-loss needs a positive metric; a loss that can be ≤ 0 (RL objectives) has no plateau verdict.
+    if (point.value <= 0) return { plateau: false };
+    xs.push(Math.log(point.step + 1));
+    ys.push(Math.log(point.value));
+  }
+  if (xs.length < MIN_POINTS) return { plateau: false };
+  const trend = theilSen(xs, ys, settings.plateauConfidenceZ);
+  if (trend === undefined) return { plateau: false };
+  const improvement = 1 - Math.exp(trend.slope * trend.range);
+  const bestCase = 1 - Math.exp(trend.lower * trend.range);
+  return { plateau: bestCase < settings.plateauMinImprovement, fromStep, improvement, bestCase };
+}
+
+/**
+ * The learning rate changed by more than 2× inside the window (annealing, warm-up, a warm restart): a
+ * flattening or a bump there is the schedule at work, not a stuck run.
+ */
+function scheduleMoved(
+  learningRate: ReadonlyArray<{ step: number; value: number }> | undefined,
+  fromStep: number,
+): boolean {
+  if (learningRate === undefined) return false;
+  let low = Number.POSITIVE_INFINITY;
+  let high = 0;
+  for (const point of learningRate) {
+    if (point.step < fromStep || !Number.isFinite(point.value) || point.value < 0) continue;
+    low = Math.min(low, point.value);
+    high = Math.max(high, point.value);
+  }
+  return high > 0 && low < 0.5 * high;
+}
+
+/** The advice an info note carries: what usually helps, given where the run is. */
+export function plateauSuggestion(lastStep: number, maxSteps: number | undefined): string {
+  const early = maxSteps === undefined ? lastStep < 2000 : lastStep < 0.3 * maxSteps;
+  return early
+    ? 'This early, the learning rate is often too low (raise it) — or too high if the loss oscillates (lower it).'
+    : 'If the model has converged, stopping early saves GPU time; otherwise try lowering the learning rate or adding data.';
+}
