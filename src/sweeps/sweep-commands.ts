@@ -1,5 +1,5 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
-import { stripLeadingMention } from '../commands/parse-command.js';
+import { splitCommandLine, stripLeadingMention } from '../commands/parse-command.js';
 import type { Logger } from '../logger.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import { userFacingError } from '../tools/run-operations.js';
@@ -16,7 +16,7 @@ import type { SweepService } from './sweep-service.js';
 const REFERENCE = /^[\w.-]{1,100}$/;
 
 type Command =
-  | { name: 'sweep'; tokens: string[] }
+  | { name: 'sweep'; tokens: string[]; command?: string[] }
   | { name: 'sweep-status'; sweep: string }
   | { name: 'sweep-control'; verb: 'pause' | 'resume' | 'stop'; sweep: string }
   | { name: 'compare'; references: string[]; steps?: { from: number; to: number } }
@@ -34,14 +34,24 @@ function parseSteps(value: string | undefined): { from: number; to: number } | s
 }
 
 function parse(text: string, botName: string): Command | undefined {
-  const tokens = stripLeadingMention(text, botName)
-    .replace(/^\//, '')
-    .split(/\s+/)
-    .filter((token) => token !== '');
+  const stripped = stripLeadingMention(text, botName).replace(/^\//, '');
+  const tokens = stripped.split(/\s+/).filter((token) => token !== '');
   const [head, ...rest] = tokens;
   switch (head?.toLowerCase()) {
-    case 'sweep':
-      return { name: 'sweep', tokens: rest };
+    case 'sweep': {
+      // `sweep [options] -- <command…>` (chat clients turn `--` into an em dash), like `run`.
+      const afterVerb = stripped.slice(stripped.toLowerCase().indexOf('sweep') + 'sweep'.length);
+      const separator = /(?:^|\s)(?:--|—)(?:\s|$)/.exec(afterVerb);
+      if (separator === null) return { name: 'sweep', tokens: rest };
+      const command = splitCommandLine(afterVerb.slice(separator.index + separator[0].length));
+      if (command === undefined)
+        return { name: 'invalid', command: 'sweep', error: 'unbalanced quote in the command' };
+      const flags = afterVerb
+        .slice(0, separator.index)
+        .split(/\s+/)
+        .filter((token) => token !== '');
+      return { name: 'sweep', tokens: flags, command };
+    }
     case 'sweep-status':
       return rest.length === 1 && REFERENCE.test(rest[0] ?? '')
         ? { name: 'sweep-status', sweep: rest[0] as string }
@@ -110,7 +120,7 @@ export function createSweepCommands(options: {
   async function execute(command: Command, threadId: string, actor: ChatUser): Promise<string | undefined> {
     switch (command.name) {
       case 'sweep': {
-        const parsed = parseSweepTokens(command.tokens);
+        const parsed = parseSweepTokens(command.tokens, command.command);
         if (parsed === undefined) return undefined;
         if (!parsed.ok) return `\`sweep\`: ${parsed.error}`;
         return options.sweeps.create(parsed.spec, threadId, actor, 'command');

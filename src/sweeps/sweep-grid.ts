@@ -10,7 +10,10 @@ export type Grid = Array<{ key: string; values: GridValue[] }>;
 export const MAX_TRIALS = 64;
 
 export interface SweepSpec {
-  script: string;
+  /** A workspace `.py` script, or… */
+  script?: string;
+  /** …a command (`sweep [options] -- torchrun … train.py`): each trial appends its `--key value` pairs. */
+  command?: string[];
   grid: Grid;
   gpus?: number;
   maxHours?: number;
@@ -73,13 +76,23 @@ function positiveInteger(flag: string, value: string, allowZero = false): number
   return Number(value);
 }
 
-/** Parses the tokens after `sweep`; undefined when it does not look like a sweep command at all. */
-export function parseSweepTokens(tokens: string[]): ParsedSweep | undefined {
-  const [script, ...flags] = tokens;
-  if (script === '--')
-    return { ok: false, error: 'the `-- command…` form is not supported yet; give a .py script' };
-  if (script === undefined || !/\.py$/.test(script)) return undefined;
-  const spec: SweepSpec = { script, grid: [] };
+/**
+ * Parses the tokens after `sweep`: `<script.py> [options]`, or `[options] -- <command…>` (the command is
+ * given already split, as `command`). Undefined when it does not look like a sweep command at all.
+ */
+export function parseSweepTokens(tokens: string[], command?: string[]): ParsedSweep | undefined {
+  let spec: SweepSpec;
+  let flags: string[];
+  if (command !== undefined) {
+    if (command.length === 0) return { ok: false, error: 'nothing after `--`: give the command to run' };
+    spec = { command, grid: [] };
+    flags = tokens;
+  } else {
+    const [script, ...rest] = tokens;
+    if (script === undefined || !/\.py$/.test(script)) return undefined;
+    spec = { script, grid: [] };
+    flags = rest;
+  }
   for (let index = 0; index < flags.length; index += 1) {
     const flag = flags[index] ?? '';
     const [key, inline] =
@@ -144,6 +157,10 @@ export function parseSweepTokens(tokens: string[]): ParsedSweep | undefined {
         };
     }
   }
-  if (spec.grid.length === 0) return { ok: false, error: 'give at least one --grid key=v1,v2' };
+  if (spec.grid.length === 0)
+    return {
+      ok: false,
+      error: `give at least one --grid key=v1,v2${command === undefined ? '' : ' (the sweep options go before `--`)'}`,
+    };
   return { ok: true, spec };
 }

@@ -13,6 +13,7 @@ import type { Actor, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
+import { formatCommand, prepareCommand } from '../tools/command-launch.js';
 import { resolveWorkspaceScript, scriptPreview } from '../tools/run-operations.js';
 import {
   formatValue,
@@ -70,12 +71,28 @@ export function createSweepService(options: SweepServiceOptions) {
     origin: 'agent' | 'command',
     toolCall?: { name: string; input: unknown },
   ): Promise<string> {
-    const real = await resolveWorkspaceScript(options.workspace, spec.script);
-    const script = await readFile(real, 'utf8');
+    // A command is checked and resolved like `run -- …` (working directory, the .py file it names).
+    const prepared =
+      spec.command === undefined
+        ? undefined
+        : await prepareCommand(options.workspace, spec.command, undefined);
+    const real =
+      spec.script === undefined ? undefined : await resolveWorkspaceScript(options.workspace, spec.script);
+    const script = real === undefined ? (prepared?.script ?? '') : await readFile(real, 'utf8');
+    const launch =
+      prepared === undefined
+        ? undefined
+        : {
+            command: prepared.argv,
+            cwd: prepared.cwd,
+            ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
+          };
     const values = expandGrid(spec.grid);
     if (values.length > MAX_TRIALS)
       throw new RunError('invalid_run', `that grid has ${values.length} trials; the limit is ${MAX_TRIALS}`);
-    const name = spec.name ?? `${basename(real).replace(/\.py$/, '').replace(/_/g, '-')}-sweep`;
+    const base =
+      real === undefined ? (prepared?.suggestedName ?? 'command') : basename(real).replace(/\.py$/, '');
+    const name = spec.name ?? `${base.replace(/_/g, '-')}-sweep`;
     if ((await store.find(name)) !== undefined)
       throw new RunError('name_taken', `a sweep named ${name} already exists; pick another --name`);
     const gpus = spec.gpus ?? 0;
@@ -92,6 +109,7 @@ export function createSweepService(options: SweepServiceOptions) {
         requester: actor,
         config: { ...trialValues, sweep: name, trial: index + 1 },
         args: trialArgs(trialValues),
+        ...(launch === undefined ? {} : { launch }),
       });
       trials.push({ index, name: meta.name, values: trialValues, runId: meta.id, state: 'waiting' });
     }
@@ -100,7 +118,7 @@ export function createSweepService(options: SweepServiceOptions) {
         name,
         threadId,
         requester: actor,
-        script: real,
+        script: real ?? formatCommand(spec.command ?? []),
         gpus,
         maxHours,
         metric: spec.metric ?? 'loss',
@@ -113,6 +131,9 @@ export function createSweepService(options: SweepServiceOptions) {
       new Date(),
     );
     const summary = [
+      ...(prepared === undefined
+        ? []
+        : [`Command: \`${formatCommand(prepared.argv)} --key value…\` in ${prepared.cwd}`]),
       `${trials.length} trials, the first one runs alone as a canary until it logged ${sweep.canarySteps} healthy steps; ${sweep.metric} is ${sweep.mode === 'min' ? 'minimised' : 'maximised'}.`,
       ...trials.map(
         (trial) =>

@@ -13,7 +13,15 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
         'Start a hyper-parameter sweep of a workspace script: the cross product of the grid, one approval card for all trials, a canary trial first, bad trials stopped early, a leaderboard at the end. Each trial gets its values as --key value arguments and in shepherd.config().',
       kind: 'write',
       input: z.object({
-        script: z.string().min(1).max(300).describe('Path of the .py script in the workspace'),
+        script: z.string().min(1).max(300).optional().describe('Path of the .py script in the workspace'),
+        command: z
+          .array(z.string().max(500))
+          .min(1)
+          .max(100)
+          .optional()
+          .describe(
+            'Instead of script: a command argv run in the workspace, e.g. ["torchrun", "--nproc_per_node=2", "train.py"]',
+          ),
         grid: z
           .record(
             z.string(),
@@ -51,8 +59,11 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
           grid.push(entry);
         }
         if (grid.length === 0) return 'the grid is empty; give at least one hyper-parameter with values';
+        if ((input.script === undefined) === (input.command === undefined))
+          return 'give either script (a .py file) or command (an argv), not both or neither';
         const spec: SweepSpec = {
-          script: input.script,
+          ...(input.script === undefined ? {} : { script: input.script }),
+          ...(input.command === undefined ? {} : { command: input.command }),
           grid,
           ...(input.gpus === undefined ? {} : { gpus: input.gpus }),
           ...(input.hours === undefined ? {} : { maxHours: input.hours }),

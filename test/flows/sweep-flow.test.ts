@@ -48,6 +48,18 @@ for step in range(1, 2001):
 shepherd.finish()
 `;
 
+/** A command-form trial: its own --epochs plus the trial's --lr, in argv order. */
+const COMMAND_TRAIN = `import sys, time, shepherd
+argv = sys.argv[1:]
+lr = float(argv[argv.index("--lr") + 1])
+assert argv[:2] == ["--epochs", "2"], argv
+assert shepherd.config()["lr"] == lr, shepherd.config()
+for step in range(1, 11):
+    shepherd.log_metrics(step=step, loss=1.0 / (1 + lr * step))
+    time.sleep(0.05)
+shepherd.finish()
+`;
+
 function readMeta(dataDir: string, runId: string): RunMeta {
   return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as RunMeta;
 }
@@ -83,6 +95,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     writeFileSync(join(workspace, 'train.py'), TRAIN);
     writeFileSync(join(workspace, 'crashy.py'), CRASHING_CANARY);
     writeFileSync(join(workspace, 'slow.py'), SLOW);
+    writeFileSync(join(workspace, 'cmd_train.py'), COMMAND_TRAIN);
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -328,4 +341,32 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     expect(compared.some((m) => (m.images?.length ?? 0) > 0)).toBe(true);
     expect(JSON.stringify(llm.requests.at(-1)?.body)).toContain('Best: grid-2');
   }, 60_000);
+  it('sweeps a command (`sweep [options] -- <command…>`): each trial appends its --key value pairs', async () => {
+    const threadId = await shepherd.mention(
+      'sweep --grid lr=0.5,2 --gpus 1 --hours 1 --name cmd --canary-steps 3 -- python3 -u cmd_train.py --epochs 2',
+      'alice',
+    );
+    const withCard = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Approve sweep').length === 1,
+    );
+    const message = cardsTitled(withCard, 'Approve sweep')[0];
+    expect(message?.card?.text).toContain('Command: `python3 -u cmd_train.py --epochs 2 --key value…`');
+    const approve = message?.card?.actions?.find((action) => action.label === 'Approve');
+    await shepherd.click(threadId, message?.id ?? '', approve?.actionId ?? '', 'bob');
+    const done = await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.text.includes('🏁')),
+      60_000,
+    );
+    const board = botMessages(done).find((m) => m.text.includes('🏁'))?.text as string;
+    expect(board).toContain('Sweep cmd: completed');
+    // Both trials completed, so each saw --epochs 2 followed by its own --lr, and the same lr in its config.
+    for (const name of ['cmd-1', 'cmd-2']) {
+      const meta = await shepherd.app.features.runs.service.findRun(name);
+      expect(meta.status, name).toBe('completed');
+      expect(meta.command).toEqual(['python3', '-u', 'cmd_train.py', '--epochs', '2']);
+    }
+    expect(board.indexOf('cmd-2 ')).toBeLessThan(board.indexOf('cmd-1 '));
+  }, 90_000);
 });

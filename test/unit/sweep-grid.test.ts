@@ -43,9 +43,15 @@ describe('sweep grid', () => {
       'train.py --grid lr=1 --parallel 0',
       'train.py --grid lr=1 --bogus 1',
       'train.py --grid lr=$(rm)',
-      '-- python x.py',
     ];
     for (const text of errors) expect(parseSweepTokens(text.split(' '))?.ok, text).toBe(false);
+    // `sweep [options] -- <command…>`: the options come before `--`.
+    const command = parseSweepTokens(['--grid', 'lr=1,2'], ['torchrun', 'train.py', '--epochs', '3']);
+    expect(command?.ok && command.spec.command).toEqual(['torchrun', 'train.py', '--epochs', '3']);
+    expect(parseSweepTokens([], ['python', 'x.py', '--grid', 'lr=1'])).toMatchObject({
+      ok: false,
+      error: expect.stringContaining('before `--`'),
+    });
   });
 
   it('summarises best/final skipping NaN and remembers the first non-finite step', () => {
