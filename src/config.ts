@@ -3,6 +3,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { ConfigError } from './errors.js';
 import { parseEnvironments } from './runs/run-environments.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -128,6 +129,14 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_METRIC_PATTERN: optionalString.superRefine((value, context) => {
+    if (value === undefined) return;
+    try {
+      compileMetricPattern(value);
+    } catch (error) {
+      context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+    }
+  }),
   SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
   SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
   SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
@@ -144,6 +153,11 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+  SHEPHERD_DATASETS_SERVER_URL: z.string().url().default('https://datasets-server.huggingface.co'),
+
+  SHEPHERD_PREFLIGHT_STEPS: z.coerce.number().int().min(0).max(1000).default(0),
+  SHEPHERD_PREFLIGHT_TIMEOUT_S: positiveNumber.default(120),
+  SHEPHERD_GPU_MEMORY_GB: positiveNumber.default(80),
 
   SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   SHEPHERD_METRICS_TOKEN: optionalString,
@@ -222,6 +236,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      /** Regex source with named groups for printed metric lines no built-in format reads. */
+      metricPattern: environment.SHEPHERD_METRIC_PATTERN,
       plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
       idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
       nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
@@ -241,6 +257,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     hub: {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
+      datasetsServerUrl: environment.SHEPHERD_DATASETS_SERVER_URL,
+    },
+    checks: {
+      preflightSteps: environment.SHEPHERD_PREFLIGHT_STEPS,
+      preflightTimeoutS: environment.SHEPHERD_PREFLIGHT_TIMEOUT_S,
+      gpuMemoryGb: environment.SHEPHERD_GPU_MEMORY_GB,
     },
     ops: {
       logFormat: environment.SHEPHERD_LOG_FORMAT,

@@ -24,6 +24,7 @@ import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
 import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 import { postDigest, scheduleDigest } from './spend/digest.js';
 import { createSpendReports } from './spend/spend-report.js';
 import { createRunComparison } from './sweeps/compare-runs.js';
@@ -33,14 +34,19 @@ import { createSweepStore } from './sweeps/sweep-store.js';
 import { createSweepTools } from './sweeps/sweep-tools.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createCheckpointLister } from './tools/checkpoint-listing.js';
+import { createDatasetViewer, createInspectDatasetTool } from './tools/dataset-viewer.js';
 import { createFollowTools } from './tools/follow-tools.js';
 import { createHelpTool } from './tools/help-tool.js';
-import { createHubClient } from './tools/hub-client.js';
+import { createHubClient } from './tools/hub-api.js';
 import { createHubTools } from './tools/hub-tools.js';
+import { createMemoryNotes, createMemoryTool } from './tools/memory-tool.js';
 import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
+import { createRunInspectTools } from './tools/run-inspect-tools.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createScriptChecks } from './tools/script-checks.js';
 import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
@@ -170,6 +176,14 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
+  const scriptChecks = createScriptChecks({
+    python: config.runs.python,
+    environment: dependencies.runEnvironment,
+    preflightSteps: config.checks.preflightSteps,
+    preflightTimeoutS: config.checks.preflightTimeoutS,
+  });
+  const memoryNotes = createMemoryNotes(redis, prefix);
   const watching = createWatchOperations({
     runs: runs.service,
     workspace: config.workspace,
@@ -192,6 +206,12 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     confirmStop: watching.confirmStop,
     python: config.runs.python,
     maxHours: config.runs.maxHours,
+    checkSyntax: scriptChecks.checkSyntax,
+    ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
+    notify: async (threadId, text) => {
+      await notifier.post(threadId, text);
+    },
+    memoryEstimate: memoryNotes.latest,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -211,6 +231,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    ...(config.monitor.metricPattern === undefined
+      ? {}
+      : { metricPattern: compileMetricPattern(config.monitor.metricPattern) }),
     policy: alertPolicy,
     gpuProbe: createNvidiaSmiProbe({
       command: config.monitor.nvidiaSmi,
@@ -293,10 +316,28 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const tools = createToolRegistry([
     help,
     ...createRunTools(operations),
+    ...createRunInspectTools({
+      store: runs.store,
+      operations,
+      checkpoints: createCheckpointLister({
+        store: runs.store,
+        history: runs.checkpoints,
+        detectors: detectorConfigFrom(config.monitor),
+      }),
+    }),
     createShowMetricsTool(postChart),
     ...createAlertTools(alertRules),
     ...createHubTools(hub),
     ...createSweepTools(sweepService, compare),
+    createInspectDatasetTool(
+      createDatasetViewer({
+        baseUrl: config.hub.datasetsServerUrl,
+        token: config.hub.token,
+        logger: logger.child({ component: 'datasets' }),
+      }),
+      { hasToken: config.hub.token !== undefined },
+    ),
+    createMemoryTool({ hub, notes: memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
     ...createFollowTools({
       follows: runFollows,
       findRun: (run) => runs.service.findRun(run),

@@ -39,6 +39,7 @@ export function approvalCard(approval: Approval): Card {
     { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
   if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
+  if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];
   if (approval.budget !== undefined) {
     const { limitUsd, leftUsd } = approval.budget;
@@ -53,6 +54,8 @@ export function approvalCard(approval: Approval): Card {
     lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
   if (approval.command !== undefined) lines.push(`Command:\n\`\`\`\n${approval.command}\n\`\`\``);
   for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
+  // A failed pre-flight is shown, not enforced: a GPU-only script may not run on a CPU.
+  if (approval.preflight !== undefined) lines.push(approval.preflight);
   const label =
     approval.kind === 'script-change'
       ? 'Script diff'

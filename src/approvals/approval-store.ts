@@ -26,6 +26,9 @@ export const approvalSchema = z.object({
   /** For script changes: the proposed source, applied only once approved. */
   proposedScript: z.string().optional(),
   reason: z.string().optional(),
+  /** Checks before spending, shown on the card: the CPU pre-flight and the agent's memory estimate. */
+  preflight: z.string().optional(),
+  memory: z.string().optional(),
   /** Command runs: the exact command line; runs in a named environment: its description; launch warnings. */
   command: z.string().optional(),
   environment: z.string().optional(),

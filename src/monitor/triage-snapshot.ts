@@ -27,6 +27,8 @@ export interface TriageSnapshot {
     recent: string;
   }>;
   lastStep?: number;
+  /** `stdout` when the metrics were parsed from output.log (the script does not use the helper). */
+  metricsSource?: 'stdout';
   logTail: string;
   script?: string;
   /** False when the script shown was cut or had secrets redacted: the answer may then not be a FIX. */
@@ -148,7 +150,10 @@ export function renderTriageSnapshot(snapshot: TriageSnapshot): string {
       `Incident: ${snapshot.incident.kind}${snapshot.incident.crashClass === undefined ? '' : ` (${snapshot.incident.crashClass})`} — ${snapshot.incident.summary}`,
     );
   }
-  lines.push('', 'Metrics (name: last, min, max, trend, non-finite count; recent step:value):');
+  lines.push(
+    '',
+    `Metrics${snapshot.metricsSource === 'stdout' ? ' (parsed from what the script prints to output.log)' : ''} (name: last, min, max, trend, non-finite count; recent step:value):`,
+  );
   if (snapshot.metrics.length === 0) lines.push('  (no metrics logged yet)');
   for (const metric of snapshot.metrics) {
     lines.push(

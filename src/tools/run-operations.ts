@@ -58,6 +58,12 @@ export interface RunOperationsOptions {
   maxHours?: number;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
+  /** The CPU pre-flight (when enabled): resolves the line the approval card shows. */
+  preflight?: (source: string, config?: Record<string, unknown>) => Promise<string>;
+  /** Posts into a thread (a script that does not compile is reported there, whoever asked). */
+  notify?: (threadId: string, text: string) => Promise<void>;
+  /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
+  memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
   /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
   environments?: Environments;
   defaultEnvironment?: string | undefined;
@@ -126,6 +132,41 @@ export async function resolveWorkspaceScript(workspace: string, path: string): P
 export function createRunOperations(options: RunOperationsOptions) {
   const { runs, store, approvals } = options;
 
+  /**
+   * No card for a script that does not compile: the error (with its line) goes to whoever asked — the
+   * command's answer, the agent's tool result — and, for the agent, into the thread as well.
+   */
+  async function assertCompiles(
+    script: string,
+    threadId: string,
+    origin: 'agent' | 'command' | 'monitor',
+    what: string,
+  ): Promise<void> {
+    // Command runs without a Python file (`run -- bash train.sh`) have no source to compile.
+    if (script.trim() === '') return;
+    const syntaxError = await options.checkSyntax?.(script);
+    if (syntaxError === undefined) return;
+    const message = `${what}: ${syntaxError}\nNo approval card was posted.`;
+    if (origin === 'agent') {
+      await options.notify?.(threadId, `⚠️ ${message}`).catch(() => undefined);
+    }
+    throw new ToolPolicyError('script_syntax_error', message);
+  }
+
+  /** The pre-flight takes up to its timeout: the thread hears that it is running. */
+  async function runPreflight(
+    threadId: string,
+    name: string,
+    script: string,
+    config: Record<string, unknown> | undefined,
+  ): Promise<string | undefined> {
+    if (options.preflight === undefined) return undefined;
+    await options
+      .notify?.(threadId, `Running a short CPU pre-flight of ${name} before the approval card…`)
+      .catch(() => undefined);
+    return options.preflight(script, config);
+  }
+
   const environments = options.environments ?? {};
 
   /** Card lines for how a run starts: the exact command, the environment, warnings. */
@@ -149,6 +190,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     // An unknown environment is refused here, before any run or card exists.
     const environment = pickEnvironment(environments, input.environment, options.defaultEnvironment);
+    await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
     const { origin: _origin, toolCall: _toolCall, environment: _environment, prepared, ...request } = input;
     const launchFields = {
       ...request.launch,
@@ -161,6 +203,7 @@ export function createRunOperations(options: RunOperationsOptions) {
             ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
           }),
     };
+    // Created first, so a request the run service refuses (too many GPUs) costs no pre-flight.
     const meta = await runs.createRun(
       Object.keys(launchFields).length === 0 ? request : { ...request, launch: launchFields },
     );
@@ -173,12 +216,21 @@ export function createRunOperations(options: RunOperationsOptions) {
         new Date(),
       );
     }
+    // A command run (`run -- …`) is not `python train.py`: the pre-flight only runs plain scripts.
+    const preflight =
+      prepared === undefined
+        ? await runPreflight(input.threadId, meta.name, input.script, input.config)
+        : undefined;
+    const memory =
+      input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
     const { approval, autoApproved } = await approvals.request({
       kind: 'start',
       meta,
       requester: input.requester,
       scriptExcerpt: scriptPreview(input.script),
       origin: input.origin,
+      ...(preflight === undefined ? {} : { preflight }),
+      ...(memory === undefined ? {} : { memory }),
       ...launchDetails(meta),
       ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
     });
@@ -205,7 +257,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       const values = Object.entries(last.values)
         .map(([name, value]) => `${name}=${formatNumber(value)}`)
         .join(', ');
-      lines.push(`last metrics (step ${last.step ?? '?'}): ${values}`);
+      const source = report.metricsSource === 'stdout' ? ', read from output.log' : '';
+      lines.push(`last metrics (step ${last.step ?? '?'}${source}): ${values}`);
     }
     if (report.lastMetrics.length >= 2) {
       const first = report.lastMetrics[0]?.values.loss;
@@ -258,6 +311,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     // Asking for GPUs again needs a new decision.
     const script = await store.readScript(meta.id).catch(() => '');
+    await assertCompiles(script, meta.threadId, origin, `${meta.name} was not resumed`);
     const { approval, autoApproved } = await approvals.request({
       kind: 'resume',
       meta,
@@ -290,14 +344,15 @@ export function createRunOperations(options: RunOperationsOptions) {
     toolCall?: { name: string; input: unknown },
   ): Promise<{ text: string; diff: string }> {
     const meta = await runs.findRun(reference);
+    // A finished run's script can never be applied: say so now rather than after someone approves.
+    if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
+      throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);
+    }
     refuseScriptEdit(meta);
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
-    const syntaxError = await options.checkSyntax?.(script);
-    if (syntaxError !== undefined) {
-      throw new ToolPolicyError('script_syntax_error', `the new script does not compile:\n${syntaxError}`);
-    }
+    await assertCompiles(script, meta.threadId, origin, `the change to ${meta.name} was not proposed`);
     // A command run's script lives in the workspace: the diff is against what is there now.
     const current =
       meta.scriptPath === undefined
@@ -305,6 +360,10 @@ export function createRunOperations(options: RunOperationsOptions) {
         : await readFile(meta.scriptPath, 'utf8');
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
+    const preflight =
+      meta.command === undefined
+        ? await runPreflight(meta.threadId, meta.name, script, meta.config)
+        : undefined;
     const shown = meta.scriptPath === undefined ? 'train.py' : basename(meta.scriptPath);
     const diff = createTwoFilesPatch(
       meta.scriptPath === undefined ? `train_v${meta.scriptVersion}.py` : `${shown} (v${meta.scriptVersion})`,
@@ -324,6 +383,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       proposedScript: script,
       reason,
       origin,
+      ...(preflight === undefined ? {} : { preflight }),
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return {
