@@ -275,6 +275,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     gpuCapacity: runs.executor.allocatesGpus ? undefined : runs.allocator.inventory.length,
     quickchartUrl: config.monitor.quickchartUrl,
     logger: logger.child({ component: 'sweeps' }),
+    checkSyntax: scriptChecks.checkSyntax,
   });
   const sweepService = sweeps;
   const compare = createRunComparison({

@@ -4,7 +4,7 @@ import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Approval, Decision } from '../approvals/approval-store.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
-import { errorMessage, RunError } from '../errors.js';
+import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Incident } from '../monitor/types.js';
 import { renderChart } from '../notify/charts/render-chart.js';
@@ -49,6 +49,8 @@ export interface SweepServiceOptions {
   gpuCapacity: number | undefined;
   quickchartUrl: string;
   logger: Logger;
+  /** `py_compile` before the card (as for every run): resolves an error text, or undefined. */
+  checkSyntax?: (source: string) => Promise<string | undefined>;
 }
 
 const SHEPHERD: Actor = 'system';
@@ -87,6 +89,14 @@ export function createSweepService(options: SweepServiceOptions) {
             cwd: prepared.cwd,
             ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
           };
+    if (script.trim() !== '') {
+      const syntaxError = await options.checkSyntax?.(script);
+      if (syntaxError !== undefined)
+        throw new ToolPolicyError(
+          'script_syntax_error',
+          `${spec.script ?? 'the script'}: ${syntaxError}\nNo approval card was posted.`,
+        );
+    }
     const values = expandGrid(spec.grid);
     if (values.length > MAX_TRIALS)
       throw new RunError('invalid_run', `that grid has ${values.length} trials; the limit is ${MAX_TRIALS}`);

@@ -96,6 +96,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     writeFileSync(join(workspace, 'crashy.py'), CRASHING_CANARY);
     writeFileSync(join(workspace, 'slow.py'), SLOW);
     writeFileSync(join(workspace, 'cmd_train.py'), COMMAND_TRAIN);
+    writeFileSync(join(workspace, 'broken.py'), 'import shepherd\nfor step in range(3)\n    print(step)\n');
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -369,4 +370,16 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     }
     expect(board.indexOf('cmd-2 ')).toBeLessThan(board.indexOf('cmd-1 '));
   }, 90_000);
+  it('compiles the script before the card: a syntax error gets no card and no trial', async () => {
+    const threadId = await shepherd.mention('sweep broken.py --grid lr=1,2 --name broken-grid', 'alice');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => m.text.includes('No approval card')),
+    );
+    expect(botMessages(messages).find((m) => m.text.includes('No approval card'))?.text).toMatch(
+      /broken\.py: .*line 2/s,
+    );
+    expect(messages.some((m) => m.card !== undefined)).toBe(false);
+    const all = await shepherd.app.features.runs.service.listRuns();
+    expect(all.some((meta) => meta.name.startsWith('broken-grid'))).toBe(false);
+  });
 });
