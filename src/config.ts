@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { ConfigError } from './errors.js';
 import { parseEnvironments } from './runs/run-environments.js';
 import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
@@ -80,6 +81,7 @@ const environmentSchema = z.object({
 
   SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
+  SHEPHERD_RUN_AS_USER: optionalString,
   SHEPHERD_GPUS: gpuList,
   SHEPHERD_ENVIRONMENTS: z
     .string()
@@ -164,8 +166,10 @@ const environmentSchema = z.object({
   SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
-function buildConfig(environment: z.output<typeof environmentSchema>) {
+function buildConfig(environment: z.output<typeof environmentSchema>, secretValues: string[]) {
   return {
+    /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
+    secretValues,
     redisUrl: environment.REDIS_URL,
     queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
     host: environment.SHEPHERD_HOST,
@@ -197,6 +201,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     runs: {
       executor: environment.SHEPHERD_EXECUTOR,
       python: environment.SHEPHERD_PYTHON,
+      runAsUser: environment.SHEPHERD_RUN_AS_USER,
       gpus: environment.SHEPHERD_GPUS,
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
@@ -294,6 +299,8 @@ export function loadConfig(
   if (options.dotenvPath !== undefined && existsSync(options.dotenvPath)) {
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
+  const files = resolveSecretFiles(merged);
+  merged = files.environment;
   const result = environmentSchema.safeParse(merged);
   if (
     result.success &&
@@ -304,17 +311,17 @@ export function loadConfig(
       `invalid configuration:\n  SHEPHERD_DEFAULT_ENV=${JSON.stringify(result.data.SHEPHERD_DEFAULT_ENV)}: not one of SHEPHERD_ENVIRONMENTS (${Object.keys(result.data.SHEPHERD_ENVIRONMENTS).join(', ') || 'none'})`,
     );
   }
-  if (!result.success) {
-    const lines = result.error.issues.map((issue) => {
+  if (!result.success || files.problems.length > 0) {
+    const lines = (result.error?.issues ?? []).map((issue) => {
       const variable = issue.path.join('.') || '(environment)';
       return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
     });
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+    throw new ConfigError(`invalid configuration:\n${[...files.problems, ...lines].join('\n')}`);
   }
   if (result.data.SHEPHERD_DEFAULT_MAX_HOURS > result.data.SHEPHERD_MAX_HOURS) {
     throw new ConfigError(
       `invalid configuration:\n  SHEPHERD_DEFAULT_MAX_HOURS=${result.data.SHEPHERD_DEFAULT_MAX_HOURS}: must not be above SHEPHERD_MAX_HOURS=${result.data.SHEPHERD_MAX_HOURS}`,
     );
   }
-  return deepFreeze(buildConfig(result.data));
+  return deepFreeze(buildConfig(result.data, secretValuesOf(merged)));
 }

@@ -6,6 +6,7 @@ import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-a
 import { BotError, errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
+import { codeBlock } from '../notify/code-block.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { ControlJob } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
@@ -15,6 +16,7 @@ import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import type { Monitor } from './monitor.js';
+import { redactedHead } from './redact.js';
 import { checkPythonSyntax, triage } from './triage.js';
 import type { Incident } from './types.js';
 
@@ -117,7 +119,7 @@ export function createAlertService(options: AlertServiceOptions) {
     watched = false,
   ): Card {
     const lines = [alert.summary];
-    if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    if (incident.traceback !== undefined) lines.push(codeBlock(incident.traceback));
     // Shepherd does not own a watched run's script: no fix, no relaunch.
     if (watched) lines.push('Watched run: Shepherd did not launch it, so it offers no fix or relaunch.');
     const actions: Card['actions'] = [];
@@ -398,7 +400,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (!syntax.ok) {
       await notifier.post(
         alert.threadId,
-        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n\`\`\`\n${syntax.error.slice(0, 800)}\n\`\`\``,
+        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n${codeBlock(redactedHead(syntax.error, 800))}`,
       );
       return;
     }

@@ -22,7 +22,7 @@ import {
   serialiseMonitorState,
 } from './monitor-state.js';
 import { createPrintedMetricsReader, metricsSourceOf, plannedStepsOf } from './printed-metrics.js';
-import { redactSecrets } from './redact.js';
+import { redactedTail, redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import {
   addPoint,
@@ -187,8 +187,8 @@ export function createMonitor(options: MonitorOptions) {
     });
     if (logChunk.reset) state.logTail = '';
     if (logChunk.lines.length > 0) {
-      const appended = `${state.logTail}${logChunk.lines.join('\n')}\n`;
-      state.logTail = appended.length > LOG_TAIL_CHARS ? appended.slice(-LOG_TAIL_CHARS) : appended;
+      // Redacted as it is kept, so the cut to the last few KiB never keeps a secret's tail.
+      state.logTail = redactedTail(`${state.logTail}${logChunk.lines.join('\n')}\n`, LOG_TAIL_CHARS);
     }
     const incoming = await printedMetrics.collect({
       runId,

@@ -7,6 +7,7 @@ import type { Executor } from './executor.js';
 import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './gpu-inventory.js';
 import { createLocalExecutor } from './local-executor.js';
+import { lookupRunUser } from './run-as-user.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
@@ -44,6 +45,9 @@ export async function createRunsRuntime(options: {
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
+  if (options.executor !== undefined && config.runs.runAsUser !== undefined) {
+    logger.warn('SHEPHERD_RUN_AS_USER applies to the local executor only; this executor ignores it');
+  }
   const inner =
     options.executor ??
     createLocalExecutor({
@@ -54,6 +58,7 @@ export async function createRunsRuntime(options: {
       environments: config.runs.environments,
       graceS: config.runs.stopGraceS,
       logger,
+      ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
     });
   // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
   const executor = createWatchAwareExecutor({

@@ -10,6 +10,7 @@ import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
 import { killDescendants } from './process-tree.js';
+import { chownTree, type RunUser } from './run-as-user.js';
 import { applyEnvironment, type Environments } from './run-environments.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
@@ -42,6 +43,8 @@ export interface LocalExecutorOptions {
   /** Seconds between SIGTERM and SIGKILL when the launcher enforces the time limit. */
   graceS?: number;
   logger: Logger;
+  /** `SHEPHERD_RUN_AS_USER`, resolved: runs start as this user (the bot runs as root). */
+  runAs?: RunUser;
 }
 
 /** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
@@ -172,6 +175,11 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
         path.delimiter,
       );
     }
+    const runAs = options.runAs;
+    if (runAs !== undefined) {
+      Object.assign(environment, { USER: runAs.name, LOGNAME: runAs.name, HOME: runAs.home ?? runDir });
+      await chownTree(runDir, runAs);
+    }
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     // The deadline travels with the launcher, which enforces it even while the bot is down.
@@ -192,6 +200,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
         env: environment,
         detached: true,
         stdio: ['ignore', logFd, logFd],
+        ...(runAs === undefined ? {} : { uid: runAs.uid, gid: runAs.gid }),
       });
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('spawn', () => {

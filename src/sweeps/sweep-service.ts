@@ -6,6 +6,7 @@ import type { Approval, Decision } from '../approvals/approval-store.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { redactSecrets } from '../monitor/redact.js';
 import type { Incident } from '../monitor/types.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { Notifier } from '../notify/notifier.js';
@@ -14,7 +15,7 @@ import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
 import { formatCommand, prepareCommand } from '../tools/command-launch.js';
-import { resolveWorkspaceScript, scriptPreview } from '../tools/run-operations.js';
+import { resolveWorkspaceScript } from '../tools/run-operations.js';
 import {
   formatValue,
   type LeaderboardRow,
@@ -143,7 +144,7 @@ export function createSweepService(options: SweepServiceOptions) {
     const summary = [
       ...(prepared === undefined
         ? []
-        : [`Command: \`${formatCommand(prepared.argv)} --key value…\` in ${prepared.cwd}`]),
+        : [`Command: \`${redactSecrets(formatCommand(prepared.argv))} --key value…\` in ${prepared.cwd}`]),
       `${trials.length} trials, the first one runs alone as a canary until it logged ${sweep.canarySteps} healthy steps; ${sweep.metric} is ${sweep.mode === 'min' ? 'minimised' : 'maximised'}.`,
       ...trials.map(
         (trial) =>
@@ -160,7 +161,7 @@ export function createSweepService(options: SweepServiceOptions) {
       maxHours,
       costUsd,
       summary,
-      scriptExcerpt: scriptPreview(script),
+      scriptExcerpt: script,
       origin,
       ...(toolCall === undefined ? {} : { toolCall }),
     });

@@ -5,6 +5,7 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
+import { codeBlock } from '../notify/code-block.js';
 import { refuseScriptEdit } from '../runs/command-script.js';
 import { describeEnvironment, type Environments, pickEnvironment } from '../runs/run-environments.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
@@ -26,8 +27,6 @@ import {
  */
 
 export const MAX_SCRIPT_BYTES = 512 * 1024;
-/** "The first lines of train.py" on a launch card: enough to recognise it, short enough to read. */
-const PREVIEW_LINES = 15;
 
 /** A run request plus who launched it and how (an agent tool call resumes its turn on decision). */
 export interface LaunchInput extends CreateRunRequest {
@@ -71,12 +70,6 @@ export interface RunOperationsOptions {
   python?: string;
   /** Stopping a watched run asks for a confirmation button first; this posts it. */
   confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
-}
-
-export function scriptPreview(source: string): string {
-  const lines = source.split('\n');
-  const head = lines.slice(0, PREVIEW_LINES).join('\n');
-  return lines.length > PREVIEW_LINES ? `${head}\n… (${lines.length - PREVIEW_LINES} more lines)` : head;
 }
 
 export function describeRun(meta: RunMeta): string {
@@ -227,7 +220,8 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'start',
       meta,
       requester: input.requester,
-      scriptExcerpt: scriptPreview(input.script),
+      // The whole script: the card shows it, or its start with the file attached.
+      scriptExcerpt: input.script,
       origin: input.origin,
       ...(preflight === undefined ? {} : { preflight }),
       ...(memory === undefined ? {} : { memory }),
@@ -274,7 +268,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
     if (report.logTail.length > 0)
-      lines.push(`last log lines:\n\`\`\`\n${report.logTail.slice(-8).join('\n')}\n\`\`\``);
+      lines.push(`last log lines:\n${codeBlock(report.logTail.slice(-8).join('\n'))}`);
     return lines.join('\n');
   }
 
@@ -316,7 +310,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       kind: 'resume',
       meta,
       requester: actor,
-      scriptExcerpt: scriptPreview(script),
+      scriptExcerpt: script,
       origin,
       ...launchDetails(meta),
       ...(toolCall === undefined ? {} : { toolCall }),
