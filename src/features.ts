@@ -20,6 +20,7 @@ import { createControlQueue, createControlWorker } from './queue/control-worker.
 import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
+import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
 import { createRunCommand } from './runs/slurm/slurm-command.js';
@@ -141,7 +142,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     logger: logger.child({ component: 'follows' }),
   });
   const runFollows = follows;
-  const controlQueue = createControlQueue(redis, prefix);
+  const controlQueue = createControlQueue(redis, prefix, logger);
   const spend = createSpendReports({
     store: runs.store,
     gpuHourUsd: config.runs.gpuHourUsd,
@@ -176,6 +177,11 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  const access = createRunAccess({
+    approvers: config.approvals.approvers,
+    audit: runs.audit,
+    logger: logger.child({ component: 'access' }),
+  });
   // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
   const scriptChecks = createScriptChecks({
     python: config.runs.python,
@@ -191,6 +197,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     prefix,
     notifier,
     slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    access,
     logger: logger.child({ component: 'watch' }),
   });
   for (const verb of ['confirm-stop', 'keep-running'] as const) {
@@ -200,6 +207,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runs: runs.service,
     store: runs.store,
     approvals,
+    access,
     workspace: config.workspace,
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
@@ -255,6 +263,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    access,
     onAlert: (meta, incident) => runFollows.onIncident(meta, incident),
     checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
@@ -276,6 +285,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     quickchartUrl: config.monitor.quickchartUrl,
     logger: logger.child({ component: 'sweeps' }),
     checkSyntax: scriptChecks.checkSyntax,
+    access,
   });
   const sweepService = sweeps;
   const compare = createRunComparison({
@@ -351,6 +361,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    ephemeral: (threadId, userId, text) => notifier.ephemeral(threadId, userId, text),
     watch: watching.watch,
     alertRules,
     logger,

@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isCrossSite } from '../bot/web/web-guard.js';
 import { ADMIN_BASE_PATH } from './admin-board.js';
 import type { OpsMetrics } from './ops-metrics.js';
 import type { Readiness } from './readiness.js';
@@ -91,6 +92,11 @@ export function createOpsListener(options: OpsHttpOptions) {
     if (path === ADMIN_BASE_PATH || path.startsWith(`${ADMIN_BASE_PATH}/`)) {
       if (options.adminToken === undefined || options.adminBoard === undefined) {
         sendJson(response, 404, { error: `no route ${method} ${path}` });
+        return;
+      }
+      // Browsers replay cached basic-auth credentials on cross-site form posts: refuse other sites' pages.
+      if (isCrossSite(request)) {
+        sendJson(response, 403, { error: 'cross-origin request refused' });
         return;
       }
       if (!hasToken(request, options.adminToken)) {

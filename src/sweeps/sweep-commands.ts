@@ -130,7 +130,7 @@ export function createSweepCommands(options: {
       case 'sweep-control':
         // A run (or a trial, by its own name) is handled by the run commands.
         if (!(await options.sweeps.isSweep(command.sweep))) return undefined;
-        return options.sweeps[command.verb](command.sweep, actor);
+        return options.sweeps[command.verb](command.sweep, actor, threadId);
       case 'compare':
         return options.compare({
           references: command.references,

@@ -10,6 +10,7 @@ import { redactSecrets } from '../monitor/redact.js';
 import type { Incident } from '../monitor/types.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { Notifier } from '../notify/notifier.js';
+import type { RunAccess } from '../runs/run-access.js';
 import type { Actor, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
@@ -52,6 +53,8 @@ export interface SweepServiceOptions {
   logger: Logger;
   /** `py_compile` before the card (as for every run): resolves an error text, or undefined. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
+  /** Who may change a run: a sweep is changed by whoever may change its trials (checked on the canary). */
+  access?: RunAccess;
 }
 
 const SHEPHERD: Actor = 'system';
@@ -452,8 +455,20 @@ export function createSweepService(options: SweepServiceOptions) {
     return [header(sweep), leaderboardTable(sweep, ranked)].join('\n');
   }
 
-  async function pause(reference: string, actor: ChatUser): Promise<string> {
+  async function authorize(
+    sweep: Sweep,
+    actor: ChatUser,
+    threadId: string,
+    change: 'pause' | 'resume' | 'stop',
+  ) {
+    const canary = sweep.trials[0];
+    const meta = canary === undefined ? undefined : await metaOf(canary);
+    if (meta !== undefined) await options.access?.authorize(meta, actor, threadId, change, 'command');
+  }
+
+  async function pause(reference: string, actor: ChatUser, threadId: string): Promise<string> {
     const found = await find(reference);
+    await authorize(found, actor, threadId, 'pause');
     if (found.state !== 'canary' && found.state !== 'running')
       throw new RunError(
         'illegal_transition',
@@ -478,8 +493,9 @@ export function createSweepService(options: SweepServiceOptions) {
     return `Paused sweep ${sweep.name}: ${paused} running trial${paused === 1 ? '' : 's'} paused, nothing new starts until you resume it.`;
   }
 
-  async function resume(reference: string, actor: ChatUser): Promise<string> {
+  async function resume(reference: string, actor: ChatUser, threadId: string): Promise<string> {
     const found = await find(reference);
+    await authorize(found, actor, threadId, 'resume');
     if (found.state !== 'paused')
       throw new RunError(
         'illegal_transition',
@@ -503,8 +519,9 @@ export function createSweepService(options: SweepServiceOptions) {
     return `Resumed sweep ${sweep.name}: ${resumed} trial${resumed === 1 ? '' : 's'} resumed; the others start as before.`;
   }
 
-  async function stop(reference: string, actor: ChatUser): Promise<string> {
+  async function stop(reference: string, actor: ChatUser, threadId: string): Promise<string> {
     const found = await find(reference);
+    await authorize(found, actor, threadId, 'stop');
     if (FINAL_SWEEP_STATES.has(found.state))
       throw new RunError('illegal_transition', `sweep ${found.name} is already ${found.state}`);
     const sweep = await store.update(found.id, (current) =>

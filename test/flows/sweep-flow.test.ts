@@ -288,6 +288,14 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     expect(await status('ctl-2')).toBe('running');
     expect(await status('ctl-3')).toBe('pending_approval');
 
+    // Who may change a run decides for the sweep too: carol is neither the requester nor an approver.
+    await shepherd.reply(threadId, '@shepherd stop ctl', 'carol');
+    await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.text.startsWith('Only alice')),
+      30_000,
+    );
+    expect(await status('ctl-2')).toBe('running');
     await said('stop ctl', 'Stopped sweep ctl');
     const done = await shepherd.waitForMessages(
       threadId,
