@@ -1,3 +1,4 @@
+import { request as httpRequest } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
 
@@ -35,5 +36,24 @@ describe('the queue dashboard refuses other sites', () => {
     expect(own.status).toBe(200);
     const tool = await fetch(`${shepherd.url}/admin/queues/api/queues`, { headers: { authorization: auth } });
     expect(tool.status).toBe(200);
+    // DNS rebinding: a name that resolves here but is not this server's is refused like on the API.
+    const rebound = await new Promise<number>((resolve, reject) => {
+      const target = new URL(`${shepherd.url}/admin/queues/api/queues`);
+      const request = httpRequest(
+        {
+          host: target.hostname,
+          port: target.port,
+          path: target.pathname,
+          headers: { host: 'attacker.example', authorization: auth },
+        },
+        (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        },
+      );
+      request.on('error', reject);
+      request.end();
+    });
+    expect(rebound).toBe(403);
   });
 });

@@ -71,18 +71,24 @@ export function isCrossSite(request: IncomingMessage): boolean {
   }
 }
 
-export function createWebGuard(options: WebGuardOptions) {
+/** The Host check alone (DNS rebinding): a loopback name, the configured host, or an allowed host. */
+export function createHostCheck(
+  options: Pick<WebGuardOptions, 'host' | 'allowedHosts'>,
+): (hostHeader: string | undefined) => boolean {
   const allowedNames = new Set(
     [options.host, ...options.allowedHosts]
       .filter((name) => !WILDCARD_HOSTS.has(name))
       .map((name) => hostnameOf(name) ?? name.toLowerCase()),
   );
-
-  function hostAllowed(hostHeader: string | undefined): boolean {
+  return (hostHeader) => {
     if (hostHeader === undefined || hostHeader === '') return false;
     const name = hostnameOf(hostHeader);
     return name !== undefined && (isLoopbackName(name) || allowedNames.has(name));
-  }
+  };
+}
+
+export function createWebGuard(options: WebGuardOptions) {
+  const hostAllowed = createHostCheck(options);
 
   function check(request: IncomingMessage): GuardVerdict {
     const hostHeader = request.headers.host;
