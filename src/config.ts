@@ -108,6 +108,12 @@ const environmentSchema = z.object({
   SHEPHERD_SELF_APPROVAL: booleanString.default(true),
   SHEPHERD_APPROVAL_TTL_H: positiveNumber.default(24),
   SHEPHERD_AUTO_APPROVE_USD: nonNegativeNumber.default(0),
+  SHEPHERD_BUDGET_USD_MONTH: positiveNumber.optional(),
+  SHEPHERD_DIGEST_CHANNEL: optionalString,
+  SHEPHERD_DIGEST_AT: z
+    .string()
+    .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (UTC)')
+    .default('09:00'),
 
   SHEPHERD_SLURM_PARTITION: optionalString,
   SHEPHERD_SLURM_ACCOUNT: optionalString,
@@ -221,6 +227,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       selfApproval: environment.SHEPHERD_SELF_APPROVAL,
       ttlHours: environment.SHEPHERD_APPROVAL_TTL_H,
       autoApproveUsd: environment.SHEPHERD_AUTO_APPROVE_USD,
+      budgetUsdMonth: environment.SHEPHERD_BUDGET_USD_MONTH,
+    },
+    digest: {
+      channel: environment.SHEPHERD_DIGEST_CHANNEL,
+      at: environment.SHEPHERD_DIGEST_AT,
     },
     slurm: {
       partition: environment.SHEPHERD_SLURM_PARTITION,

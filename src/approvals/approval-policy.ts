@@ -47,6 +47,12 @@ export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: numb
   return cost;
 }
 
-export function isAutoApproved(policy: ApprovalPolicy, costUsd: number): boolean {
+export function isAutoApproved(
+  policy: ApprovalPolicy,
+  costUsd: number,
+  budget?: { limitUsd: number; leftUsd: number },
+): boolean {
+  // A job that would pass the monthly budget always needs a person, whatever its size.
+  if (budget !== undefined && costUsd > budget.leftUsd) return false;
   return policy.autoApproveUsd > 0 && costUsd <= policy.autoApproveUsd;
 }

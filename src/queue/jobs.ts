@@ -107,6 +107,12 @@ export const controlJob = z.discriminatedUnion('kind', [
     kind: z.literal('run-schedule'),
     reason: z.string(),
   }),
+  /** The daily digest; `at` (ISO) replaces the clock, for tests and re-sends. */
+  z.object({
+    v: z.literal(1),
+    kind: z.literal('digest'),
+    at: z.string().optional(),
+  }),
 ]);
 export type ControlJob = z.infer<typeof controlJob>;
 
