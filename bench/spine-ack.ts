@@ -24,6 +24,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LoadResult, runAutocannon } from './lib/autocannon.js';
+import { bareLoopDelayP99Ms, formatGc, gcBetween, scrapeMetrics } from './lib/loop-delay.js';
 import { note, print } from './lib/output.js';
 import { type PacedResult, runPacedLoad } from './lib/paced.js';
 import { freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
@@ -113,8 +114,18 @@ try {
   const bareCapacity = await load('bare capacity', bareUrl);
   const shepherdCapacity = await load('shepherd capacity', shepherdUrl);
   const rate = Math.round(shepherdCapacity.okPerSecond * rateFraction);
+  await bareLoopDelayP99Ms(bareUrl);
   const bareLatency = await paced(`bare paced at ${rate}/s`, bareUrl, rate);
+  const bareLoopDelay = await bareLoopDelayP99Ms(bareUrl);
+  // Scraping resets Shepherd's event-loop delay histogram, so the second scrape covers the paced run.
+  const beforeScrape = await scrapeMetrics(shepherdUrl);
   const shepherdLatency = await paced(`shepherd paced at ${rate}/s`, shepherdUrl, rate);
+  const afterScrape = await scrapeMetrics(shepherdUrl);
+  const loopDelayMs = (afterScrape.get('shepherd_event_loop_lag_seconds') ?? Number.NaN) * 1000;
+  note(`shepherd GC during the paced run: ${formatGc(gcBetween(beforeScrape, afterScrape))}`);
+  note(
+    `event-loop delay p99 during the paced runs: shepherd ${loopDelayMs.toFixed(1)} ms, bare ${bareLoopDelay.toFixed(1)} ms`,
+  );
 
   print('ack_p99_ms_bare', bareLatency.p99);
   print('ack_p99_ms_shepherd', shepherdLatency.p99);
@@ -125,6 +136,8 @@ try {
   print('ack_rps_bare', bareCapacity.okPerSecond);
   print('ack_rps_shepherd', shepherdCapacity.okPerSecond);
   print('ack_capacity_ratio', shepherdCapacity.okPerSecond / bareCapacity.okPerSecond);
+  print('event_loop_delay_p99_ms', loopDelayMs);
+  print('event_loop_delay_p99_ms_bare', bareLoopDelay);
   print('ack_p99_ms_saturated_bare', bareCapacity.latency.p99);
   print('ack_p99_ms_saturated_shepherd', shepherdCapacity.latency.p99);
 } finally {

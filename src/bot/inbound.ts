@@ -1,7 +1,7 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from '../logger.js';
 import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from '../queue/turn-inbox.js';
-import { requestTurn } from '../queue/turn-worker.js';
+import { createTurnRequester, requestTurn } from '../queue/turn-worker.js';
 import { SCRIPT_NEW_ID } from '../redis.js';
 import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from './chat-adapter.js';
 import { decodeThreadId } from './chat-adapter.js';
@@ -50,6 +50,7 @@ export interface InboundOptions {
  */
 export function createInboundHandlers(options: InboundOptions): InboundHandlers {
   const { inbox, turnQueue, actions, logger } = options;
+  const requestTurnSoon = createTurnRequester(turnQueue);
   const toItem = (message: InboundMessage): InboxItem => ({
     type: 'message',
     messageId: message.messageId,
@@ -77,7 +78,7 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
     });
     // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
     // worker's sweeper re-adds it should this process die first).
-    requestTurn(turnQueue, message.threadId, message.deliveryId).catch((error: unknown) => {
+    requestTurnSoon(message.threadId, message.deliveryId).catch((error: unknown) => {
       logger.warn(
         { threadId: message.threadId, err: String(error) },
         'could not request a turn; the sweeper will',

@@ -147,17 +147,20 @@ export function parseAcceptResult(raw: unknown): AcceptResult {
 
 // Stands for SCRIPT_NEW_ID while an item is JSON-encoded (JSON would escape the raw byte); random, so no
 // user text can spell it.
-const ID_HOLE_TOKEN = `"id-hole-${randomBytes(16).toString('hex')}"`;
+const ID_HOLE_TOKEN = `id-hole-${randomBytes(16).toString('hex')}`;
 
 /** An item's JSON, with a message's `SCRIPT_NEW_ID` ids kept as the raw byte the host script replaces. */
 function encodeItem(item: InboxItem): string {
-  if (item.type !== 'message') return JSON.stringify(item);
-  const json = JSON.stringify(item, (key, value: unknown) =>
-    (key === 'messageId' || key === 'deliveryId') && value === SCRIPT_NEW_ID
-      ? ID_HOLE_TOKEN.slice(1, -1)
-      : value,
-  );
-  return json.replaceAll(ID_HOLE_TOKEN, `"${SCRIPT_NEW_ID}"`);
+  if (item.type !== 'message' || (item.messageId !== SCRIPT_NEW_ID && item.deliveryId !== SCRIPT_NEW_ID)) {
+    return JSON.stringify(item);
+  }
+  const hole = (id: string) => (id === SCRIPT_NEW_ID ? ID_HOLE_TOKEN : id);
+  const json = JSON.stringify({
+    ...item,
+    messageId: hole(item.messageId),
+    deliveryId: hole(item.deliveryId),
+  });
+  return json.replaceAll(`"${ID_HOLE_TOKEN}"`, `"${SCRIPT_NEW_ID}"`);
 }
 
 export interface TurnInbox {
@@ -299,15 +302,21 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     length: (threadId) => redis.llen(inboxKey(threadId)),
     async stale(olderThanMs, now) {
       const threads = await redis.srandmember(pending, 200);
+      if (threads.length === 0) return [];
+      // Every inbox head in one round trip (the sweeper runs every 2 s, whatever the load).
+      const pipeline = redis.pipeline();
+      for (const threadId of threads) pipeline.lindex(inboxKey(threadId), 0);
+      const heads = (await pipeline.exec()) ?? [];
       const stale: Array<{ threadId: string; key: string }> = [];
-      for (const threadId of threads) {
-        const head = await redis.lindex(inboxKey(threadId), 0);
-        if (head === null) {
+      for (const [index, threadId] of threads.entries()) {
+        const [error, head] = heads[index] ?? [null, null];
+        if (error !== null && error !== undefined) continue;
+        if (head === null || head === undefined) {
           // Only if still empty: an item may have arrived since LINDEX.
           await redis.eval(FORGET_IF_EMPTY_SCRIPT, 2, inboxKey(threadId), pending, threadId);
           continue;
         }
-        const parsed = inboxItemSchema.safeParse(safeJson(head));
+        const parsed = inboxItemSchema.safeParse(safeJson(String(head)));
         const receivedAt = parsed.success ? parsed.data.receivedAt : 0;
         if (now - receivedAt < olderThanMs) continue;
         const key = parsed.success
