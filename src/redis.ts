@@ -10,28 +10,6 @@ export function createRedis(url: string, options: { lazy?: boolean; autoPipelini
   });
 }
 
-/** Application keys share the queue prefix so several deployments (and tests) can use one Redis. */
-export function createKeys(prefix: string) {
-  return {
-    session: (threadId: string) => `${prefix}:session:${threadId}`,
-    sessionKnown: `${prefix}:sessions`,
-    inbox: (threadId: string) => `${prefix}:inbox:${threadId}`,
-    turnActive: (threadId: string) => `${prefix}:turn-active:${threadId}`,
-    delivery: (platform: string, deliveryId: string) => `${prefix}:delivery:${platform}:${deliveryId}`,
-    approval: (approvalId: string) => `${prefix}:approval:${approvalId}`,
-    approvalDecision: (approvalId: string) => `${prefix}:approval-decision:${approvalId}`,
-    gpuOwners: `${prefix}:gpu-owners`,
-    runIndex: `${prefix}:runs`,
-    auditStream: `${prefix}:audit`,
-    monitorState: (runId: string) => `${prefix}:monitor:${runId}`,
-    autofixCount: (runId: string) => `${prefix}:autofix:${runId}`,
-    alert: (alertId: string) => `${prefix}:alert:${alertId}`,
-    llmCalls: `${prefix}:llm-calls`,
-  } as const;
-}
-
-export type Keys = ReturnType<typeof createKeys>;
-
 /**
  * A write that one module's script hands to another's, so two modules' writes go out as one script
  * (one round trip) while each module keeps owning its keys. `lua` defines `local function step(args)`;

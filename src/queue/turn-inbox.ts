@@ -210,15 +210,32 @@ export interface TurnInbox {
   stale(olderThanMs: number, now: number): Promise<Array<{ threadId: string; key: string }>>;
 }
 
+/** The inbox's Redis keys; this module owns them (thread state only reads whether the lock is taken). */
+export function turnInboxKeys(prefix: string) {
+  return {
+    /** Threads that have a session: unmentioned messages there are accepted. */
+    knownThreads: `${prefix}:sessions`,
+    inbox: (threadId: string) => `${prefix}:inbox:${threadId}`,
+    /** Taken while a turn runs in the thread. */
+    lock: (threadId: string) => `${prefix}:turn-lock:${threadId}`,
+    batch: (threadId: string) => `${prefix}:turn-batch:${threadId}`,
+    /** Threads whose inbox is not empty (what the sweeper looks at). */
+    pending: `${prefix}:inbox-pending`,
+    /** Seen platform deliveries (`<platform>:<delivery id>`), kept a day. */
+    delivery: (deliveryKey: string) => `${prefix}:delivery:${deliveryKey}`,
+  } as const;
+}
+
 export function createTurnInbox(options: { redis: Redis; prefix: string; deliveryTtlS?: number }): TurnInbox {
-  const { redis, prefix } = options;
+  const { redis } = options;
   const deliveryTtlS = options.deliveryTtlS ?? 24 * 3600;
-  const known = `${prefix}:sessions`;
-  const inboxKey = (threadId: string) => `${prefix}:inbox:${threadId}`;
-  const lockKey = (threadId: string) => `${prefix}:turn-lock:${threadId}`;
-  const batchKey = (threadId: string) => `${prefix}:turn-batch:${threadId}`;
-  const pending = `${prefix}:inbox-pending`;
-  const deliveryKeyFor = (deliveryKey: string) => `${prefix}:delivery:${deliveryKey}`;
+  const keys = turnInboxKeys(options.prefix);
+  const known = keys.knownThreads;
+  const inboxKey = keys.inbox;
+  const lockKey = keys.lock;
+  const batchKey = keys.batch;
+  const pending = keys.pending;
+  const deliveryKeyFor = keys.delivery;
   const runAccept = createScriptRunner(redis, ACCEPT_SCRIPT);
   const runPushEvent = createScriptRunner(redis, PUSH_EVENT_SCRIPT);
   const runClaim = createScriptRunner(redis, CLAIM_SCRIPT);
