@@ -1,7 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
 /** Slurm tests share one real cluster (and its 2 GPUs): they get their own project and run one file at a time. */
-const slurmFiles = ['test/slurm/**/*.test.ts', 'test/flows/slurm-flow.test.ts'];
+const slurmFiles = ['test/slurm/**/*.test.ts', 'test/flows/slurm-*.test.ts'];
 
 export default defineConfig({
   test: {

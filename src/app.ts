@@ -4,6 +4,7 @@ import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
+import { createRedactingProvider } from './agent/redacting-provider.js';
 import { compactSession, withSummary } from './agent/session-compaction.js';
 import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
@@ -19,6 +20,7 @@ import type { Config } from './config.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
 import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
+import { registerSecretValues } from './monitor/redact.js';
 import { createOps, type Ops } from './ops/create-ops.js';
 import { instrumentProvider } from './ops/instrumented-provider.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
@@ -112,20 +114,24 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
 
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
-  const provider = instrumentProvider(
-    overrides.provider ??
-      createLlmProvider(config.llm, {
-        logger,
-        onCall: (reason) => {
-          ops.metrics.llmCall(reason);
-          llmCalls
-            .increment(reason)
-            .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
-          overrides.onLlmCall?.(reason);
-        },
-      }),
-    ops.metrics,
-    config.llm.model,
+  registerSecretValues(config.secretValues);
+  // Everything sent to a model is redacted here, whichever provider (or test double) is used.
+  const provider = createRedactingProvider(
+    instrumentProvider(
+      overrides.provider ??
+        createLlmProvider(config.llm, {
+          logger,
+          onCall: (reason) => {
+            ops.metrics.llmCall(reason);
+            llmCalls
+              .increment(reason)
+              .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+            overrides.onLlmCall?.(reason);
+          },
+        }),
+      ops.metrics,
+      config.llm.model,
+    ),
   );
 
   const features = await createFeatures({

@@ -1,7 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { ConfigError } from './errors.js';
+import { parseEnvironments } from './runs/run-environments.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -78,7 +81,20 @@ const environmentSchema = z.object({
 
   SHEPHERD_EXECUTOR: z.enum(['local', 'slurm']).default('local'),
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
+  SHEPHERD_RUN_AS_USER: optionalString,
   SHEPHERD_GPUS: gpuList,
+  SHEPHERD_ENVIRONMENTS: z
+    .string()
+    .optional()
+    .transform((value, context) => {
+      try {
+        return parseEnvironments(value);
+      } catch (error) {
+        context.addIssue({ code: 'custom', message: (error as Error).message });
+        return z.NEVER;
+      }
+    }),
+  SHEPHERD_DEFAULT_ENV: optionalString,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
@@ -95,6 +111,7 @@ const environmentSchema = z.object({
     .default('')
     .transform((value) => value.split(/\s+/).filter((word) => word.length > 0)),
   SHEPHERD_SLURM_GPU_FLAG: z.enum(['gres', 'gpus']).default('gres'),
+  SHEPHERD_SLURM_CONTAINER: z.enum(['apptainer', 'pyxis']).default('apptainer'),
 
   SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
   SHEPHERD_STALL_S: positiveNumber.default(300),
@@ -108,6 +125,14 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
+  SHEPHERD_METRIC_PATTERN: optionalString.superRefine((value, context) => {
+    if (value === undefined) return;
+    try {
+      compileMetricPattern(value);
+    } catch (error) {
+      context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
+    }
+  }),
   SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
   SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
   SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
@@ -124,14 +149,21 @@ const environmentSchema = z.object({
 
   SHEPHERD_HUB_URL: z.string().url().default('https://huggingface.co'),
   SHEPHERD_HUB_TOKEN: optionalString,
+  SHEPHERD_DATASETS_SERVER_URL: z.string().url().default('https://datasets-server.huggingface.co'),
+
+  SHEPHERD_PREFLIGHT_STEPS: z.coerce.number().int().min(0).max(1000).default(0),
+  SHEPHERD_PREFLIGHT_TIMEOUT_S: positiveNumber.default(120),
+  SHEPHERD_GPU_MEMORY_GB: positiveNumber.default(80),
 
   SHEPHERD_LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   SHEPHERD_METRICS_TOKEN: optionalString,
   SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
-function buildConfig(environment: z.output<typeof environmentSchema>) {
+function buildConfig(environment: z.output<typeof environmentSchema>, secretValues: string[]) {
   return {
+    /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
+    secretValues,
     redisUrl: environment.REDIS_URL,
     queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
     host: environment.SHEPHERD_HOST,
@@ -163,11 +195,14 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     runs: {
       executor: environment.SHEPHERD_EXECUTOR,
       python: environment.SHEPHERD_PYTHON,
+      runAsUser: environment.SHEPHERD_RUN_AS_USER,
       gpus: environment.SHEPHERD_GPUS,
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
       maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
+      environments: environment.SHEPHERD_ENVIRONMENTS,
+      defaultEnvironment: environment.SHEPHERD_DEFAULT_ENV,
     },
     approvals: {
       approvers: environment.SHEPHERD_APPROVERS,
@@ -180,6 +215,7 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       account: environment.SHEPHERD_SLURM_ACCOUNT,
       extraArgs: environment.SHEPHERD_SLURM_EXTRA_ARGS,
       gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
+      container: environment.SHEPHERD_SLURM_CONTAINER,
     },
     monitor: {
       intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
@@ -194,6 +230,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
       divergenceMinRise: environment.SHEPHERD_DIVERGENCE_MIN_RISE,
       plateauWindow: environment.SHEPHERD_PLATEAU_WINDOW,
       plateauMinImprovement: environment.SHEPHERD_PLATEAU_MIN_IMPROVEMENT,
+      /** Regex source with named groups for printed metric lines no built-in format reads. */
+      metricPattern: environment.SHEPHERD_METRIC_PATTERN,
       plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
       idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
       nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
@@ -213,6 +251,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>) {
     hub: {
       url: environment.SHEPHERD_HUB_URL,
       token: environment.SHEPHERD_HUB_TOKEN,
+      datasetsServerUrl: environment.SHEPHERD_DATASETS_SERVER_URL,
+    },
+    checks: {
+      preflightSteps: environment.SHEPHERD_PREFLIGHT_STEPS,
+      preflightTimeoutS: environment.SHEPHERD_PREFLIGHT_TIMEOUT_S,
+      gpuMemoryGb: environment.SHEPHERD_GPU_MEMORY_GB,
     },
     ops: {
       logFormat: environment.SHEPHERD_LOG_FORMAT,
@@ -244,18 +288,29 @@ export function loadConfig(
   if (options.dotenvPath !== undefined && existsSync(options.dotenvPath)) {
     merged = { ...parseDotenv(readFileSync(options.dotenvPath)), ...environment };
   }
+  const files = resolveSecretFiles(merged);
+  merged = files.environment;
   const result = environmentSchema.safeParse(merged);
-  if (!result.success) {
-    const lines = result.error.issues.map((issue) => {
+  if (
+    result.success &&
+    result.data.SHEPHERD_DEFAULT_ENV !== undefined &&
+    result.data.SHEPHERD_ENVIRONMENTS[result.data.SHEPHERD_DEFAULT_ENV] === undefined
+  ) {
+    throw new ConfigError(
+      `invalid configuration:\n  SHEPHERD_DEFAULT_ENV=${JSON.stringify(result.data.SHEPHERD_DEFAULT_ENV)}: not one of SHEPHERD_ENVIRONMENTS (${Object.keys(result.data.SHEPHERD_ENVIRONMENTS).join(', ') || 'none'})`,
+    );
+  }
+  if (!result.success || files.problems.length > 0) {
+    const lines = (result.error?.issues ?? []).map((issue) => {
       const variable = issue.path.join('.') || '(environment)';
       return `  ${variable}=${JSON.stringify(merged[variable] ?? '')}: ${issue.message}`;
     });
-    throw new ConfigError(`invalid configuration:\n${lines.join('\n')}`);
+    throw new ConfigError(`invalid configuration:\n${[...files.problems, ...lines].join('\n')}`);
   }
   if (result.data.SHEPHERD_DEFAULT_MAX_HOURS > result.data.SHEPHERD_MAX_HOURS) {
     throw new ConfigError(
       `invalid configuration:\n  SHEPHERD_DEFAULT_MAX_HOURS=${result.data.SHEPHERD_DEFAULT_MAX_HOURS}: must not be above SHEPHERD_MAX_HOURS=${result.data.SHEPHERD_MAX_HOURS}`,
     );
   }
-  return deepFreeze(buildConfig(result.data));
+  return deepFreeze(buildConfig(result.data, secretValuesOf(merged)));
 }

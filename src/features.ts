@@ -22,17 +22,25 @@ import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
+import { createCheckpointLister } from './tools/checkpoint-listing.js';
+import { createDatasetViewer, createInspectDatasetTool } from './tools/dataset-viewer.js';
 import { createFollowTools } from './tools/follow-tools.js';
 import { createHelpTool } from './tools/help-tool.js';
-import { createHubClient } from './tools/hub-client.js';
+import { createHubClient } from './tools/hub-api.js';
 import { createHubTools } from './tools/hub-tools.js';
+import { createMemoryNotes, createMemoryTool } from './tools/memory-tool.js';
 import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
+import { createRunInspectTools } from './tools/run-inspect-tools.js';
 import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
+import { createScriptChecks } from './tools/script-checks.js';
+import { createWatchOperations } from './tools/watch-operations.js';
 
 export interface FeatureDependencies {
   config: Config;
@@ -141,12 +149,42 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
+  const scriptChecks = createScriptChecks({
+    python: config.runs.python,
+    environment: dependencies.runEnvironment,
+    preflightSteps: config.checks.preflightSteps,
+    preflightTimeoutS: config.checks.preflightTimeoutS,
+  });
+  const memoryNotes = createMemoryNotes(redis, prefix);
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis,
+    prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    logger: logger.child({ component: 'watch' }),
+  });
+  for (const verb of ['confirm-stop', 'keep-running'] as const) {
+    dependencies.actions.register(verb, (action, id) => watching.onAction(action, verb, id));
+  }
   const operations = createRunOperations({
     runs: runs.service,
     store: runs.store,
     approvals,
     workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
     maxHours: config.runs.maxHours,
+    checkSyntax: scriptChecks.checkSyntax,
+    ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
+    notify: async (threadId, text) => {
+      await notifier.post(threadId, text);
+    },
+    memoryEstimate: memoryNotes.latest,
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
@@ -166,6 +204,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runDir: (meta) => runs.store.runDir(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
+    ...(config.monitor.metricPattern === undefined
+      ? {}
+      : { metricPattern: compileMetricPattern(config.monitor.metricPattern) }),
     policy: alertPolicy,
     gpuProbe: createNvidiaSmiProbe({
       command: config.monitor.nvidiaSmi,
@@ -225,9 +266,27 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const tools = createToolRegistry([
     help,
     ...createRunTools(operations),
+    ...createRunInspectTools({
+      store: runs.store,
+      operations,
+      checkpoints: createCheckpointLister({
+        store: runs.store,
+        history: runs.checkpoints,
+        detectors: detectorConfigFrom(config.monitor),
+      }),
+    }),
     createShowMetricsTool(postChart),
     ...createAlertTools(alertRules),
     ...createHubTools(hub),
+    createInspectDatasetTool(
+      createDatasetViewer({
+        baseUrl: config.hub.datasetsServerUrl,
+        token: config.hub.token,
+        logger: logger.child({ component: 'datasets' }),
+      }),
+      { hasToken: config.hub.token !== undefined },
+    ),
+    createMemoryTool({ hub, notes: memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
     ...createFollowTools({
       follows: runFollows,
       findRun: (run) => runs.service.findRun(run),
@@ -240,6 +299,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    watch: watching.watch,
     alertRules,
     logger,
   });

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import { type DestinationStream, type Logger, pino } from 'pino';
+import { redactDeep, redactSecrets } from './monitor/redact.js';
 
 export type { Logger };
 
@@ -16,14 +17,25 @@ function prettyStream(format: LogFormat, isTerminal: boolean): DestinationStream
 
 /**
  * The one place a logger is made; everything else receives it. pid and hostname stay on every line;
- * `format` picks JSON or pino-pretty (`auto`: pretty only when stdout is a terminal).
+ * `format` picks JSON or pino-pretty (`auto`: pretty only when stdout is a terminal). Log lines leave the
+ * machine too (log shippers, support bundles), so they go through the same redaction as chat posts and
+ * LLM requests: logged objects value by value (errors included), then each finished line as a whole
+ * (which also covers messages and child bindings).
  */
 export function createLogger(
   level: string,
   bindings: Record<string, unknown> = {},
-  options: { format?: LogFormat; isTerminal?: boolean } = {},
+  options: { format?: LogFormat; isTerminal?: boolean; destination?: DestinationStream } = {},
 ): Logger {
-  const stream = prettyStream(options.format ?? 'json', options.isTerminal ?? false);
-  const settings = { level, base: { app: 'shepherd', pid: process.pid, hostname: hostname(), ...bindings } };
-  return stream === undefined ? pino(settings) : pino(settings, stream);
+  const stream =
+    options.destination ??
+    prettyStream(options.format ?? 'json', options.isTerminal ?? false) ??
+    pino.destination(1);
+  const redacting: DestinationStream = { write: (line: string) => stream.write(redactSecrets(line)) };
+  const settings = {
+    level,
+    base: { app: 'shepherd', pid: process.pid, hostname: hostname(), ...bindings },
+    formatters: { log: (object: Record<string, unknown>) => redactDeep(object) },
+  };
+  return pino(settings, redacting);
 }

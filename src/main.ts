@@ -3,6 +3,7 @@ import { type Config, loadConfig } from './config.js';
 import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
+import { registerSecretValues } from './monitor/redact.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
 
 /** Entry point: the only place that reads `process.env`. */
@@ -17,6 +18,7 @@ async function main(): Promise<void> {
     }
     throw error;
   }
+  registerSecretValues(config.secretValues);
   const logger = createLogger(
     config.logLevel,
     {},

@@ -1,5 +1,6 @@
 import { errorMessage, LlmError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { redactedHead } from '../monitor/redact.js';
 import type { ToolContext, ToolRegistry } from '../tools/registry.js';
 import type { LlmProvider } from './llm-provider.js';
 import type { AssistantMessage, ChatMessage, UserMessage } from './messages.js';
@@ -45,8 +46,8 @@ export function unavailableReply(error: LlmError): string {
 }
 
 function shortReason(error: LlmError): string {
-  const message = error.message.split('\n')[0] ?? error.message;
-  return message.length > 160 ? `${message.slice(0, 160)}…` : message;
+  // Redacted before the cut: an endpoint's error may echo a key.
+  return redactedHead(error.message.split('\n')[0] ?? error.message, 161);
 }
 
 function maxRoundsReply(rounds: number, lastTools: string[], partialText: string): string {

@@ -1,6 +1,8 @@
 import type { Logger } from '../logger.js';
+import { redactedHead } from '../monitor/redact.js';
 import type { Batch, InboxItem } from '../queue/turn-inbox.js';
 import type { ChatMessage, UserMessage } from './messages.js';
+import { untrustedBlock } from './untrusted.js';
 
 /** What the turn runner needs from the outside world; everything is injected. */
 export interface TurnRunnerDependencies {
@@ -79,7 +81,11 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
               logger.error({ threadId, err: String(error) }, 'a command answer could not be delivered'),
             );
         }
-        sessionMessages.push({ role: 'assistant', content: commandReply || '(done)' });
+        // A command's answer quotes logs and files: the model reads it later as data, not as its own words.
+        sessionMessages.push({
+          role: 'assistant',
+          content: commandReply ? untrustedBlock('command-output', commandReply) : '(done)',
+        });
         continue;
       }
       forAgent.push(message);
@@ -153,7 +159,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     } catch (error) {
       // The agent loop reports LLM trouble itself; anything reaching here is a bug, still told plainly.
       logger.error({ threadId, err: String(error) }, 'agent turn crashed');
-      reply = `Something went wrong while I was working on that (${String(error).slice(0, 200)}). Plain commands still work — try \`help\`.`;
+      reply = `Something went wrong while I was working on that (${redactedHead(String(error), 200)}). Plain commands still work — try \`help\`.`;
       produced = [{ role: 'assistant', content: reply }];
     }
     clearTimeout(statusTimer);

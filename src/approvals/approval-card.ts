@@ -1,8 +1,15 @@
-import type { Card } from '../bot/chat-adapter.js';
+import type { Card, CardAttachment } from '../bot/chat-adapter.js';
+import { redactSecrets } from '../monitor/redact.js';
+import { codeBlock } from '../notify/code-block.js';
 import type { Approval, Decision } from './approval-store.js';
 
 /** Longest script excerpt a card shows; the rest is cut with a note (platform limits are far above it). */
 export const EXCERPT_LIMIT = 2500;
+/** A script or diff up to this many lines (and `WHOLE_CHARS`) is shown whole on the card. */
+export const WHOLE_LINES = 40;
+const WHOLE_CHARS = 3500;
+/** A longer one shows its start; the whole file is attached. */
+const HEAD_LINES = 25;
 
 const KIND_TITLE: Record<Approval['kind'], string> = {
   start: 'Approve training run',
@@ -27,6 +34,29 @@ export function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
   return `${kept}\n… (${omittedLines} more lines not shown)`;
 }
 
+/**
+ * Approvers see what they approve: the whole script or diff when it is short, otherwise its start with
+ * the whole file attached. Redacted before any cut, so a cut never keeps a secret's tail.
+ */
+export function scriptOnCard(approval: Pick<Approval, 'kind' | 'runId' | 'scriptExcerpt'>): {
+  excerpt: string;
+  note: string;
+  attachment?: CardAttachment;
+} {
+  const text = redactSecrets(approval.scriptExcerpt).replace(/\n$/, '');
+  const lines = text.split('\n');
+  if (lines.length <= WHOLE_LINES && text.length <= WHOLE_CHARS) return { excerpt: text, note: '' };
+  const filename =
+    approval.kind === 'script-change' ? `${approval.runId}.diff` : `${approval.runId}-train.py`;
+  const head = cutExcerpt(lines.slice(0, HEAD_LINES).join('\n'));
+  const shownLines = head.split('\n').length;
+  return {
+    excerpt: `${head}\n… ${lines.length - Math.min(shownLines, HEAD_LINES)} more lines in ${filename}`,
+    note: ` (first lines of ${lines.length}; the whole file is attached as ${filename})`,
+    attachment: { filename, text: `${text}\n` },
+  };
+}
+
 export function approvalCard(approval: Approval): Card {
   const fields = [
     { label: 'Requested by', value: approval.requester.name },
@@ -35,14 +65,32 @@ export function approvalCard(approval: Approval): Card {
     { label: 'Max hours', value: String(approval.maxHours) },
     { label: 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
+  if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];
   if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  if (approval.command !== undefined) lines.push(`Command:\n${codeBlock(redactSecrets(approval.command))}`);
+  for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
+  // A failed pre-flight is shown, not enforced: a GPU-only script may not run on a CPU.
+  if (approval.preflight !== undefined) lines.push(approval.preflight);
   const label =
-    approval.kind === 'script-change' ? 'Script diff' : approval.kind === 'start' ? 'train.py' : 'Script';
-  lines.push(`${label}:\n\`\`\`\n${cutExcerpt(approval.scriptExcerpt)}\n\`\`\``);
+    approval.kind === 'script-change'
+      ? 'Script diff'
+      : approval.command !== undefined
+        ? 'Script'
+        : approval.kind === 'start'
+          ? 'train.py'
+          : 'Script';
+  let attachment: CardAttachment | undefined;
+  if (approval.scriptExcerpt.trim() !== '') {
+    const shown = scriptOnCard(approval);
+    lines.push(`${label}${shown.note}:\n${codeBlock(shown.excerpt)}`);
+    attachment = shown.attachment;
+  }
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
     text: lines.join('\n'),
+    ...(attachment === undefined ? {} : { attachment }),
     fields,
     actions: [
       { actionId: `approve:${approval.id}`, label: 'Approve', style: 'primary' },

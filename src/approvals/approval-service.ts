@@ -26,8 +26,16 @@ export interface ApprovalRequest {
   reason?: string;
   origin: Approval['origin'];
   toolCall?: { name: string; input: unknown };
+  /** The CPU pre-flight's line ("pre-flight: 5 steps in 8 s, loss 2.31 → 2.05" or the failure). */
+  preflight?: string;
+  /** The agent's memory estimate for this launch, when it made one. */
+  memory?: string;
   /** GPUs asked for (resume and start use the run's). */
   gpus?: number;
+  /** Shown on the card: the exact command line, the environment, launch warnings. */
+  command?: string;
+  environment?: string;
+  warnings?: string[];
 }
 
 export interface ApprovalServiceOptions {
@@ -99,6 +107,11 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         origin: input.origin,
         ...(input.proposedScript === undefined ? {} : { proposedScript: input.proposedScript }),
         ...(input.reason === undefined ? {} : { reason: input.reason }),
+        ...(input.preflight === undefined ? {} : { preflight: input.preflight }),
+        ...(input.memory === undefined ? {} : { memory: input.memory }),
+        ...(input.command === undefined ? {} : { command: input.command }),
+        ...(input.environment === undefined ? {} : { environment: input.environment }),
+        ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
         ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
       },
       options.ttlMs,

@@ -26,6 +26,13 @@ export const approvalSchema = z.object({
   /** For script changes: the proposed source, applied only once approved. */
   proposedScript: z.string().optional(),
   reason: z.string().optional(),
+  /** Checks before spending, shown on the card: the CPU pre-flight and the agent's memory estimate. */
+  preflight: z.string().optional(),
+  memory: z.string().optional(),
+  /** Command runs: the exact command line; runs in a named environment: its description; launch warnings. */
+  command: z.string().optional(),
+  environment: z.string().optional(),
+  warnings: z.array(z.string()).optional(),
   /** Who asked: a tool call of the agent (its turn resumes on decision), a plain command, or the monitor. */
   origin: z.enum(['agent', 'command', 'monitor']),
   toolCall: z.object({ name: z.string(), input: z.unknown() }).optional(),

@@ -73,6 +73,16 @@ export interface Card {
   actions?: CardAction[];
   /** Set when the card is decided; adapters show it as an outcome line and drop the buttons. */
   resolved?: string;
+  /**
+   * A text file that belongs to the card (the whole script behind a long excerpt): Slack uploads it into
+   * the thread, Discord attaches it to the message, the playground shows it in an expandable block.
+   */
+  attachment?: CardAttachment;
+}
+
+export interface CardAttachment {
+  filename: string;
+  text: string;
 }
 
 /** A file to put into a thread (a chart PNG, a long log or diff). */

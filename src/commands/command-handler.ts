@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import { userFacingError } from '../tools/run-operations.js';
-import { type PlainCommand, parsePlainCommand } from './parse-command.js';
+import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 
 export interface ChartRequest {
   run: string;
@@ -18,6 +18,13 @@ export interface CommandHandlerOptions {
   helpText: () => Promise<string>;
   /** Posts a chart into the thread and returns a sentence; absent until charts are wired. */
   chart?: (request: ChartRequest) => Promise<string>;
+  /** `watch slurm:<id>` / `watch <log> --pid N`; absent when watching is not wired. */
+  watch?: (
+    target: WatchTarget,
+    runName: string | undefined,
+    threadId: string,
+    actor: ChatUser,
+  ) => Promise<string>;
   /** Alert rules and mutes (`alert`, `alerts`, `mute`, `unmute`). */
   alertRules?: AlertRuleOperations;
   logger: Logger;
@@ -44,17 +51,14 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return operations.resume(command.run, actor, 'command');
       case 'stop':
         return operations.stop(command.run, actor);
-      case 'run':
-        return operations.runWorkspaceScript(
-          command.path,
-          {
-            ...(command.gpus === undefined ? {} : { gpus: command.gpus }),
-            ...(command.runName === undefined ? {} : { runName: command.runName }),
-            ...(command.maxHours === undefined ? {} : { maxHours: command.maxHours }),
-          },
-          threadId,
-          actor,
-        );
+      case 'run': {
+        const { name: _name, path, command: argv, ...flags } = command;
+        if (argv !== undefined) return operations.runCommand(argv, flags, threadId, actor);
+        return operations.runWorkspaceScript(path ?? '', flags, threadId, actor);
+      }
+      case 'watch':
+        if (options.watch === undefined) return 'Watching runs is not available in this deployment.';
+        return options.watch(command.target, command.runName, threadId, actor);
       case 'chart':
         if (options.chart === undefined) return 'Charts are not available in this deployment.';
         // The chart carries its own caption; there is nothing more to say.

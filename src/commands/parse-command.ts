@@ -8,7 +8,8 @@ export type PlainCommand =
   | { name: 'runs' }
   | { name: 'status'; run?: string }
   | { name: 'pause' | 'resume' | 'stop'; run: string }
-  | { name: 'run'; path: string; gpus?: number; runName?: string; maxHours?: number }
+  | ({ name: 'run'; path?: string; command?: string[] } & RunCommandFlags)
+  | { name: 'watch'; target: WatchTarget; runName?: string }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
   | { name: 'alert'; run: string; rule: string }
   | { name: 'alert-remove'; run: string; ruleId: string }
@@ -16,6 +17,17 @@ export type PlainCommand =
   | { name: 'mute'; run: string; detector: string; duration?: string }
   | { name: 'unmute'; run: string; detector: string }
   | { name: 'invalid'; command: string; error: string };
+
+export interface RunCommandFlags {
+  gpus?: number;
+  runName?: string;
+  maxHours?: number;
+  env?: string;
+  cwd?: string;
+  nodes?: number;
+}
+
+export type WatchTarget = { kind: 'slurm'; jobId: string } | { kind: 'log'; path: string; pid?: number };
 
 const MENTION = /^\s*(?:<@[A-Za-z0-9]+>|@[\w.-]+)[\s,:]*/;
 
@@ -58,7 +70,9 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
         ? { name: verb, run: rest[0] as string }
         : undefined;
     case 'run':
-      return parseRun(rest);
+      return parseRun(text.slice(head.length));
+    case 'watch':
+      return parseWatch(rest);
     case 'chart':
       return parseChart(rest);
     case 'alert':
@@ -71,11 +85,53 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
   }
 }
 
-function parseRun(tokens: string[]): PlainCommand | undefined {
-  const [path, ...flags] = tokens;
+/** Words of a command line: whitespace-separated, with '…' and "…" quoting (no other shell syntax). */
+export function splitCommandLine(text: string): string[] | undefined {
+  const words: string[] = [];
+  let current: string | undefined;
+  let quote: '"' | "'" | undefined;
+  for (const character of text.replace(/[“”]/g, '"').replace(/[‘’]/g, "'")) {
+    if (quote !== undefined) {
+      if (character === quote) quote = undefined;
+      else current = (current ?? '') + character;
+    } else if (character === '"' || character === "'") {
+      quote = character;
+      current ??= '';
+    } else if (/\s/.test(character)) {
+      if (current !== undefined) words.push(current);
+      current = undefined;
+    } else {
+      current = (current ?? '') + character;
+    }
+  }
+  if (quote !== undefined) return undefined;
+  if (current !== undefined) words.push(current);
+  return words;
+}
+
+function parseRun(afterVerb: string): PlainCommand | undefined {
+  // Chat clients turn `--` into an em dash; both separate the options from the command.
+  const separator = /(?:^|\s)(?:--|—)(?:\s|$)/.exec(afterVerb);
+  if (separator !== null) {
+    const argv = splitCommandLine(afterVerb.slice(separator.index + separator[0].length));
+    if (argv === undefined) return invalid('run', 'unbalanced quote in the command');
+    if (argv.length === 0) return invalid('run', 'nothing after `--`: give the command to run');
+    const parsed = parseRunFlags(tokenize(afterVerb.slice(0, separator.index)), {
+      name: 'run',
+      command: argv,
+    });
+    return parsed;
+  }
+  const [path, ...flags] = tokenize(afterVerb);
   // "run the eval again please" is a sentence, not a command: require something that looks like a script.
-  if (path === undefined || !/\.py$/.test(path)) return undefined;
-  const command: Extract<PlainCommand, { name: 'run' }> = { name: 'run', path };
+  if (path === undefined || !/\.(py|sh)$/.test(path)) return undefined;
+  return parseRunFlags(flags, { name: 'run', path });
+}
+
+function parseRunFlags(
+  flags: string[],
+  command: Extract<PlainCommand, { name: 'run' }>,
+): PlainCommand | undefined {
   for (let index = 0; index < flags.length; index += 1) {
     const flag = flags[index] ?? '';
     const [key, inlineValue] = flag.includes('=') ? flag.split('=', 2) : [flag, undefined];
@@ -92,11 +148,61 @@ function parseRun(tokens: string[]): PlainCommand | undefined {
       const hours = Number(value);
       if (!Number.isFinite(hours) || hours <= 0) return invalid('run', `${key} must be a positive number`);
       command.maxHours = hours;
+    } else if (key === '--env') {
+      if (!/^[\w.-]{1,64}$/.test(value)) return invalid('run', '--env takes an environment name');
+      command.env = value;
+    } else if (key === '--cwd') {
+      command.cwd = value;
+    } else if (key === '--nodes') {
+      if (!/^[1-9]\d{0,3}$/.test(value))
+        return invalid('run', `--nodes must be a whole number ≥ 1, got "${value}"`);
+      command.nodes = Number(value);
     } else {
-      return invalid('run', `unknown option ${key}; use --gpus N, --name X, --hours H`);
+      return invalid(
+        'run',
+        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --nodes N (then -- <command>)`,
+      );
     }
   }
   return command;
+}
+
+/** `watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N] [--name X]`. */
+function parseWatch(tokens: string[]): PlainCommand | undefined {
+  const [target, ...flags] = tokens;
+  if (target === undefined) return undefined;
+  const slurm = /^slurm:(\d+(?:_\d+)?)$/.exec(target);
+  // "watch the loss" is a sentence: a log target must look like a file path.
+  if (slurm === null && !/^[\w./~-]*[./][\w./-]*$/.test(target)) return undefined;
+  let runName: string | undefined;
+  let pid: number | undefined;
+  for (let index = 0; index < flags.length; index += 1) {
+    const flag = flags[index] ?? '';
+    const [key, inlineValue] = flag.includes('=') ? flag.split('=', 2) : [flag, undefined];
+    const value = inlineValue ?? flags[++index];
+    if (value === undefined) return invalid('watch', `${key} needs a value`);
+    if (key === '--name') {
+      if (!RUN_REFERENCE.test(value))
+        return invalid('watch', `--name may use letters, digits, "-", "_" and "." only`);
+      runName = value;
+    } else if (key === '--pid' && slurm === null) {
+      if (!/^[1-9]\d{0,9}$/.test(value))
+        return invalid('watch', `--pid must be a process id, got "${value}"`);
+      pid = Number(value);
+    } else {
+      return invalid(
+        'watch',
+        slurm === null
+          ? `unknown option ${key}; use --pid N, --name X`
+          : `unknown option ${key}; use --name X`,
+      );
+    }
+  }
+  const watchTarget: WatchTarget =
+    slurm !== null
+      ? { kind: 'slurm', jobId: slurm[1] as string }
+      : { kind: 'log', path: target, ...(pid === undefined ? {} : { pid }) };
+  return { name: 'watch', target: watchTarget, ...(runName === undefined ? {} : { runName }) };
 }
 
 function parseChart(tokens: string[]): PlainCommand | undefined {

@@ -6,6 +6,7 @@ import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-a
 import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
+import { codeBlock } from '../notify/code-block.js';
 import type { Notifier } from '../notify/notifier.js';
 import type { ControlJob } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
@@ -15,6 +16,7 @@ import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import type { Monitor } from './monitor.js';
+import { redactedHead } from './redact.js';
 import { checkPythonSyntax, triage } from './triage.js';
 import type { Incident } from './types.js';
 
@@ -114,16 +116,20 @@ export function createAlertService(options: AlertServiceOptions) {
     incident: Incident,
     png: Uint8Array | undefined,
     checkpointStep: number | undefined,
+    watched = false,
   ): Card {
     const lines = [alert.summary];
-    if (incident.traceback !== undefined) lines.push(`\`\`\`\n${incident.traceback}\n\`\`\``);
+    if (incident.traceback !== undefined) lines.push(codeBlock(incident.traceback));
+    // Shepherd does not own a watched run's script: no fix, no relaunch.
+    if (watched) lines.push('Watched run: Shepherd did not launch it, so it offers no fix or relaunch.');
     const actions: Card['actions'] = [];
     // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
     if (incident.severity !== 'info') {
       actions.push({ actionId: `ack:${alert.id}`, label: 'Acknowledge' });
       if (incident.kind !== 'crash')
         actions.push({ actionId: `stop:${alert.id}`, label: 'Stop run', style: 'danger' });
-      actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
+      if (!watched)
+        actions.push({ actionId: `fix:${alert.id}`, label: 'Ask Shepherd to fix', style: 'primary' });
     }
     const fields = [{ label: 'Run', value: alert.runName }];
     if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
@@ -196,7 +202,11 @@ export function createAlertService(options: AlertServiceOptions) {
       .status(meta.id)
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
-    const posted = await notifier.postCard(meta.threadId, alertCard(alert, incident, png, checkpoint));
+    const watched = meta.watch !== undefined;
+    const posted = await notifier.postCard(
+      meta.threadId,
+      alertCard(alert, incident, png, checkpoint, watched),
+    );
     await redis.set(
       alertKey(id),
       JSON.stringify({ ...alert, cardMessageId: posted.messageId }),
@@ -204,7 +214,7 @@ export function createAlertService(options: AlertServiceOptions) {
       KEEP_SECONDS,
     );
     await options.onAlert?.(meta, incident);
-    if (AUTO_TRIAGE.has(incident.kind)) {
+    if (AUTO_TRIAGE.has(incident.kind) && !watched) {
       await enqueue(
         {
           v: 1,
@@ -391,7 +401,7 @@ export function createAlertService(options: AlertServiceOptions) {
     if (!syntax.ok) {
       await notifier.post(
         alert.threadId,
-        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n\`\`\`\n${syntax.error.slice(0, 800)}\n\`\`\``,
+        `Triage of ${meta.name}: ${result.diagnosis}\nThe proposed script does not compile, so I am not proposing it:\n${codeBlock(redactedHead(syntax.error, 800))}`,
       );
       return;
     }

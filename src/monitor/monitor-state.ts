@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { EpisodeBook } from './episodes.js';
 import type { MalformedBook } from './metric-line.js';
+import type { PrintedMetricsState } from './printed-metrics.js';
 import {
   createRollingState,
   decodeRollingState,
@@ -20,6 +21,8 @@ export interface MonitorState {
   /** Monitor clock (ms) of the first tick, the stall reference before any step. */
   firstTickAt?: number;
   ticks: number;
+  /** Metrics read from output.log (runs without the helper); see printed-metrics.ts. */
+  printed?: PrintedMetricsState;
   /** State of the grad-norm, throughput, overfitting and idle-GPU detectors and of people's rules. */
   extras?: ExtrasState;
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */

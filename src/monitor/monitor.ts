@@ -13,7 +13,7 @@ import { checkPlateau, plateauSuggestion } from './detectors/plateau.js';
 import { checkStall } from './detectors/stall.js';
 import { episodeCount, isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import type { GpuProbe } from './gpu-probe.js';
-import { type MetricPoint, parseMetricLine, recordMalformed } from './metric-line.js';
+import { type MetricPoint, recordMalformed } from './metric-line.js';
 import {
   createMonitorState,
   LOG_TAIL_CHARS,
@@ -21,7 +21,8 @@ import {
   parseMonitorState,
   serialiseMonitorState,
 } from './monitor-state.js';
-import { redactSecrets } from './redact.js';
+import { createPrintedMetricsReader, metricsSourceOf, plannedStepsOf } from './printed-metrics.js';
+import { redactedTail, redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import {
   addPoint,
@@ -54,6 +55,8 @@ export interface MonitorOptions {
   maxBytesPerTick?: number;
   clock?: () => number;
   logger?: Logger;
+  /** SHEPHERD_METRIC_PATTERN, compiled: tried first on output.log lines. */
+  metricPattern?: RegExp;
   /** People's rules and mutes of a run (alert-policy.ts); absent = none. */
   policy?: { load(runId: string): Promise<AlertPolicy> };
   /** GPU utilisation probe (nvidia-smi) for the idle-GPU detector; absent = detector off. */
@@ -103,6 +106,10 @@ export function createMonitor(options: MonitorOptions) {
   };
   const maxBytes = options.maxBytesPerTick ?? DEFAULT_MAX_BYTES_PER_READ;
   const clock = options.clock ?? Date.now;
+  const printedMetrics = createPrintedMetricsReader({
+    ...(options.metricPattern === undefined ? {} : { pattern: options.metricPattern }),
+    ...(options.logger === undefined ? {} : { logger: options.logger }),
+  });
   const stateKey = (runId: string) => `${prefix}:monitor:${runId}`;
   const outboxKey = (runId: string) => `${prefix}:monitor-outbox:${runId}`;
   const lockKey = (runId: string) => `${prefix}:monitor-lock:${runId}`;
@@ -173,9 +180,25 @@ export function createMonitor(options: MonitorOptions) {
       metricsChunk.oversized > 0 ? 'line longer than the read cap' : undefined;
     let sample: string | undefined;
     let newPoints = 0;
-    for (const line of metricsChunk.lines) {
-      if (line.trim() === '') continue;
-      const parsed = parseMetricLine(line);
+
+    // --- output.log (bounded tail, for triage snapshots; metrics when the run prints them) ----------
+    const logChunk = await readNewLines(logPath, parseCursor(logCursorRaw), maxBytes, {
+      carriageReturns: true,
+    });
+    if (logChunk.reset) state.logTail = '';
+    if (logChunk.lines.length > 0) {
+      // Redacted as it is kept, so the cut to the last few KiB never keeps a secret's tail.
+      state.logTail = redactedTail(`${state.logTail}${logChunk.lines.join('\n')}\n`, LOG_TAIL_CHARS);
+    }
+    const incoming = await printedMetrics.collect({
+      runId,
+      runDir,
+      state,
+      helperLines: metricsChunk.lines,
+      logLines: logChunk.lines,
+      logReset: logChunk.reset,
+    });
+    for (const { line, parsed } of incoming.points) {
       if (!parsed.ok) {
         malformedCount++;
         firstReason ??= parsed.reason;
@@ -236,13 +259,7 @@ export function createMonitor(options: MonitorOptions) {
       );
     }
 
-    // --- output.log (bounded tail, for triage snapshots) -----------------------------------------
-    const logChunk = await readNewLines(logPath, parseCursor(logCursorRaw), maxBytes);
-    if (logChunk.reset) state.logTail = '';
-    if (logChunk.lines.length > 0) {
-      const appended = `${state.logTail}${logChunk.lines.join('\n')}\n`;
-      state.logTail = appended.length > LOG_TAIL_CHARS ? appended.slice(-LOG_TAIL_CHARS) : appended;
-    }
+    printedMetrics.applyProgress(state, incoming.progressStep, now, limits);
 
     // --- per-tick detectors ----------------------------------------------------------------------
     const rolling = state.rolling;
@@ -270,7 +287,7 @@ export function createMonitor(options: MonitorOptions) {
       if (plateausSoFar >= detectors.plateauMaxAlerts && !isEpisodeActive(state.episodes, `plateau:${name}`))
         continue;
       const lastStep = rolling.lastStep ?? 0;
-      const maxSteps = plannedMaxSteps(meta);
+      const maxSteps = plannedMaxSteps(meta) ?? plannedStepsOf(state);
       const plateau = checkPlateau(
         {
           points: chartSeries(rolling, name),
@@ -331,7 +348,11 @@ export function createMonitor(options: MonitorOptions) {
     for (const item of extraRaises) raise(item.kind, item.key, item.fields);
 
     // --- process end (only once the metrics are drained, so the summary is final) -----------------
-    if ((processState.kind === 'exited' || processState.kind === 'signaled') && !metricsChunk.more) {
+    if (
+      (processState.kind === 'exited' || processState.kind === 'signaled') &&
+      !metricsChunk.more &&
+      !logChunk.more
+    ) {
       const launch = meta.launchCount;
       const durationMs =
         (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) - (startedAt ?? state.firstTickAt);
@@ -463,7 +484,9 @@ export function createMonitor(options: MonitorOptions) {
       if (input.processState.kind === 'exited' || input.processState.kind === 'signaled') {
         logTail = await readFileTail(join(options.runDir(input.meta), 'output.log'), CRASH_LOG_BYTES);
       }
-      return buildTriageSnapshot({ ...input, rolling: state.rolling, logTail, now: clock() });
+      const snapshot = buildTriageSnapshot({ ...input, rolling: state.rolling, logTail, now: clock() });
+      if (metricsSourceOf(state) === 'stdout') snapshot.metricsSource = 'stdout';
+      return snapshot;
     },
 
     /** The raw persisted state (tests, debugging). */

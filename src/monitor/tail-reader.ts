@@ -30,11 +30,17 @@ export interface TailChunk {
 
 export const DEFAULT_MAX_BYTES_PER_READ = 4 * 1024 * 1024;
 
+export interface ReadLinesOptions {
+  /** Also end a read after the last `\r` (output.log), so in-place progress updates are seen promptly. */
+  carriageReturns?: boolean;
+}
+
 /** Read the complete lines appended after `cursor`. Pure file I/O; the caller owns the cursor. */
 export async function readNewLines(
   path: string,
   cursor: FileCursor | undefined,
   maxBytes: number = DEFAULT_MAX_BYTES_PER_READ,
+  options: ReadLinesOptions = {},
 ): Promise<TailChunk> {
   let handle: Awaited<ReturnType<typeof open>>;
   try {
@@ -64,7 +70,10 @@ export async function readNewLines(
     const buffer = Buffer.allocUnsafe(length);
     const { bytesRead } = await handle.read(buffer, 0, length, offset);
     // 0x0A never occurs inside a multi-byte UTF-8 sequence, so cutting after it is always safe.
-    const lastNewline = buffer.lastIndexOf(0x0a, bytesRead - 1);
+    let lastNewline = buffer.lastIndexOf(0x0a, bytesRead - 1);
+    // A progress bar redraws itself with `\r` and may not print `\n` for minutes: cut after its last update.
+    if (options.carriageReturns === true)
+      lastNewline = Math.max(lastNewline, buffer.lastIndexOf(0x0d, bytesRead - 1));
     if (lastNewline === -1) {
       if (bytesRead >= maxBytes) {
         // One line longer than the whole cap: skip it rather than stall forever.

@@ -1,8 +1,9 @@
+import { untrustedBlock } from '../agent/untrusted.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
-import { redactSecrets } from './redact.js';
+import { redactedTail, redactSecrets } from './redact.js';
 import { finiteOnly, median } from './robust.js';
 import type { RollingState } from './rolling-stats.js';
 import type { Incident } from './types.js';
@@ -27,6 +28,8 @@ export interface TriageSnapshot {
     recent: string;
   }>;
   lastStep?: number;
+  /** `stdout` when the metrics were parsed from output.log (the script does not use the helper). */
+  metricsSource?: 'stdout';
   logTail: string;
   script?: string;
   /** False when the script shown was cut or had secrets redacted: the answer may then not be a FIX. */
@@ -82,7 +85,7 @@ export function buildTriageSnapshot(input: {
     },
     process: describeProcess(input.processState),
     metrics: [],
-    logTail: redactSecrets(input.logTail.slice(-LOG_TAIL_CHARS)),
+    logTail: redactedTail(input.logTail, LOG_TAIL_CHARS),
   };
   if (meta.startedAt !== undefined)
     snapshot.duration = formatDuration(input.now - Date.parse(meta.startedAt));
@@ -148,7 +151,10 @@ export function renderTriageSnapshot(snapshot: TriageSnapshot): string {
       `Incident: ${snapshot.incident.kind}${snapshot.incident.crashClass === undefined ? '' : ` (${snapshot.incident.crashClass})`} — ${snapshot.incident.summary}`,
     );
   }
-  lines.push('', 'Metrics (name: last, min, max, trend, non-finite count; recent step:value):');
+  lines.push(
+    '',
+    `Metrics${snapshot.metricsSource === 'stdout' ? ' (parsed from what the script prints to output.log)' : ''} (name: last, min, max, trend, non-finite count; recent step:value):`,
+  );
   if (snapshot.metrics.length === 0) lines.push('  (no metrics logged yet)');
   for (const metric of snapshot.metrics) {
     lines.push(
@@ -157,10 +163,12 @@ export function renderTriageSnapshot(snapshot: TriageSnapshot): string {
     );
   }
   if (snapshot.traceback !== undefined && snapshot.traceback !== '') {
-    lines.push('', 'Traceback:', '```', snapshot.traceback, '```');
+    lines.push('', 'Traceback:', untrustedBlock('traceback', snapshot.traceback));
   }
-  lines.push('', 'Last lines of output.log:', '```', snapshot.logTail.trimEnd(), '```');
-  if (snapshot.script !== undefined) lines.push('', 'Current train.py:', '```python', snapshot.script, '```');
+  // Run output and the script are data: fenced in boundaries their content cannot close.
+  lines.push('', 'Last lines of output.log:', untrustedBlock('log', snapshot.logTail.trimEnd()));
+  if (snapshot.script !== undefined)
+    lines.push('', 'Current train.py:', untrustedBlock('file', snapshot.script, { name: 'train.py' }));
   if (snapshot.scriptComplete === false) {
     lines.push(
       '',

@@ -1,9 +1,9 @@
 import { createReadStream, existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { parseMetricLine } from '../monitor/metric-line.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
+import { metricsFileOf } from '../runs/stdout-metrics/derived-file.js';
 import { renderChart } from './charts/render-chart.js';
 import type { Notifier } from './notifier.js';
 
@@ -65,7 +65,8 @@ export function createMetricsCharts(options: {
 }) {
   return async function postChart(request: ChartRequest): Promise<string> {
     const meta = await options.runs.findRun(request.run);
-    const path = join(options.store.runDir(meta.id), 'metrics.jsonl');
+    // The helper's metrics.jsonl, else the points the monitor parsed from output.log.
+    const { path } = await metricsFileOf(options.store.runDir(meta.id));
     const wanted = request.metrics !== undefined && request.metrics.length > 0 ? request.metrics : ['loss'];
     let series = await readMetricSeries(path, wanted, request.steps);
     if (Object.keys(series).length === 0 && (request.metrics === undefined || request.metrics.length === 0)) {

@@ -41,6 +41,7 @@ const cardSchema = z.object({
     )
     .optional(),
   resolved: z.string().optional(),
+  attachment: z.object({ filename: z.string(), text: z.string() }).optional(),
 });
 export type CardPayload = z.infer<typeof cardSchema>;
 

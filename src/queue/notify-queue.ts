@@ -13,6 +13,7 @@ import {
   notifyJob,
   QUEUE_NAMES,
 } from './jobs.js';
+import { redactNotifyJob } from './redact-outbound.js';
 
 /**
  * Outbound platform calls go through the notify queue: 4 attempts with 1 s, 2 s, 4 s between them, a
@@ -42,6 +43,7 @@ export function payloadToCard(payload: CardPayload): Card {
   if (rest.text !== undefined) card.text = rest.text;
   if (rest.fields !== undefined) card.fields = rest.fields;
   if (rest.resolved !== undefined) card.resolved = rest.resolved;
+  if (rest.attachment !== undefined) card.attachment = rest.attachment;
   if (rest.actions !== undefined) {
     card.actions = rest.actions.map((action) => ({
       actionId: action.actionId,
@@ -83,7 +85,8 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
   const waitTimeoutMs = options.waitTimeoutMs ?? 60_000;
   const ready = events.waitUntilReady();
 
-  async function send(data: NotifyJob, jobId?: string): Promise<unknown> {
+  async function send(raw: NotifyJob, jobId?: string): Promise<unknown> {
+    const data = redactNotifyJob(raw);
     await ready;
     const job = await queue.add(data.op, data, {
       attempts: NOTIFY_ATTEMPTS,
@@ -139,7 +142,9 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
 }
 
 /** Performs one notify job against its adapter. Exported for direct use in tests. */
-export async function performNotify(lookup: AdapterLookup, data: NotifyJob): Promise<{ messageId?: string }> {
+export async function performNotify(lookup: AdapterLookup, job: NotifyJob): Promise<{ messageId?: string }> {
+  // Queued jobs are redacted already; jobs from elsewhere (older versions, tests) are redacted here.
+  const data = redactNotifyJob(job);
   const adapter = adapterForThread(lookup, data.threadId);
   switch (data.op) {
     case 'post':

@@ -7,9 +7,12 @@ import type { Executor } from './executor.js';
 import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './gpu-inventory.js';
 import { createLocalExecutor } from './local-executor.js';
+import { lookupRunUser } from './run-as-user.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
+import { createSlurmExecutor } from './slurm/slurm-executor.js';
+import { createWatchAwareExecutor } from './watched-executor.js';
 
 export interface RunsRuntime {
   service: RunService;
@@ -42,16 +45,32 @@ export async function createRunsRuntime(options: {
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
-  const executor =
+  if (options.executor !== undefined && config.runs.runAsUser !== undefined) {
+    logger.warn('SHEPHERD_RUN_AS_USER applies to the local executor only; this executor ignores it');
+  }
+  const inner =
     options.executor ??
     createLocalExecutor({
       python: config.runs.python,
       runsDir: store.runsDir,
       environment: options.environment,
       gpuInventory: allocator.inventory,
+      environments: config.runs.environments,
       graceS: config.runs.stopGraceS,
       logger,
+      ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
     });
+  // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
+  const executor = createWatchAwareExecutor({
+    inner,
+    slurm: () =>
+      createSlurmExecutor({
+        config,
+        logger: logger.child({ component: 'slurm' }),
+        environment: { ...options.environment },
+      }),
+    logger,
+  });
   const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,

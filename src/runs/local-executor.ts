@@ -10,6 +10,8 @@ import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
 import { killDescendants } from './process-tree.js';
+import { chownTree, type RunUser } from './run-as-user.js';
+import { applyEnvironment, type Environments } from './run-environments.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -36,9 +38,36 @@ export interface LocalExecutorOptions {
   environment: Readonly<Record<string, string | undefined>>;
   /** Host GPU indices, for `clusterInfo`. */
   gpuInventory: readonly number[];
+  /** Named environments (`SHEPHERD_ENVIRONMENTS`) a run may ask for. */
+  environments?: Environments;
   /** Seconds between SIGTERM and SIGKILL when the launcher enforces the time limit. */
   graceS?: number;
   logger: Logger;
+  /** `SHEPHERD_RUN_AS_USER`, resolved: runs start as this user (the bot runs as root). */
+  runAs?: RunUser;
+}
+
+/** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
+export function localLaunchPlan(
+  meta: RunMeta,
+  runDir: string,
+  python: string,
+  environments: Environments,
+): { argv?: string[]; cwd: string; pathPrefix: string[]; variables: Record<string, string> } {
+  if (meta.command === undefined && meta.environmentName === undefined) {
+    return { cwd: runDir, pathPrefix: [], variables: {} };
+  }
+  const base = meta.command ?? [python, '-u', RUN_FILES.script];
+  const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+  if (meta.environmentName !== undefined && spec === undefined) {
+    throw new RunError('unknown_environment', `environment ${meta.environmentName} is no longer configured`);
+  }
+  const applied = applyEnvironment(base, spec);
+  const argv =
+    applied.container === undefined
+      ? applied.argv
+      : ['apptainer', 'exec', applied.container, ...applied.argv];
+  return { argv, cwd: meta.cwd ?? runDir, pathPrefix: applied.pathPrefix, variables: applied.variables };
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
@@ -116,12 +145,13 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir, gpuIndices } = request;
     const launchNumber = meta.launchCount;
+    const plan = localLaunchPlan(meta, runDir, options.python, options.environments ?? {});
     await rm(path.join(runDir, RUN_FILES.exitStatus), { force: true });
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
     await appendRunFile(
       runDir,
       RUN_FILES.output,
-      `=== launch ${launchNumber} at ${new Date().toISOString()} (script v${meta.scriptVersion}, ${gpuLabel(gpuIndices)}) ===`,
+      `=== launch ${launchNumber} at ${new Date().toISOString()} (${meta.command === undefined ? `script v${meta.scriptVersion}` : 'command'}, ${gpuLabel(gpuIndices)}${meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`}) ===`,
     );
     const inherited = options.environment.PYTHONPATH;
     const environment: Record<string, string> = {};
@@ -138,6 +168,17 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
       PYTHONUNBUFFERED: '1',
     });
+    Object.assign(environment, plan.variables);
+    if (plan.pathPrefix.length > 0) {
+      environment.PATH = [...plan.pathPrefix, environment.PATH ?? '/usr/local/bin:/usr/bin:/bin'].join(
+        path.delimiter,
+      );
+    }
+    const runAs = options.runAs;
+    if (runAs !== undefined) {
+      Object.assign(environment, { USER: runAs.name, LOGNAME: runAs.name, HOME: runAs.home ?? runDir });
+      await chownTree(runDir, runAs);
+    }
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     // The deadline travels with the launcher, which enforces it even while the bot is down.
@@ -146,9 +187,11 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       '-u',
       LAUNCHER,
       String(launchNumber),
-      RUN_FILES.script,
+      plan.argv === undefined ? RUN_FILES.script : '--command',
       (deadlineMs / 1000).toFixed(3),
       String(options.graceS ?? 60),
+      // A command (or a script in a named environment) runs as argv in its working directory.
+      ...(plan.argv === undefined ? [] : [plan.cwd, '--', ...plan.argv]),
     ];
     try {
       const child = spawn(options.python, launcherArguments, {
@@ -156,6 +199,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
         env: environment,
         detached: true,
         stdio: ['ignore', logFd, logFd],
+        ...(runAs === undefined ? {} : { uid: runAs.uid, gid: runAs.gid }),
       });
       const pid = await new Promise<number>((resolve, reject) => {
         child.once('spawn', () => {

@@ -90,7 +90,9 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
   }
 
   async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
-    if ((state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout') {
+    // A watched job's own scheduler limit is a plain failure: Shepherd cannot resume what it did not launch.
+    const limited = (state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout';
+    if (limited && meta.watch === undefined) {
       return pauseAtLimit(meta);
     }
     await allocator.release(meta.id);

@@ -4,7 +4,9 @@
  * does need (a Hugging Face token, say) is passed explicitly as `SHEPHERD_RUN_ENV_<NAME>`.
  */
 const DROPPED_PREFIXES = ['SHEPHERD_', 'SLACK_', 'DISCORD_', 'REDIS_', 'npm_'];
-const SECRET_WORDS = /(TOKEN|SECRET|PASSWORD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL)/i;
+const SECRET_WORDS = /(TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|APIKEY|PRIVATE_KEY|CREDENTIAL|COOKIE)/i;
+/** Named like a key: a name part ending in KEY or KEYS (`MY_SERVICE_KEY`, `AWS_ACCESS_KEY_ID`, `SSHKEY`). */
+const KEY_NAME = /(?:^|_)[A-Z0-9]*KEYS?(?:_|$)/i;
 const PASS_THROUGH = 'SHEPHERD_RUN_ENV_';
 
 export function scrubRunEnvironment(
@@ -12,7 +14,12 @@ export function scrubRunEnvironment(
 ): Record<string, string | undefined> {
   const kept: Record<string, string | undefined> = {};
   for (const [name, value] of Object.entries(environment)) {
-    if (DROPPED_PREFIXES.some((prefix) => name.startsWith(prefix)) || SECRET_WORDS.test(name)) continue;
+    if (
+      DROPPED_PREFIXES.some((prefix) => name.startsWith(prefix)) ||
+      SECRET_WORDS.test(name) ||
+      KEY_NAME.test(name)
+    )
+      continue;
     kept[name] = value;
   }
   for (const [name, value] of Object.entries(environment)) {

@@ -33,6 +33,22 @@ export const runMetaSchema = z.object({
   exitCode: z.number().int().optional(),
   exitSignal: z.string().optional(),
   lastStep: z.number().optional(),
+  command: z.array(z.string()).min(1).optional(),
+  cwd: z.string().optional(),
+  scriptPath: z.string().optional(),
+  environmentName: z.string().optional(),
+  nodes: z.number().int().positive().optional(),
+  watch: z
+    .discriminatedUnion('source', [
+      z.object({ source: z.literal('slurm'), logPath: z.string() }),
+      z.object({
+        source: z.literal('log'),
+        logPath: z.string(),
+        pid: z.number().int().positive().optional(),
+        pidStartTime: z.string().optional(),
+      }),
+    ])
+    .optional(),
 });
 
 /** Parse an untrusted value into a `RunMeta`; throws a zod error naming the bad fields. */

@@ -6,6 +6,7 @@ import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES, type RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
+import { metricsFileOf } from './stdout-metrics/derived-file.js';
 
 export interface ResumeInfo {
   step: number | null;
@@ -17,6 +18,8 @@ export interface RunStatusReport {
   meta: RunMeta;
   /** Newest last; at most 5. */
   lastMetrics: MetricRecord[];
+  /** Set to `stdout` when the metrics were parsed from output.log (the run does not use the helper). */
+  metricsSource?: 'stdout';
   /** Last ~20 lines of output.log. */
   logTail: string[];
   resume: ResumeInfo | undefined;
@@ -47,7 +50,8 @@ export async function readResume(store: RunStore, runId: string): Promise<Resume
 
 /** A meta patch with the last metric step, or nothing when no metric has a step. */
 export async function lastStepOf(store: RunStore, meta: RunMeta): Promise<Partial<RunMeta>> {
-  const [last] = (await readLastMetrics(path.join(store.runDir(meta.id), RUN_FILES.metrics), 1)).slice(-1);
+  const { path: metricsPath } = await metricsFileOf(store.runDir(meta.id));
+  const [last] = (await readLastMetrics(metricsPath, 1)).slice(-1);
   return last?.step === undefined ? {} : { lastStep: last.step };
 }
 
@@ -69,12 +73,14 @@ export function createRunReports(options: RunReportsOptions): RunReports {
   async function status(run: string): Promise<RunStatusReport> {
     const meta = await store.findRun(run);
     const directory = store.runDir(meta.id);
+    const metricsFile = await metricsFileOf(directory);
     const [lastMetrics, logTail, resumeInfo] = await Promise.all([
-      readLastMetrics(path.join(directory, RUN_FILES.metrics), 5),
+      readLastMetrics(metricsFile.path, 5),
       tailLines(path.join(directory, RUN_FILES.output), 20),
       readResume(store, meta.id),
     ]);
     const report: RunStatusReport = { meta, lastMetrics, logTail, resume: resumeInfo };
+    if (metricsFile.source === 'stdout' && lastMetrics.length > 0) report.metricsSource = 'stdout';
     if (meta.status === 'running') {
       const state = (await executor.poll([meta])).get(meta.id);
       if (state !== undefined) report.process = state;

@@ -1,9 +1,12 @@
+import { symlink } from 'node:fs/promises';
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { Config } from '../config.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
+import { refuseScriptEdit, syncWorkspaceScript, writeWorkspaceScript } from './command-script.js';
 import type { Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { createRunEndings, type ReconcileReport } from './run-endings.js';
@@ -17,7 +20,7 @@ import {
   type RunStatusReport,
   readResume,
 } from './run-reports.js';
-import type { RunStore, ScriptUpdate } from './run-store.js';
+import { RUN_FILES, type RunStore, type ScriptUpdate } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 import { checkMaxHours } from './time-limit.js';
@@ -36,9 +39,30 @@ export interface CreateRunRequest {
   config?: Record<string, unknown>;
   threadId: string;
   requester: { id: string; name: string };
+  /** Command runs (the script is then the named `.py` file, or empty when the command names none). */
+  launch?: RunLaunchFields;
+}
+
+/** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
+export type RunLaunchFields = Partial<
+  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes'>
+>;
+
+/** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
+export interface AdoptRequest {
+  name: string;
+  threadId: string;
+  requester: { id: string; name: string };
+  watch: NonNullable<RunMeta['watch']>;
+  jobId?: string;
+  maxHours: number;
+  /** What the thread is told ("watching Slurm job 42 (train.out)"). */
+  description: string;
 }
 
 export interface RunService {
+  /** Registers a watched run as `running` and emits `run-started` (the monitor starts ticking it). */
+  adopt(request: AdoptRequest): Promise<RunMeta>;
   /** New run in `pending_approval`. Throws `invalid_run` / `gpus_unavailable` with a sentence for the user. */
   createRun(request: CreateRunRequest): Promise<RunMeta>;
   /** `pending_approval → queued`, then launch (or wait for GPUs). A second approve throws `illegal_transition`. */
@@ -128,7 +152,10 @@ export function createRunService(options: RunServiceOptions): RunService {
     if (typeof request.name !== 'string' || request.name.trim() === '') {
       throw new RunError('invalid_run', 'a run needs a name');
     }
-    if (typeof request.script !== 'string' || request.script.trim() === '') {
+    if (
+      typeof request.script !== 'string' ||
+      (request.script.trim() === '' && request.launch?.command === undefined)
+    ) {
       throw new RunError('invalid_run', 'the training script is empty');
     }
     if (!Number.isInteger(request.gpus) || request.gpus < 0) {
@@ -161,6 +188,7 @@ export function createRunService(options: RunServiceOptions): RunService {
             executor: executor.kind,
             ...(request.modelId === undefined ? {} : { modelId: request.modelId }),
             ...(request.config === undefined ? {} : { config: request.config }),
+            ...(request.launch === undefined ? {} : { launch: request.launch }),
           },
           now(),
         ),
@@ -175,6 +203,51 @@ export function createRunService(options: RunServiceOptions): RunService {
       reason: 'created',
     });
     await emit('run-status', meta, `${meta.name} created; waiting for approval`);
+    return meta;
+  }
+
+  async function adopt(request: AdoptRequest): Promise<RunMeta> {
+    const meta = await lock.withLock(
+      '__create__',
+      async () => {
+        const created = await store.createRun(
+          {
+            name: request.name,
+            script: '',
+            threadId: request.threadId,
+            requester: request.requester,
+            gpus: 0,
+            maxHours: request.maxHours,
+            executor: request.watch.source === 'slurm' ? 'slurm' : 'local',
+            launch: { watch: request.watch },
+          },
+          now(),
+        );
+        // The monitor, status and crash reports read `output.log`: for a watched run it is the job's own log.
+        await symlink(request.watch.logPath, path.join(store.runDir(created.id), RUN_FILES.output));
+        const at = now().toISOString();
+        const running: RunMeta = {
+          ...created,
+          status: 'running',
+          launchCount: 1,
+          startedAt: at,
+          updatedAt: at,
+          ...(request.jobId === undefined ? {} : { jobId: request.jobId }),
+        };
+        await store.writeMeta(running);
+        return running;
+      },
+      { waitMs: 30_000 },
+    );
+    await audit.record({
+      ts: meta.createdAt,
+      runId: meta.id,
+      from: null,
+      to: 'running',
+      by: request.requester,
+      reason: `watch: ${request.description}`,
+    });
+    await emit('run-started', meta, `Watching ${meta.name}: ${request.description}`);
     return meta;
   }
 
@@ -276,7 +349,10 @@ export function createRunService(options: RunServiceOptions): RunService {
       if (['stopped', 'completed', 'rejected'].includes(meta.status)) {
         throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);
       }
+      refuseScriptEdit(meta);
+      await syncWorkspaceScript(meta, store.runDir(meta.id));
       const update = await store.updateScript(meta.id, source, now());
+      await writeWorkspaceScript(meta, source);
       await audit.record({
         ts: update.meta.updatedAt,
         runId: meta.id,
@@ -310,6 +386,7 @@ export function createRunService(options: RunServiceOptions): RunService {
   }
 
   return {
+    adopt,
     createRun,
     approve,
     reject,

@@ -39,6 +39,8 @@ export interface NewRunInput {
   executor: 'local' | 'slurm';
   modelId?: string;
   config?: Record<string, unknown>;
+  /** Command-run fields copied into meta (command, cwd, scriptPath, environmentName, nodes). */
+  launch?: Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch'>>;
 }
 
 export interface ScriptUpdate {
@@ -245,7 +247,12 @@ export function createRunStore(options: RunStoreOptions): RunStore {
     };
     if (input.modelId !== undefined) meta.modelId = input.modelId;
     if (input.config !== undefined) meta.config = input.config;
-    await writeFileAtomic(path.join(runDir(id), RUN_FILES.script), input.script);
+    for (const [key, value] of Object.entries(input.launch ?? {})) {
+      if (value !== undefined) Object.assign(meta, { [key]: value });
+    }
+    // A command that names no .py file has no script to keep (its files are copied as provenance).
+    if (input.script !== '' || (meta.command === undefined && meta.watch === undefined))
+      await writeFileAtomic(path.join(runDir(id), RUN_FILES.script), input.script);
     await writeMeta(meta);
     return meta;
   }

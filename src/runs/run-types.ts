@@ -69,4 +69,20 @@ export interface RunMeta {
   exitCode?: number;
   exitSignal?: string;
   lastStep?: number;
+  /** A command run: the argv started without a shell (instead of `python -u train.py`). */
+  command?: string[];
+  /** Absolute working directory of a command run (the workspace or a directory inside it). */
+  cwd?: string;
+  /** Absolute path of the `.py` file the command names; script edits and fixes go to it. */
+  scriptPath?: string;
+  /** Named environment from `SHEPHERD_ENVIRONMENTS` the run starts in. */
+  environmentName?: string;
+  /** Slurm nodes (`sbatch --nodes`); 1 when absent. */
+  nodes?: number;
+  /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
+  watch?: WatchSource;
 }
+
+export type WatchSource =
+  | { source: 'slurm'; logPath: string }
+  | { source: 'log'; logPath: string; pid?: number; pidStartTime?: string };

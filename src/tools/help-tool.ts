@@ -17,7 +17,8 @@ function sections(
       'It can: launch a training script as a run, ask the team to approve it, pause / resume / stop runs,',
       'report status (step, loss trend, GPUs, last log lines), draw metric charts, watch runs for crashes,',
       'loss spikes, divergence and stalls, and propose fixes as script diffs that need approval.',
-      'It can also search the model hub for models and datasets when planning a fine-tune, and come back to',
+      'It can also search the model hub for models and datasets, look inside a dataset and estimate GPU memory',
+      "when planning a fine-tune, read a run's script, log, metrics and checkpoints, and come back to",
       'the thread when a run it follows finishes, fails, alerts or stalls ("when it is done, evaluate it").',
     ].join(' '),
     runs: [
@@ -30,6 +31,8 @@ function sections(
       'Approvals: every start, every resume that takes GPUs, and every script change posts a card with',
       'the requester, GPUs, max hours, estimated cost and the script (or its diff), with Approve / Reject buttons.',
       'Team policy decides who may approve and whether you may approve your own job. The first decision wins.',
+      'A script that does not compile gets no card (the error and its line are posted instead); a CPU pre-flight',
+      'of a few steps may run first, and the card then shows its result.',
     ].join(' '),
     monitoring: [
       'Monitoring: runs are watched quietly. On a crash, NaN, a loss spike, divergence, a stall, overfitting, a throughput drop,',
@@ -40,7 +43,10 @@ function sections(
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run>`, `stop <run>`,',
-      '`run <script.py> [--gpus N] [--name X] [--hours H]`, `chart <run> [metric] [--steps FROM..TO]`,',
+      '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E]`,',
+      '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--nodes N] -- <command …>` (torchrun, accelerate, bash train.sh, …),',
+      '`watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N]` (runs you started yourself),',
+      '`chart <run> [metric] [--steps FROM..TO]`,',
       '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
       '`session` (summary, model, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn).',
     ].join(' '),

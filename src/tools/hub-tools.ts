@@ -7,7 +7,7 @@ import {
   type HubModelInfo,
   type HubModelSummary,
   hubRepoIdPattern,
-} from './hub-client.js';
+} from './hub-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 
 /**

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { ToolCall, ToolSpec } from '../agent/messages.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
+import { redactSecrets } from '../monitor/redact.js';
 
 /**
  * One registry for every agent tool: a zod input schema (with `.describe()` on each field, which
@@ -65,7 +66,10 @@ function formatIssues(error: z.ZodError): string {
 }
 
 function stringifyResult(result: string | object | undefined): string {
-  const text = typeof result === 'string' ? result : result === undefined ? 'ok' : JSON.stringify(result);
+  // Redacted before the cut, so a cut never keeps the tail of a secret.
+  const text = redactSecrets(
+    typeof result === 'string' ? result : result === undefined ? 'ok' : JSON.stringify(result),
+  );
   if (text.length <= MAX_TOOL_RESULT_CHARS) return text;
   return `${text.slice(0, MAX_TOOL_RESULT_CHARS)}\n… (cut: ${text.length - MAX_TOOL_RESULT_CHARS} more characters)`;
 }

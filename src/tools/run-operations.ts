@@ -5,10 +5,20 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
+import { codeBlock } from '../notify/code-block.js';
+import { refuseScriptEdit } from '../runs/command-script.js';
+import { describeEnvironment, type Environments, pickEnvironment } from '../runs/run-environments.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
+import {
+  commandWarnings,
+  formatCommand,
+  type PreparedCommand,
+  prepareCommand,
+  recordProvenance,
+} from './command-launch.js';
 
 /**
  * The run actions shared by agent tools and plain commands, so both follow exactly the same approval
@@ -17,13 +27,25 @@ import { checkMaxHours } from '../runs/time-limit.js';
  */
 
 export const MAX_SCRIPT_BYTES = 512 * 1024;
-/** "The first lines of train.py" on a launch card: enough to recognise it, short enough to read. */
-const PREVIEW_LINES = 15;
 
 /** A run request plus who launched it and how (an agent tool call resumes its turn on decision). */
 export interface LaunchInput extends CreateRunRequest {
   origin: 'agent' | 'command';
   toolCall?: { name: string; input: unknown };
+  /** Named environment asked for (`--env`); the configured default applies when absent. */
+  environment?: string;
+  /** A command run, already checked against the workspace. */
+  prepared?: PreparedCommand;
+}
+
+/** Flags shared by `run <file>` and `run -- <command>`. */
+export interface RunFlags {
+  gpus?: number;
+  runName?: string;
+  maxHours?: number;
+  env?: string;
+  cwd?: string;
+  nodes?: number;
 }
 
 export interface RunOperationsOptions {
@@ -35,12 +57,19 @@ export interface RunOperationsOptions {
   maxHours?: number;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
-}
-
-export function scriptPreview(source: string): string {
-  const lines = source.split('\n');
-  const head = lines.slice(0, PREVIEW_LINES).join('\n');
-  return lines.length > PREVIEW_LINES ? `${head}\n… (${lines.length - PREVIEW_LINES} more lines)` : head;
+  /** The CPU pre-flight (when enabled): resolves the line the approval card shows. */
+  preflight?: (source: string, config?: Record<string, unknown>) => Promise<string>;
+  /** Posts into a thread (a script that does not compile is reported there, whoever asked). */
+  notify?: (threadId: string, text: string) => Promise<void>;
+  /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
+  memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
+  /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
+  environments?: Environments;
+  defaultEnvironment?: string | undefined;
+  /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
+  python?: string;
+  /** Stopping a watched run asks for a confirmation button first; this posts it. */
+  confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
 }
 
 export function describeRun(meta: RunMeta): string {
@@ -52,7 +81,15 @@ export function describeRun(meta: RunMeta): string {
         : '';
   const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
   const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
-  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${step}${reason}`;
+  if (meta.watch !== undefined) {
+    const source =
+      meta.watch.source === 'slurm'
+        ? `Slurm job ${meta.jobId ?? '?'}`
+        : `${meta.watch.logPath}${meta.watch.pid === undefined ? '' : `, pid ${meta.watch.pid}`}`;
+    return `${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
+  }
+  const environment = meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`;
+  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${environment}${step}${reason}`;
 }
 
 /** Resolves a script path inside the workspace; `..`, outside absolute paths and symlinks out are refused. */
@@ -88,18 +125,107 @@ export async function resolveWorkspaceScript(workspace: string, path: string): P
 export function createRunOperations(options: RunOperationsOptions) {
   const { runs, store, approvals } = options;
 
+  /**
+   * No card for a script that does not compile: the error (with its line) goes to whoever asked — the
+   * command's answer, the agent's tool result — and, for the agent, into the thread as well.
+   */
+  async function assertCompiles(
+    script: string,
+    threadId: string,
+    origin: 'agent' | 'command' | 'monitor',
+    what: string,
+  ): Promise<void> {
+    // Command runs without a Python file (`run -- bash train.sh`) have no source to compile.
+    if (script.trim() === '') return;
+    const syntaxError = await options.checkSyntax?.(script);
+    if (syntaxError === undefined) return;
+    const message = `${what}: ${syntaxError}\nNo approval card was posted.`;
+    if (origin === 'agent') {
+      await options.notify?.(threadId, `⚠️ ${message}`).catch(() => undefined);
+    }
+    throw new ToolPolicyError('script_syntax_error', message);
+  }
+
+  /** The pre-flight takes up to its timeout: the thread hears that it is running. */
+  async function runPreflight(
+    threadId: string,
+    name: string,
+    script: string,
+    config: Record<string, unknown> | undefined,
+  ): Promise<string | undefined> {
+    if (options.preflight === undefined) return undefined;
+    await options
+      .notify?.(threadId, `Running a short CPU pre-flight of ${name} before the approval card…`)
+      .catch(() => undefined);
+    return options.preflight(script, config);
+  }
+
+  const environments = options.environments ?? {};
+
+  /** Card lines for how a run starts: the exact command, the environment, warnings. */
+  function launchDetails(meta: RunMeta): { command?: string; environment?: string; warnings?: string[] } {
+    const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+    return {
+      ...(meta.command === undefined ? {} : { command: formatCommand(meta.command) }),
+      ...(meta.environmentName === undefined
+        ? {}
+        : {
+            environment:
+              spec === undefined ? meta.environmentName : describeEnvironment(meta.environmentName, spec),
+          }),
+      warnings: commandWarnings(meta),
+    };
+  }
+
   async function launch(input: LaunchInput): Promise<string> {
     if (Buffer.byteLength(input.script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
-    const { origin: _origin, toolCall: _toolCall, ...request } = input;
-    const meta = await runs.createRun(request);
+    // An unknown environment is refused here, before any run or card exists.
+    const environment = pickEnvironment(environments, input.environment, options.defaultEnvironment);
+    await assertCompiles(input.script, input.threadId, input.origin, `${input.name} was not launched`);
+    const { origin: _origin, toolCall: _toolCall, environment: _environment, prepared, ...request } = input;
+    const launchFields = {
+      ...request.launch,
+      ...(environment === undefined ? {} : { environmentName: environment.name }),
+      ...(prepared === undefined
+        ? {}
+        : {
+            command: prepared.argv,
+            cwd: prepared.cwd,
+            ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
+          }),
+    };
+    // Created first, so a request the run service refuses (too many GPUs) costs no pre-flight.
+    const meta = await runs.createRun(
+      Object.keys(launchFields).length === 0 ? request : { ...request, launch: launchFields },
+    );
+    if (prepared !== undefined) {
+      await recordProvenance(
+        store.runDir(meta.id),
+        options.workspace,
+        prepared,
+        environment?.name,
+        new Date(),
+      );
+    }
+    // A command run (`run -- …`) is not `python train.py`: the pre-flight only runs plain scripts.
+    const preflight =
+      prepared === undefined
+        ? await runPreflight(input.threadId, meta.name, input.script, input.config)
+        : undefined;
+    const memory =
+      input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
     const { approval, autoApproved } = await approvals.request({
       kind: 'start',
       meta,
       requester: input.requester,
-      scriptExcerpt: scriptPreview(input.script),
+      // The whole script: the card shows it, or its start with the file attached.
+      scriptExcerpt: input.script,
       origin: input.origin,
+      ...(preflight === undefined ? {} : { preflight }),
+      ...(memory === undefined ? {} : { memory }),
+      ...launchDetails(meta),
       ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
     });
     return autoApproved
@@ -119,12 +245,14 @@ export function createRunOperations(options: RunOperationsOptions) {
   async function status(reference: string): Promise<string> {
     const report = await runs.status(reference);
     const lines = [describeRun(report.meta)];
+    if (report.meta.command !== undefined) lines.push(`command: ${formatCommand(report.meta.command)}`);
     const last = report.lastMetrics.at(-1);
     if (last !== undefined) {
       const values = Object.entries(last.values)
         .map(([name, value]) => `${name}=${formatNumber(value)}`)
         .join(', ');
-      lines.push(`last metrics (step ${last.step ?? '?'}): ${values}`);
+      const source = report.metricsSource === 'stdout' ? ', read from output.log' : '';
+      lines.push(`last metrics (step ${last.step ?? '?'}${source}): ${values}`);
     }
     if (report.lastMetrics.length >= 2) {
       const first = report.lastMetrics[0]?.values.loss;
@@ -140,7 +268,7 @@ export function createRunOperations(options: RunOperationsOptions) {
     }
     if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
     if (report.logTail.length > 0)
-      lines.push(`last log lines:\n\`\`\`\n${report.logTail.slice(-8).join('\n')}\n\`\`\``);
+      lines.push(`last log lines:\n${codeBlock(report.logTail.slice(-8).join('\n'))}`);
     return lines.join('\n');
   }
 
@@ -158,6 +286,12 @@ export function createRunOperations(options: RunOperationsOptions) {
     toolCall?: { name: string; input: unknown },
   ) {
     const meta = await runs.findRun(reference);
+    if (meta.watch !== undefined) {
+      throw new RunError(
+        'watched_run',
+        `${meta.name} is a watched run: Shepherd did not launch it, so it cannot relaunch it`,
+      );
+    }
     if (meta.status !== 'paused' && meta.status !== 'failed') {
       throw new RunError(
         'illegal_transition',
@@ -170,13 +304,15 @@ export function createRunOperations(options: RunOperationsOptions) {
       return `Resumed ${resumed.name}: ${resumed.status}.`;
     }
     // Asking for GPUs again needs a new decision.
-    const script = await store.readScript(meta.id);
+    const script = await store.readScript(meta.id).catch(() => '');
+    await assertCompiles(script, meta.threadId, origin, `${meta.name} was not resumed`);
     const { approval, autoApproved } = await approvals.request({
       kind: 'resume',
       meta,
       requester: actor,
-      scriptExcerpt: scriptPreview(script),
+      scriptExcerpt: script,
       origin,
+      ...launchDetails(meta),
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return autoApproved
@@ -185,7 +321,11 @@ export function createRunOperations(options: RunOperationsOptions) {
   }
 
   async function stop(reference: string, actor: ChatUser): Promise<string> {
-    const meta = await runs.stop(reference, actor, 'stopped from the thread');
+    const found = await runs.findRun(reference);
+    if (found.watch !== undefined && options.confirmStop !== undefined && found.status === 'running') {
+      return options.confirmStop(found, actor);
+    }
+    const meta = await runs.stop(found.id, actor, 'stopped from the thread');
     return `Stopped ${meta.name}.`;
   }
 
@@ -198,19 +338,36 @@ export function createRunOperations(options: RunOperationsOptions) {
     toolCall?: { name: string; input: unknown },
   ): Promise<{ text: string; diff: string }> {
     const meta = await runs.findRun(reference);
+    // A finished run's script can never be applied: say so now rather than after someone approves.
+    if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
+      throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);
+    }
+    refuseScriptEdit(meta);
     if (Buffer.byteLength(script) > MAX_SCRIPT_BYTES) {
       throw new ToolPolicyError('script_too_large', 'the script is larger than 512 KiB');
     }
-    const syntaxError = await options.checkSyntax?.(script);
-    if (syntaxError !== undefined) {
-      throw new ToolPolicyError('script_syntax_error', `the new script does not compile:\n${syntaxError}`);
-    }
-    const current = await store.readScript(meta.id);
+    await assertCompiles(script, meta.threadId, origin, `the change to ${meta.name} was not proposed`);
+    // A command run's script lives in the workspace: the diff is against what is there now.
+    const current =
+      meta.scriptPath === undefined
+        ? await store.readScript(meta.id)
+        : await readFile(meta.scriptPath, 'utf8');
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };
-    const diff = createTwoFilesPatch(`train_v${meta.scriptVersion}.py`, 'train.py', current, script, '', '', {
-      context: 3,
-    });
+    const preflight =
+      meta.command === undefined
+        ? await runPreflight(meta.threadId, meta.name, script, meta.config)
+        : undefined;
+    const shown = meta.scriptPath === undefined ? 'train.py' : basename(meta.scriptPath);
+    const diff = createTwoFilesPatch(
+      meta.scriptPath === undefined ? `train_v${meta.scriptVersion}.py` : `${shown} (v${meta.scriptVersion})`,
+      shown,
+      current,
+      script,
+      '',
+      '',
+      { context: 3 },
+    );
     const { approval } = await approvals.request({
       kind: 'script-change',
       meta,
@@ -220,10 +377,11 @@ export function createRunOperations(options: RunOperationsOptions) {
       proposedScript: script,
       reason,
       origin,
+      ...(preflight === undefined ? {} : { preflight }),
       ...(toolCall === undefined ? {} : { toolCall }),
     });
     return {
-      text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, train.py becomes v${meta.scriptVersion + 1}, train_v${meta.scriptVersion}.py is archived and the run restarts from its last checkpoint.`,
+      text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, ${shown} becomes v${meta.scriptVersion + 1}, the old version is archived as train_v${meta.scriptVersion}.py in the run directory and the run restarts from its last checkpoint.`,
       diff,
     };
   }
@@ -248,12 +406,47 @@ export function createRunOperations(options: RunOperationsOptions) {
     return lines.join('\n');
   }
 
+  /** `run -- <command …>` (and `run train.sh`): any argv, in the workspace or `--cwd` inside it. */
+  async function runCommand(
+    argv: string[],
+    flags: RunFlags,
+    threadId: string,
+    actor: ChatUser,
+    from: { origin: 'agent' | 'command'; toolCall?: { name: string; input: unknown } } = {
+      origin: 'command',
+    },
+  ): Promise<string> {
+    const prepared = await prepareCommand(options.workspace, argv, flags.cwd);
+    return launch({
+      name: flags.runName ?? prepared.suggestedName,
+      script: prepared.script,
+      gpus: flags.gpus ?? 0,
+      threadId,
+      requester: actor,
+      origin: from.origin,
+      ...(from.toolCall === undefined ? {} : { toolCall: from.toolCall }),
+      prepared,
+      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
+      ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
+    });
+  }
+
   async function runWorkspaceScript(
     path: string,
-    flags: { gpus?: number; runName?: string; maxHours?: number },
+    flags: RunFlags,
     threadId: string,
     actor: ChatUser,
   ): Promise<string> {
+    if (path.endsWith('.sh') || flags.cwd !== undefined) {
+      // A shell script runs with bash, in the workspace, like any command.
+      return runCommand(
+        path.endsWith('.sh') ? ['bash', path] : [options.python ?? 'python3', '-u', path],
+        flags,
+        threadId,
+        actor,
+      );
+    }
     const real = await resolveWorkspaceScript(options.workspace, path);
     const script = await readFile(real, 'utf8');
     const name = flags.runName ?? basename(real).replace(/\.py$/, '').replace(/_/g, '-');
@@ -264,11 +457,13 @@ export function createRunOperations(options: RunOperationsOptions) {
       threadId,
       requester: actor,
       origin: 'command',
+      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
       ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
     });
   }
 
-  return { launch, list, status, pause, resume, stop, updateScript, cluster, runWorkspaceScript };
+  return { launch, list, status, pause, resume, stop, updateScript, cluster, runWorkspaceScript, runCommand };
 }
 
 export type RunOperations = ReturnType<typeof createRunOperations>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { ToolPolicyError } from '../errors.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import type { RunOperations } from './run-operations.js';
 
@@ -9,7 +10,20 @@ const startTrainingInput = z.object({
   script: z
     .string()
     .min(1)
-    .describe('The complete Python source of train.py (uses `import shepherd` to log metrics)'),
+    .optional()
+    .describe(
+      'The complete Python source of train.py (uses `import shepherd` to log metrics). Give this or `command`.',
+    ),
+  command: z
+    .array(z.string().min(1))
+    .min(1)
+    .max(200)
+    .optional()
+    .describe(
+      'Instead of `script`: an existing command from the workspace, as argv (no shell), e.g. ["torchrun","--nproc_per_node","2","train.py","--lr","3e-4"] or ["bash","train.sh"]',
+    ),
+  cwd: z.string().max(500).optional().describe('With `command`: directory inside the workspace to run it in'),
+  env: z.string().max(64).optional().describe('Named environment (SHEPHERD_ENVIRONMENTS) to run in'),
   gpus: z.number().int().min(0).max(64).describe('GPUs to use; 0 runs on CPU'),
   max_hours: z
     .number()
@@ -30,22 +44,42 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
         'Create a training run from a complete train.py and ask the team to approve it (an approval card is posted; the run starts when a teammate approves). You are told the decision later.',
       kind: 'write',
       input: startTrainingInput,
-      execute: (input, context) =>
-        operations.launch({
+      execute: (input, context) => {
+        if ((input.script === undefined) === (input.command === undefined)) {
+          throw new ToolPolicyError('invalid_input', 'give exactly one of `script` and `command`');
+        }
+        if (input.command !== undefined) {
+          return operations.runCommand(
+            input.command,
+            {
+              gpus: input.gpus,
+              runName: input.name,
+              ...(input.max_hours === undefined ? {} : { maxHours: input.max_hours }),
+              ...(input.env === undefined ? {} : { env: input.env }),
+              ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
+            },
+            context.threadId,
+            context.actor,
+            { origin: 'agent', toolCall: { name: 'start_training', input } },
+          );
+        }
+        return operations.launch({
           name: input.name,
-          script: input.script,
+          script: input.script ?? '',
           gpus: input.gpus,
           threadId: context.threadId,
           requester: context.actor,
           origin: 'agent',
           toolCall: {
             name: 'start_training',
-            input: { ...input, script: `(${input.script.length} characters)` },
+            input: { ...input, script: `(${(input.script ?? '').length} characters)` },
           },
+          ...(input.env === undefined ? {} : { environment: input.env }),
           ...(input.max_hours === undefined ? {} : { maxHours: input.max_hours }),
           ...(input.model_id === undefined ? {} : { modelId: input.model_id }),
           ...(input.config === undefined ? {} : { config: input.config }),
-        }),
+        });
+      },
     }),
     defineTool({
       name: 'list_training_runs',

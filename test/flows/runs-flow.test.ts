@@ -274,6 +274,10 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     expect(change?.card?.text).toContain(
       '+    shepherd.log_metrics(step=step, loss=2.0 * math.exp(-step / 20) + 0.1, lr=5e-4)',
     );
+    // The turn's last answer comes after the card: wait for it before reading the requests.
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => m.text.includes('I proposed halving the learning rate.')),
+    );
     expect(JSON.stringify(llm.requests.at(-2)?.body)).toMatch(/not valid JSON/);
 
     await shepherd.click(threadId, change?.id ?? '', change?.card?.actions?.[0]?.actionId ?? '', 'bob');

@@ -88,7 +88,9 @@ describe('the session: compaction, model, reset, cancel, playbooks', () => {
 
     await shepherd.reply(threadId, '@shepherd and now?', 'alice');
     await shepherd.waitForMessages(threadId, (all) =>
-      botTexts(all).some((text) => text.includes('answer to: [alice] @shepherd and now?')),
+      botTexts(all).some((text) =>
+        /^answer to: \[alice\] <message-[0-9a-f]{12}>\n@shepherd and now\?/.test(text),
+      ),
     );
     expect(llm.requests).toHaveLength(3);
     expect(isCompaction(llm.requests[2] as RecordedRequest)).toBe(false);

@@ -53,7 +53,7 @@ describe('renderCard', () => {
     expect(body.blocks.some((block) => block.type === 'actions')).toBe(false);
     expect(body.blocks.at(-1)).toEqual({
       type: 'context',
-      elements: [{ type: 'mrkdwn', text: 'Rejected by <@U1>' }],
+      elements: [{ type: 'mrkdwn', text: 'Rejected by &lt;@U1&gt;' }],
     });
   });
 

@@ -11,11 +11,31 @@ describe('markdownToMrkdwn', () => {
     expect(markdownToMrkdwn('- one\n  * two')).toBe('• one\n  • two');
   });
 
-  it('escapes &, <, > but keeps Slack mentions and block quotes', () => {
+  it('escapes &, <, > everywhere, so quoted text cannot ping; keeps block quotes', () => {
     expect(markdownToMrkdwn('a < b && c > d, ping <@U123> in <#C1|ops>')).toBe(
-      'a &lt; b &amp;&amp; c &gt; d, ping <@U123> in <#C1|ops>',
+      'a &lt; b &amp;&amp; c &gt; d, ping &lt;@U123&gt; in &lt;#C1|ops&gt;',
     );
     expect(markdownToMrkdwn('> quoted **x**')).toBe('>quoted *x*');
+  });
+
+  it('turns no log line into a ping or a disguised link', () => {
+    const log =
+      'step 9 <!channel> <!here> <!everyone> <@U02ADMIN> <https://evil.example|https://good.example>';
+    const out = markdownToMrkdwn(log);
+    expect(out).not.toMatch(/<[!@#]|<https?:/);
+    expect(out).toBe(
+      'step 9 &lt;!channel&gt; &lt;!here&gt; &lt;!everyone&gt; &lt;@U02ADMIN&gt; &lt;https://evil.example|https://good.example&gt;',
+    );
+    // Also after a log line of three backticks that closes a fence early.
+    expect(markdownToMrkdwn('```\nlog\n```\n<!channel> after')).toBe('```\nlog\n```\n&lt;!channel&gt; after');
+    // A Markdown link whose label looks like an address shows the real target, not the label.
+    expect(markdownToMrkdwn('[https://good.example](https://evil.example/x)')).toBe(
+      '<https://evil.example/x>',
+    );
+    expect(markdownToMrkdwn('[docs.good.example](https://evil.example)')).toBe('<https://evil.example>');
+    expect(markdownToMrkdwn('[x](javascript:alert(1))')).not.toContain('<javascript');
+    // Placeholder characters in the input cannot smuggle a token back.
+    expect(markdownToMrkdwn('[a](https://x.dev) \uE0000\uE000')).toBe('<https://x.dev|a> 0');
   });
 
   it('keeps code verbatim (escaped), drops the fence language', () => {

@@ -417,7 +417,7 @@ describe('slack adapter over Socket Mode', () => {
     expect(updated.some((block) => block.type === 'actions')).toBe(false);
     expect(updated.at(-1)).toMatchObject({
       type: 'context',
-      elements: [{ type: 'mrkdwn', text: '✅ Approved by <@UALICE>' }],
+      elements: [{ type: 'mrkdwn', text: '✅ Approved by &lt;@UALICE&gt;' }],
     });
   });
 

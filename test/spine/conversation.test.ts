@@ -39,7 +39,12 @@ for (const provider of providers) {
       );
       expect(messages[0]?.user).toBe('alice');
       const request = llm.requests.at(-1);
-      expect(JSON.stringify(request?.body)).toContain('[alice] @shepherd hi, what can you do?');
+      // Who said it, then what they said inside a boundary the text cannot close (issue 10 item 7).
+      const said = (author: string, text: string) =>
+        new RegExp(
+          `\\[${author}\\] <message-[0-9a-f]{12}>\\\\n${text.replace(/[?]/g, '\\?')}\\\\n</message-`,
+        );
+      expect(JSON.stringify(request?.body)).toMatch(said('alice', '@shepherd hi, what can you do?'));
 
       // A teammate replies in the thread without mentioning the bot: the thread is a shared session.
       llm.enqueue({ text: 'Sure Carol, nothing is running yet.' });
@@ -48,8 +53,8 @@ for (const provider of providers) {
         botMessages(all).some((m) => m.text.includes('Sure Carol')),
       );
       const second = JSON.stringify(llm.requests.at(-1)?.body);
-      expect(second).toContain('[alice] @shepherd hi, what can you do?');
-      expect(second).toContain('[carol] how is it going?');
+      expect(second).toMatch(said('alice', '@shepherd hi, what can you do?'));
+      expect(second).toMatch(said('carol', 'how is it going?'));
     });
 
     it('runs a tool and gives its result back to the model', async () => {

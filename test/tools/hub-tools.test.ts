@@ -3,8 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createHubClient, HubError } from '../../src/tools/hub-client.js';
+import { createHubClient } from '../../src/tools/hub-api.js';
 import { createHubTools, formatCount } from '../../src/tools/hub-tools.js';
+import { HubError } from '../../src/tools/hub-types.js';
 import { createToolRegistry } from '../../src/tools/registry.js';
 
 /*
@@ -142,7 +143,9 @@ beforeAll(async () => {
       return sendJson(response, 200, matching.slice(0, limit));
     }
     if (url.pathname === '/api/datasets') return sendJson(response, 200, datasets.slice(0, limit));
-    if (url.pathname === '/api/models/Qwen/Qwen2.5-0.5B-Instruct') return sendJson(response, 200, modelInfo);
+    // @huggingface/hub's modelInfo asks for the HEAD revision.
+    if (url.pathname === '/api/models/Qwen/Qwen2.5-0.5B-Instruct/revision/HEAD')
+      return sendJson(response, 200, modelInfo);
     // What huggingface.co answers for an unknown repo without a token.
     return sendJson(response, 401, { error: 'Repository not found' });
   });
@@ -186,13 +189,14 @@ describe('hub client', () => {
     expect(found[0]?.parameters).toBeUndefined();
     const request = recorded[0];
     expect(request?.path).toBe('/api/models');
-    expect(Object.fromEntries(request?.query ?? [])).toEqual({
-      search: 'qwen',
-      limit: '5',
-      sort: 'downloads',
-      direction: '-1',
-      pipeline_tag: 'text-generation',
-    });
+    expect(request?.query.get('search')).toBe('qwen');
+    expect(request?.query.get('limit')).toBe('5');
+    expect(request?.query.get('sort')).toBe('downloads');
+    expect(request?.query.get('pipeline_tag')).toBe('text-generation');
+    // The package asks for the extra fields the tools show (library, tags, safetensors totals).
+    expect(request?.query.getAll('expand')).toEqual(
+      expect.arrayContaining(['library_name', 'tags', 'safetensors', 'downloads', 'likes']),
+    );
     expect(request?.authorization).toBeUndefined();
   });
 
@@ -222,7 +226,8 @@ describe('hub client', () => {
       baseModels: ['Qwen/Qwen2.5-0.5B'],
       libraryName: 'transformers',
     });
-    expect(recorded[0]?.path).toBe('/api/models/Qwen/Qwen2.5-0.5B-Instruct');
+    expect(recorded[0]?.path).toBe('/api/models/Qwen/Qwen2.5-0.5B-Instruct/revision/HEAD');
+    expect(recorded[0]?.query.getAll('expand')).toEqual(expect.arrayContaining(['cardData', 'safetensors']));
     expect(recorded[0]?.authorization).toBe('Bearer hf_secret_token_123');
   });
 

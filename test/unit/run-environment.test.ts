@@ -22,4 +22,25 @@ describe('run environment', () => {
       HF_TOKEN: 'hf_2',
     });
   });
+
+  it('drops variables named like a key, as the README promises', () => {
+    const scrubbed = scrubRunEnvironment({
+      PATH: '/usr/bin',
+      MY_SERVICE_KEY: 'k1',
+      AWS_ACCESS_KEY_ID: 'AKIA',
+      AWS_SECRET_ACCESS_KEY: 's',
+      SSHKEY: 'k2',
+      STRIPE_KEYS: 'k3',
+      DB_PASSWD: 'p',
+      SESSION_COOKIE: 'c',
+      KEYBOARD_LAYOUT: 'us',
+      MONKEY_NAME: 'bob',
+      SHEPHERD_RUN_ENV_WANDB_API_KEY: 'kept-on-purpose',
+    });
+    expect(scrubbed).toEqual({
+      PATH: '/usr/bin',
+      KEYBOARD_LAYOUT: 'us',
+      WANDB_API_KEY: 'kept-on-purpose',
+    });
+  });
 });

@@ -89,4 +89,36 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     expect(pageErrors).toEqual([]);
     await page.context().close();
   });
+
+  it('shows the whole script behind a long approval card as an expandable block, as text', async () => {
+    const { adapter, handlers } = playground;
+    const script = `${Array.from({ length: 60 }, (_, index) => `x_${index} = ${index}`).join('\n')}\n# </pre><img src=x onerror="window.pwned=1">\n`;
+    handlers.onMessageHook = (message) => {
+      if (!message.addressed) return;
+      setTimeout(() => {
+        void adapter.postCard(message.threadId, {
+          title: 'Approve run long-train?',
+          text: 'train.py (first lines of 61):\n```\nx_0 = 0\n```',
+          attachment: { filename: 'r-1-train.py', text: script },
+          actions: [{ actionId: 'approve:ap_2', label: 'Approve', style: 'primary' }],
+        });
+      }, 50);
+    };
+    handlers.onActionHook = () => undefined;
+    const { page, pageErrors } = await openPage(browser);
+    await page.goto(`${playground.url}/`);
+    await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.fill('#composer-text', '@shepherd run long.py');
+    await page.press('#composer-text', 'Enter');
+    const details = page.locator('.card details.card-attachment').last();
+    await details.waitFor({ timeout: 10_000 });
+    expect(await details.locator('summary').textContent()).toBe('Show all of r-1-train.py');
+    expect(await details.locator('pre').isVisible()).toBe(false);
+    await details.locator('summary').click();
+    expect(await details.locator('pre').isVisible()).toBe(true);
+    expect(await details.locator('pre').textContent()).toBe(script);
+    expect(await page.evaluate(() => (globalThis as { pwned?: number }).pwned)).toBeUndefined();
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  });
 });

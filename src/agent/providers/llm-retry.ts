@@ -1,5 +1,6 @@
 import { errorMessage, LlmError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { redactedHead } from '../../monitor/redact.js';
 
 /**
  * Our own retry loop around one SDK call (the SDKs' built-in retries are switched off so every HTTP
@@ -95,7 +96,8 @@ export function classifySdkError(
 }
 
 function shorten(text: string, limit = 200): string {
-  return text.length > limit ? `${text.slice(0, limit)}…` : text;
+  // Redacted before the cut: an endpoint's error body may echo the key it was sent.
+  return redactedHead(text, limit + 1);
 }
 
 function sleep(milliseconds: number, signal: AbortSignal | undefined): Promise<void> {

@@ -150,6 +150,15 @@ export function renderCard(card: Card): RenderedCard {
     attachments.push({ id: 0, filename: name, description: truncate(card.image.alt, 1024) });
     embed.image = { url: `attachment://${name}` };
   }
+  if (card.attachment !== undefined) {
+    const name = safeFilename(card.attachment.filename, 'script.txt');
+    files.push({
+      name,
+      data: new TextEncoder().encode(card.attachment.text),
+      contentType: 'text/plain; charset=utf-8',
+    });
+    attachments.push({ id: attachments.length, filename: name });
+  }
   fitTotal(embed);
 
   const components: DiscordActionRow[] = [];

@@ -268,6 +268,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const body = {
         embeds: rendered.embeds,
         components: rendered.components,
+        allowed_mentions: NO_PINGS,
         attachments: rendered.attachments,
       };
       await patchMessage(threadId, messageId, body, rendered.files, 'update card');
@@ -308,6 +309,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         try {
           await recent.interaction.followUp({
             content: truncate(text, DISCORD_LIMITS.content),
+            allowedMentions: { parse: [] },
             flags: MessageFlags.Ephemeral,
           });
           return;

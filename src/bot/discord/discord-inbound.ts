@@ -13,6 +13,7 @@ import {
 import { z } from 'zod';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { redactSecrets } from '../../monitor/redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { COMMAND_NAME, COMMAND_OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
@@ -172,7 +173,11 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     }
     if (reply === undefined) return;
     try {
-      await interaction.followUp({ content: reply.slice(0, 2000), flags: MessageFlags.Ephemeral });
+      await interaction.followUp({
+        content: reply.slice(0, 2000),
+        allowedMentions: { parse: [] },
+        flags: MessageFlags.Ephemeral,
+      });
     } catch (error) {
       logger.warn(
         { interactionId: interaction.id, err: toPlatformError(error, 'ephemeral reply') },
@@ -199,7 +204,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     try {
       const channel = interaction.channel ?? (await client.channels.fetch(interaction.channelId));
       const echo = await interaction.editReply({
-        content: `**${user.name}**: ${request}`.slice(0, 2000),
+        content: `**${user.name}**: ${redactSecrets(request)}`.slice(0, 2000),
         allowedMentions: { parse: [] },
       });
       let threadId: string;
@@ -230,6 +235,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       await interaction
         .followUp({
           content: `Sorry, that did not work: ${errorMessage(error)}`.slice(0, 2000),
+          allowedMentions: { parse: [] },
           flags: MessageFlags.Ephemeral,
         })
         .catch(() => undefined);
@@ -243,6 +249,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       await interaction
         .reply({
           content: `${options.botName} is not enabled in this server.`,
+          allowedMentions: { parse: [] },
           flags: MessageFlags.Ephemeral,
         })
         .catch(() => undefined);

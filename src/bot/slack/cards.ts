@@ -3,7 +3,7 @@
  * Pure: no SDK, no I/O. Block shapes follow https://docs.slack.dev/reference/block-kit/blocks.
  */
 import type { Card, CardAction } from '../chat-adapter.js';
-import { markdownToMrkdwn, SECTION_TEXT_LIMIT, splitMrkdwn } from './mrkdwn.js';
+import { escapeMrkdwn, markdownToMrkdwn, SECTION_TEXT_LIMIT, splitMrkdwn } from './mrkdwn.js';
 
 export interface TextObject {
   type: 'plain_text' | 'mrkdwn';
@@ -135,7 +135,8 @@ export function renderCard(card: Card): SlackMessageBody {
   const fallbackParts = [card.title, card.text, card.resolved].filter(
     (part): part is string => part !== undefined && part.trim() !== '',
   );
-  const fallback = truncate(fallbackParts.join(' — ') || 'card', SLACK_LIMITS.sectionText);
+  // The fallback text notifies too, so it is escaped like the blocks.
+  const fallback = truncate(escapeMrkdwn(fallbackParts.join(' — ')) || 'card', SLACK_LIMITS.sectionText);
   return { text: fallback, blocks: blocks.slice(0, SLACK_LIMITS.blocksPerMessage) };
 }
 

@@ -6,8 +6,6 @@
 /** Slack's limit for the text of one `section` block. */
 export const SECTION_TEXT_LIMIT = 3000;
 
-/** Slack tokens that must survive escaping: user/channel mentions, `<!here>`-style specials, links. */
-const SLACK_TOKEN = /<(?:[@#!][^<>\s]+|(?:https?|mailto):[^<>\s|]+(?:\|[^<>]*)?)>/g;
 const MARKDOWN_LINK = /!?\[([^\]\n]*)\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g;
 const PLACEHOLDER = /\uE000(\d+)\uE000/g;
 
@@ -37,13 +35,25 @@ function convertInline(text: string): string {
     kept.push(value);
     return `\uE000${kept.length - 1}\uE000`;
   };
-  let working = text.replace(MARKDOWN_LINK, (_match, label: string, url: string) => {
-    const cleanLabel = escapeMrkdwn(label).replaceAll('|', '¦');
-    return keep(cleanLabel.length > 0 ? `<${url}|${cleanLabel}>` : `<${url}>`);
-  });
-  working = working.replace(SLACK_TOKEN, (token) => keep(token));
-  working = convertEmphasis(escapeMrkdwn(working));
-  return working.replace(PLACEHOLDER, (_match, index: string) => kept[Number(index)] ?? '');
+  // Placeholder characters in the input could smuggle a kept token; they have no business in chat text.
+  const working = text
+    .replaceAll('\uE000', '')
+    .replace(MARKDOWN_LINK, (_match, label: string, url: string) => {
+      // Only web links become links, and a label that looks like another address shows the real one.
+      if (!/^(?:https?|mailto):/i.test(url) || /[<>|\s]/.test(url)) return keep(escapeMrkdwn(_match));
+      const cleanLabel = escapeMrkdwn(label).replaceAll('|', '¦');
+      if (cleanLabel.length === 0 || looksLikeAddress(label)) return keep(`<${url}>`);
+      return keep(`<${url}|${cleanLabel}>`);
+    });
+  return convertEmphasis(escapeMrkdwn(working)).replace(
+    PLACEHOLDER,
+    (_match, index: string) => kept[Number(index)] ?? '',
+  );
+}
+
+/** A label that reads like a URL or domain could disguise where a link goes. */
+function looksLikeAddress(label: string): boolean {
+  return /:\/\/|(?:^|\s)[\w-]+(?:\.[\w-]+)+(?:[/:?#]|\s|$)|@/.test(label.trim());
 }
 
 /** Convert one line outside code blocks; inline code spans are escaped but otherwise left alone. */
@@ -72,7 +82,9 @@ function convertLine(line: string): string {
 /**
  * Convert GitHub-flavoured Markdown to Slack mrkdwn: `**bold**` → `*bold*`, `[t](u)` → `<u|t>`,
  * headings → bold lines, bullets → `•`, fenced code kept (language tag dropped), `&`, `<`, `>` escaped.
- * Existing Slack tokens (`<@U123>`, `<#C123>`, `<!here>`, `<https://…|…>`) pass through unchanged.
+ * Everything else is escaped, Slack tokens included: text posted by Shepherd quotes logs, files and the
+ * model, so `<!channel>`, `<!here>`, `<@U…>` or `<https://evil|https://good>` in it must not ping or
+ * disguise a link. Shepherd's own posts never need a ping.
  */
 export function markdownToMrkdwn(markdown: string): string {
   const output: string[] = [];

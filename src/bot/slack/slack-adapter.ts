@@ -320,6 +320,15 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
           title: card.image.alt,
         });
       }
+      if (card.attachment !== undefined) {
+        // The whole script behind a cut excerpt, as a file in the thread right above its card.
+        await uploadFile(threadId, {
+          filename: card.attachment.filename,
+          data: new TextEncoder().encode(card.attachment.text),
+          contentType: 'text/plain',
+          title: card.attachment.filename,
+        });
+      }
       const ts = await call('chat.postMessage', threadId, () =>
         postBody(channel, threadTs, renderCard(card)),
       );

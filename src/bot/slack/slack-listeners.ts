@@ -2,9 +2,11 @@
  * Bolt listeners: every event, click and command is acknowledged first (Bolt acks events itself),
  * then routed through `inbound.ts` to the core's `InboundHandlers`.
  */
+
 import type { App } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { redactSecrets } from '../../monitor/redact.js';
 import { type ChatUser, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
 import {
   type BotIdentity,
@@ -127,7 +129,7 @@ export function registerListeners(
     try {
       rootTs = await postRoot(
         command.channel_id,
-        `<@${command.user_id}> ran \`${escapeMrkdwn(invocation)}\``,
+        `<@${command.user_id}> ran \`${escapeMrkdwn(redactSecrets(invocation))}\``,
       );
     } catch (error) {
       const code = error instanceof PlatformError ? error.code : 'error';

@@ -218,6 +218,13 @@ export const PAGE_SCRIPT = String.raw`
       box.append(list);
     }
     if (card.text) box.append(richText('card-text', card.text));
+    if (card.attachment) {
+      // The whole file behind a cut excerpt, folded; text only (textContent), like everything else.
+      var details = make('details', 'card-attachment');
+      details.append(make('summary', null, 'Show all of ' + card.attachment.filename));
+      details.append(make('pre', 'code', card.attachment.text));
+      box.append(details);
+    }
     if (card.imageUrl && isFileUrl(card.imageUrl)) {
       var image = make('img');
       image.src = card.imageUrl;

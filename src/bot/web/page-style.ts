@@ -60,6 +60,7 @@ pre.code { white-space: pre; overflow-x: auto; max-height: 22em; margin: 6px 0; 
 .card.resolved { border-left-color: var(--muted); }
 .card h3 { margin: 0 0 4px; font-size: 15px; }
 .card .card-text { white-space: pre-wrap; overflow-wrap: anywhere; }
+.card .card-attachment summary { cursor: pointer; margin-top: 4px; }
 .card dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 8px 0 0; }
 .card dt { color: var(--muted); }
 .card dd { margin: 0; overflow-wrap: anywhere; white-space: pre-wrap; }

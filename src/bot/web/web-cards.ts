@@ -20,6 +20,7 @@ export async function toWebCard(card: Card, store: Pick<WebStore, 'saveFile'>): 
     });
     webCard.imageUrl = saved.url;
   }
+  if (card.attachment !== undefined) webCard.attachment = { ...card.attachment };
   if (card.resolved !== undefined) {
     webCard.resolved = card.resolved;
   } else if (card.actions !== undefined && card.actions.length > 0) {

@@ -34,6 +34,8 @@ export const webCardSchema = z.object({
   imageUrl: z.string().optional(),
   actions: z.array(cardActionSchema).optional(),
   resolved: z.string().optional(),
+  /** A text file shown as an expandable block (the whole script behind a cut excerpt). */
+  attachment: z.object({ filename: z.string(), text: z.string() }).optional(),
 });
 export type WebCard = z.infer<typeof webCardSchema>;
 

@@ -8,9 +8,19 @@ Shepherd puts this directory on PYTHONPATH of every run, so a script does ``impo
     shepherd.resume_info()                              # {"step": 10, "checkpoint": "ckpt/step10.pt", ...}
     shepherd.on_stop(lambda: save(step))                # SIGTERM (pause/stop): save, then exit 0
     shepherd.finish()                                   # flush and write the final marker
+    shepherd.preflight()                                # True during Shepherd's CPU pre-flight
+
+Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, checkpoints, clean pause):
+
+    from shepherd.integrations.hf import ShepherdCallback         # Trainer(..., callbacks=[ShepherdCallback()])
+    from shepherd.integrations.lightning import ShepherdCallback  # L.Trainer(callbacks=[ShepherdCallback()])
 
 Without Shepherd (no SHEPHERD_RUN_DIR in the environment) everything prints to stdout and no file is
 written, so the same script runs on a laptop.
+
+Pre-flight: before a GPU job's approval card, Shepherd may run the script on CPU with
+SHEPHERD_PREFLIGHT=1, CUDA_VISIBLE_DEVICES= and SHEPHERD_PREFLIGHT_STEPS=N; log_metrics then ends the
+process cleanly (exit 0) after N steps. Scripts may check preflight() to shrink work (a tiny batch).
 
 Files in $SHEPHERD_RUN_DIR:
   metrics.jsonl  {"ts": <epoch seconds>, "step": <int>, "<name>": <number>, ...} per line; NaN and
@@ -38,11 +48,16 @@ __all__ = [
     "log",
     "log_metrics",
     "on_stop",
+    "preflight",
     "resume_info",
     "run_dir",
     "run_id",
     "save_checkpoint",
 ]
+
+# Make this module a package too, so ``shepherd.integrations.hf`` / ``.lightning`` import from the
+# ``shepherd/`` folder next to this file (a plain module with ``__path__`` is a package to the import system).
+__path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "shepherd")]
 
 _RUN_DIR = os.environ.get("SHEPHERD_RUN_DIR") or None
 _RUN_ID = os.environ.get("SHEPHERD_RUN_ID") or None
@@ -55,6 +70,24 @@ _memory_resume = None
 _stop_callbacks = []
 _stopping = False
 _finished = False
+_preflight_logged = 0
+
+
+def _preflight_steps():
+    if os.environ.get("SHEPHERD_PREFLIGHT") != "1":
+        return 0
+    try:
+        return max(0, int(os.environ.get("SHEPHERD_PREFLIGHT_STEPS", "0")))
+    except ValueError:
+        return 0
+
+
+_PREFLIGHT_STEPS = _preflight_steps()
+
+
+def preflight():
+    """True when this is Shepherd's short CPU pre-flight rather than the real run."""
+    return _PREFLIGHT_STEPS > 0
 
 
 def run_dir():
@@ -154,6 +187,23 @@ def log_metrics(step=None, **metrics):
     handle = _metrics()
     handle.write(text + "\n")
     handle.flush()
+    _count_preflight_step()
+
+
+def _count_preflight_step():
+    global _preflight_logged
+    if _PREFLIGHT_STEPS <= 0:
+        return
+    _preflight_logged += 1
+    if _preflight_logged < _PREFLIGHT_STEPS:
+        return
+    print("[shepherd] pre-flight: {} steps done; stopping".format(_preflight_logged), flush=True)
+    finish()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit, not sys.exit: a training loop's broad `except` cannot swallow it, and data loader
+    # workers do not keep the process up.
+    os._exit(0)
 
 
 def _write_json_atomic(path, value):

@@ -1,6 +1,10 @@
 """Shepherd launch wrapper (stdlib only): runs train.py as a child and records how it ended.
 
 Usage: python3 -u shepherd_launcher.py <launch number> <script> [<deadline epoch s> <grace s>]
+       python3 -u shepherd_launcher.py <launch number> --command <deadline epoch s> <grace s> <dir> -- <argv ...>
+
+The second form runs any command (torchrun, accelerate, bash launch.sh, ...) without a shell in <dir>;
+every process it starts is a descendant of the launcher, so pause and stop reach all ranks.
 
 It lives as long as the training process, but only waits: it never trains. It survives SIGTERM sent to
 the process group (the child gets the same signal and saves its checkpoint), then writes
@@ -162,14 +166,20 @@ def _wait(deadline, grace):
 def main():
     global _child
     launch = int(sys.argv[1])
-    script = sys.argv[2]
     deadline = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     grace = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
+    if sys.argv[2] == "--command" and len(sys.argv) > 7 and sys.argv[6] == "--":
+        cwd = sys.argv[5]
+        argv = sys.argv[7:]
+    else:
+        cwd = None
+        argv = [sys.executable, "-u", sys.argv[2]]
+    script = " ".join(argv)
     _become_subreaper()
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
-        _child = subprocess.Popen([sys.executable, "-u", script], stdin=subprocess.DEVNULL)
+        _child = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL)
     except OSError as error:
         print("[shepherd] could not start {}: {}".format(script, error), file=sys.stderr, flush=True)
         _write_status({"launch": launch, "exitCode": 127, "signal": None, "terminated": _terminated})

@@ -5,6 +5,7 @@ import type { Config } from '../../config.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from '../executor.js';
+import { applyEnvironment } from '../run-environments.js';
 import type { RunMeta } from '../run-types.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
 import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
@@ -88,6 +89,16 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
       SHEPHERD_RUN_NAME: meta.name,
       SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
     };
+    const spec =
+      meta.environmentName === undefined ? undefined : config.runs.environments?.[meta.environmentName];
+    if (meta.environmentName !== undefined && spec === undefined) {
+      throw new RunError(
+        'unknown_environment',
+        `environment ${meta.environmentName} is no longer configured`,
+      );
+    }
+    const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', 'train.py'], spec);
+    Object.assign(environment, applied.variables);
     await writeFile(
       scriptPath,
       renderJobScript({
@@ -97,12 +108,20 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         scriptVersion: meta.scriptVersion,
         runtimeDir,
         environment,
+        ...(meta.command === undefined && spec === undefined ? {} : { command: applied.argv }),
+        ...(meta.cwd === undefined ? {} : { cwd: meta.cwd }),
+        srun: meta.command !== undefined || (meta.nodes ?? 1) > 1,
+        pathPrefix: applied.pathPrefix,
+        ...(applied.container === undefined
+          ? {}
+          : { container: { image: applied.container, mode: config.slurm.container ?? 'apptainer' } }),
       }),
       'utf8',
     );
     await chmod(scriptPath, 0o755);
 
     const args = ['--parsable', `--job-name=${meta.name}`];
+    if (meta.nodes !== undefined) args.push(`--nodes=${meta.nodes}`);
     if (meta.gpus > 0) {
       args.push(config.slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
     }

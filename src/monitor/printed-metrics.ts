@@ -1,0 +1,129 @@
+import type { Logger } from '../logger.js';
+import { appendDerived, formatDerivedLine } from '../runs/stdout-metrics/derived-file.js';
+import {
+  createStdoutParser,
+  type StdoutParser,
+  type StdoutParseState,
+} from '../runs/stdout-metrics/stdout-parser.js';
+import { parseMetricLine } from './metric-line.js';
+import type { MonitorState } from './monitor-state.js';
+import { addPoint, createRollingState, type RollingLimits } from './rolling-stats.js';
+
+/**
+ * The monitor's two metric sources. The helper's metrics.jsonl is exact; when a run never writes it, the
+ * points come from what the run prints (output.log), parsed by src/runs/stdout-metrics. Both feed the same
+ * detectors, rolling windows and charts. Once metrics.jsonl has any line the helper wins: output.log is no
+ * longer parsed, and points already taken from it are dropped, so nothing is counted twice.
+ */
+
+export interface PrintedMetricsState extends StdoutParseState {
+  /** metrics.jsonl has content: the helper is the source. */
+  helper: boolean;
+  /** Points from output.log fed to the rolling state so far. */
+  counted: number;
+  /** Committed size of stdout-metrics.jsonl. */
+  derivedBytes: number;
+}
+
+export interface IncomingPoint {
+  line: string;
+  parsed: ReturnType<typeof parseMetricLine>;
+  source: 'helper' | 'stdout';
+}
+
+export type MetricsSource = 'helper' | 'stdout';
+
+export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?: Logger }) {
+  const parser: StdoutParser = createStdoutParser(
+    options.pattern === undefined ? {} : { pattern: options.pattern },
+  );
+
+  return {
+    /**
+     * All points of this tick in order: the helper's lines (parsed, malformed ones included so the caller
+     * can report them), then the points read from the new output.log lines unless the helper is in use.
+     */
+    async collect(input: {
+      runId: string;
+      runDir: string;
+      state: MonitorState;
+      helperLines: readonly string[];
+      logLines: readonly string[];
+      logReset: boolean;
+    }): Promise<{ points: IncomingPoint[]; progressStep?: number }> {
+      const { state } = input;
+      const points: IncomingPoint[] = [];
+      for (const line of input.helperLines) {
+        if (line.trim() === '') continue;
+        points.push({ line, parsed: parseMetricLine(line), source: 'helper' });
+      }
+      // A state saved before this reader existed holds only the helper's points: the helper is in use.
+      state.printed ??= { lines: 0, helper: state.rolling.points > 0, counted: 0, derivedBytes: 0 };
+      const printed = state.printed;
+      if (!printed.helper && points.length > 0) {
+        printed.helper = true;
+        // Whatever the rolling state holds so far came from output.log (points or bar progress).
+        if (state.rolling.points > 0) {
+          state.rolling = createRollingState();
+          delete state.extras;
+          options.logger?.info(
+            { runId: input.runId, dropped: printed.counted },
+            'the run writes metrics.jsonl: its points replace those read from output.log',
+          );
+        }
+      }
+      if (printed.helper) return { points };
+
+      let rewrite = false;
+      if (input.logReset) {
+        // output.log was replaced: its steps start over.
+        state.printed = { lines: 0, helper: false, counted: 0, derivedBytes: 0 };
+        if (state.rolling.points > 0) {
+          state.rolling = createRollingState();
+          delete state.extras;
+        }
+        rewrite = true;
+      }
+      const current = state.printed;
+      const result = parser.parseLines(input.logLines, current);
+      let text = '';
+      for (const point of result.points) {
+        text += formatDerivedLine(point.step, point.metrics);
+        points.push({
+          line: '',
+          parsed: { ok: true, point: { step: point.step, metrics: point.metrics } },
+          source: 'stdout',
+        });
+      }
+      if (text !== '' || rewrite)
+        current.derivedBytes = await appendDerived(input.runDir, current.derivedBytes, text);
+      current.counted += result.points.length;
+      return result.progressStep === undefined ? { points } : { points, progressStep: result.progressStep };
+    },
+
+    /** The training bar moved without a metric line: record the step so `status` and stall see progress. */
+    applyProgress(state: MonitorState, step: number | undefined, now: number, limits: RollingLimits): void {
+      if (step === undefined || state.printed?.helper === true) return;
+      if (state.rolling.lastStep !== undefined && step <= state.rolling.lastStep) return;
+      addPoint(state.rolling, { step, metrics: {} }, now, limits);
+    },
+  };
+}
+
+/** Where a run's metrics come from, for `status` and triage. */
+export function metricsSourceOf(state: MonitorState): MetricsSource | undefined {
+  if (state.printed === undefined) return undefined;
+  if (state.printed.helper) return 'helper';
+  return state.printed.counted > 0 ? 'stdout' : undefined;
+}
+
+/**
+ * The planned number of steps a print-only run's training bar shows (tqdm's total), for the plateau
+ * detector. Not once the bar has restarted: then its total was one epoch's, not the run's.
+ */
+export function plannedStepsOf(state: MonitorState): number | undefined {
+  const printed = state.printed;
+  if (printed === undefined || printed.helper || printed.bar?.used !== true || printed.bar.offset > 0)
+    return undefined;
+  return printed.plannedSteps;
+}

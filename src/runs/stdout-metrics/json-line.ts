@@ -1,0 +1,57 @@
+import { parseMetricLine } from '../../monitor/metric-line.js';
+import type { PrintedMetrics, StdoutFormat } from './types.js';
+
+/**
+ * A JSON object on a line (`{"step": 10, "loss": 0.52}`), read as metrics.jsonl is: numbers are metrics,
+ * `step`-like keys the step, timestamps skipped, a nested `metrics` object merged. Plain JSON.parse first;
+ * lines with Python's bare NaN/Infinity go through the metrics.jsonl parser, which accepts them.
+ */
+
+const STEP_NAMES = ['step', '_step', 'global_step', 'iteration'];
+const SKIPPED = new Set(['ts', 'time', 'timestamp', '_ts', '_time', ...STEP_NAMES]);
+const MAX_METRICS = 64;
+
+function fromObject(value: Record<string, unknown>): PrintedMetrics | undefined {
+  const result: PrintedMetrics = { metrics: {} };
+  let count = 0;
+  const add = (source: Record<string, unknown>) => {
+    for (const key in source) {
+      const raw = source[key];
+      if (typeof raw !== 'number' || SKIPPED.has(key) || count >= MAX_METRICS) continue;
+      result.metrics[key] = raw;
+      count++;
+    }
+  };
+  for (const key of STEP_NAMES) {
+    const step = value[key];
+    if (typeof step === 'number' && Number.isFinite(step)) {
+      result.step = step;
+      break;
+    }
+  }
+  add(value);
+  const nested = value.metrics;
+  if (typeof nested === 'object' && nested !== null && !Array.isArray(nested))
+    add(nested as Record<string, unknown>);
+  return count === 0 && result.step === undefined ? undefined : result;
+}
+
+export const jsonLineFormat: StdoutFormat = {
+  name: 'json',
+  parse(line: string): PrintedMetrics | undefined {
+    if (line.charCodeAt(0) !== 123 /* { */ || line.charCodeAt(1) === 39 /* ' */) return undefined;
+    if (line.charCodeAt(line.length - 1) !== 125 /* } */) return undefined;
+    let value: unknown;
+    try {
+      value = JSON.parse(line);
+    } catch {
+      const parsed = parseMetricLine(line);
+      if (!parsed.ok) return undefined;
+      const result: PrintedMetrics = { metrics: parsed.point.metrics };
+      if (parsed.point.step !== undefined) result.step = parsed.point.step;
+      return result;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    return fromObject(value as Record<string, unknown>);
+  },
+};

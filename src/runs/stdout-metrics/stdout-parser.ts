@@ -1,0 +1,149 @@
+import { customPatternFormat } from './custom-pattern.js';
+import { jsonLineFormat } from './json-line.js';
+import { keyValueFormat } from './key-value.js';
+import { pythonDictFormat } from './python-dict.js';
+import type { StdoutFormat } from './types.js';
+
+/**
+ * Turns output.log text into metric points. Stateless per line except for the step: it comes from the
+ * line when the line names one, else from the run's tqdm bar (`123/1000 [`, updated in place with `\r`),
+ * else it is a running count after the last step. The state is plain JSON so the monitor persists it
+ * between ticks next to the file cursor.
+ */
+
+/** The built-in formats, tried in this order; the first that reads a line wins. */
+export const DEFAULT_FORMATS: readonly StdoutFormat[] = [pythonDictFormat, jsonLineFormat, keyValueFormat];
+
+export interface StdoutPoint {
+  step: number;
+  metrics: Record<string, number>;
+  /** Which format read it. */
+  format: string;
+}
+
+export interface StdoutParseState {
+  /** Last step given to a point or shown by the training bar. */
+  lastStep?: number;
+  /**
+   * The training progress bar. Until a metric line has taken its step from it (`used`), the latest bar
+   * seen is the candidate (dataset `Map`, download and loading bars come and go before training); after
+   * that, bars with another total (evaluation, validation) are ignored. `offset` grows when the bar
+   * restarts (a new epoch), so the step keeps increasing.
+   */
+  bar?: { n: number; total: number; offset: number; used: boolean };
+  /** The training bar's total: the planned number of steps (per epoch for Lightning and Keras). */
+  plannedSteps?: number;
+  /** Metric lines read so far. */
+  lines: number;
+}
+
+export interface StdoutParseResult {
+  points: StdoutPoint[];
+  /** Step shown by the training bar after the last point, when it moved on without a metric line. */
+  progressStep?: number;
+}
+
+export function createStdoutParseState(): StdoutParseState {
+  return { lines: 0 };
+}
+
+// tqdm: `| 123/1000 [00:12<01:30, 9.8it/s]`; Keras: `123/1000 [=====>....]`.
+const TQDM_COUNTER = /(?<![\d/])(\d+)\/(\d+) \[/;
+const MAX_SEGMENT_CHARS = 16 * 1024;
+/** The line the executor writes into output.log before each launch (`=== launch 2 at … ===`). */
+const LAUNCH_HEADER = '=== launch ';
+
+function isPadded(text: string): boolean {
+  return text.charCodeAt(0) <= 32 || text.charCodeAt(text.length - 1) <= 32;
+}
+
+function hasAny(record: Record<string, number>): boolean {
+  for (const _key in record) return true;
+  return false;
+}
+
+export interface StdoutParserOptions {
+  /** Compiled SHEPHERD_METRIC_PATTERN; tried before the built-in formats. */
+  pattern?: RegExp;
+  formats?: readonly StdoutFormat[];
+}
+
+export function createStdoutParser(options: StdoutParserOptions = {}) {
+  const builtIn = options.formats ?? DEFAULT_FORMATS;
+  // An explicit pattern is the operator's word for their own format, so it goes first.
+  const formats =
+    options.pattern === undefined ? builtIn : [customPatternFormat(options.pattern), ...builtIn];
+
+  function observeBar(state: StdoutParseState, segment: string): boolean {
+    if (segment.indexOf('/') === -1) return false;
+    const match = TQDM_COUNTER.exec(segment);
+    if (match === null) return false;
+    const n = Number(match[1]);
+    const total = Number(match[2]);
+    if (!(total > 0) || n > total) return false;
+    const bar = state.bar;
+    if (bar === undefined || (total !== bar.total && !bar.used)) {
+      state.bar = { n, total, offset: 0, used: false };
+      state.plannedSteps = total;
+      return true;
+    }
+    if (total !== bar.total) return false;
+    // The same bar restarting (next epoch): keep the step increasing.
+    if (n < bar.n) bar.offset += bar.total;
+    bar.n = n;
+    return true;
+  }
+
+  function barStep(state: StdoutParseState): number | undefined {
+    return state.bar === undefined ? undefined : state.bar.offset + state.bar.n;
+  }
+
+  return {
+    formats,
+    /** Read complete lines (each may hold `\r`-separated updates) into points, updating `state`. */
+    parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
+      const points: StdoutPoint[] = [];
+      let barMoved = false;
+      const readSegment = (raw: string) => {
+        if (raw.length < 3 || raw.length > MAX_SEGMENT_CHARS) return;
+        const segment = isPadded(raw) ? raw.trim() : raw;
+        if (segment.length < 3) return;
+        if (segment.startsWith(LAUNCH_HEADER) && !segment.includes(' ended')) {
+          // A relaunch (resume, fix): its progress bar starts afresh, maybe at the resumed step.
+          delete state.bar;
+          return;
+        }
+        if (observeBar(state, segment)) barMoved = true;
+        for (const format of formats) {
+          const parsed = format.parse(segment);
+          if (parsed === undefined) continue;
+          let step = parsed.step;
+          if (step === undefined && state.bar !== undefined) {
+            step = barStep(state);
+            state.bar.used = true;
+          }
+          step ??= (state.lastStep ?? -1) + 1;
+          state.lastStep = step;
+          state.lines++;
+          barMoved = false;
+          if (hasAny(parsed.metrics)) points.push({ step, metrics: parsed.metrics, format: format.name });
+          return;
+        }
+      };
+      for (const line of lines) {
+        if (line.indexOf('\r') === -1) readSegment(line);
+        else for (const segment of line.split('\r')) readSegment(segment);
+      }
+      const result: StdoutParseResult = { points };
+      // Only the confirmed training bar counts as progress (a dataset Map bar's 7473/7473 is not a step).
+      const fromBar = state.bar?.used === true ? barStep(state) : undefined;
+      if (barMoved && fromBar !== undefined && fromBar > (state.lastStep ?? -1)) {
+        state.lastStep = fromBar;
+        result.progressStep = fromBar;
+      }
+      return result;
+    },
+  };
+}
+
+export type StdoutParser = ReturnType<typeof createStdoutParser>;

@@ -1,0 +1,161 @@
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A local stand-in for huggingface.co (model info) and datasets-server.huggingface.co (`/splits`,
+ * `/info`, `/first-rows`), over real HTTP, answering with the JSON shapes the real services return
+ * (trimmed). It records every request so tests can check what was asked and with which token.
+ */
+
+export interface FakeHubServer {
+  url: string;
+  requests: Array<{ path: string; query: URLSearchParams; authorization: string | undefined }>;
+  close(): Promise<void>;
+}
+
+const LONG_QUESTION = `Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. ${'How many clips did Natalia sell altogether in April and May? '.repeat(8)}`;
+
+const gsm8kFeatures = [
+  { feature_idx: 0, name: 'question', type: { dtype: 'string', _type: 'Value' } },
+  { feature_idx: 1, name: 'answer', type: { dtype: 'string', _type: 'Value' } },
+];
+
+export const MODEL_SIZES: Record<string, number> = {
+  // Published sizes (safetensors totals on the Hub).
+  'Qwen/Qwen2.5-0.5B': 494_032_768,
+  'meta-llama/Llama-2-7b-hf': 6_738_415_616,
+};
+
+function sendJson(response: ServerResponse, status: number, body: unknown): void {
+  response.writeHead(status, { 'content-type': 'application/json' });
+  response.end(JSON.stringify(body));
+}
+
+function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
+  const dataset = url.searchParams.get('dataset');
+  const config = url.searchParams.get('config');
+  const model = /^\/api\/models\/(.+)\/revision\/HEAD$/.exec(url.pathname)?.[1];
+  if (model !== undefined) {
+    const total = MODEL_SIZES[model];
+    if (total === undefined) return sendJson(response, 401, { error: 'Repository not found' });
+    return sendJson(response, 200, {
+      _id: `id-${model}`,
+      id: model,
+      private: false,
+      gated: false,
+      downloads: 1000,
+      likes: 10,
+      pipeline_tag: 'text-generation',
+      library_name: 'transformers',
+      tags: ['transformers', 'safetensors'],
+      lastModified: '2024-09-25T12:32:56.000Z',
+      safetensors: { parameters: { BF16: total }, total },
+    });
+  }
+  if (url.pathname === '/api/models') {
+    const query = (url.searchParams.get('search') ?? '').toLowerCase();
+    const found = Object.entries(MODEL_SIZES).filter(([id]) => id.toLowerCase().includes(query));
+    return sendJson(
+      response,
+      200,
+      found.map(([id, total]) => ({
+        _id: `id-${id}`,
+        id,
+        downloads: 1000,
+        likes: 10,
+        pipeline_tag: 'text-generation',
+        library_name: 'transformers',
+        tags: ['transformers'],
+        safetensors: { total },
+      })),
+    );
+  }
+  if (url.pathname === '/api/datasets') {
+    return sendJson(response, 200, [
+      { _id: 'd1', id: 'openai/gsm8k', downloads: 412_931, likes: 622, tags: ['size_categories:1K<n<10K'] },
+    ]);
+  }
+  if (dataset === 'someone/gated-accepted-needed') {
+    return sendJson(response, 403, {
+      error:
+        'Access to dataset someone/gated-accepted-needed is restricted. You must be authenticated and accept the conditions (gated dataset).',
+    });
+  }
+  if (dataset !== 'openai/gsm8k') {
+    return sendJson(response, 404, {
+      error:
+        'The dataset does not exist, or is not accessible without authentication (private or gated). Please check the spelling of the dataset name or retry with authentication.',
+    });
+  }
+  if (url.pathname === '/splits') {
+    return sendJson(response, 200, {
+      splits: [
+        { dataset, config: 'main', split: 'train' },
+        { dataset, config: 'main', split: 'test' },
+        { dataset, config: 'socratic', split: 'train' },
+        { dataset, config: 'socratic', split: 'test' },
+      ],
+      pending: [],
+      failed: [],
+    });
+  }
+  if (url.pathname === '/info') {
+    return sendJson(response, 200, {
+      dataset_info: {
+        description: '',
+        config_name: config,
+        features: {
+          question: { dtype: 'string', _type: 'Value' },
+          answer: { dtype: 'string', _type: 'Value' },
+        },
+        splits: {
+          train: { name: 'train', num_bytes: 3963202, num_examples: 7473, dataset_name: 'gsm8k' },
+          test: { name: 'test', num_bytes: 713732, num_examples: 1319, dataset_name: 'gsm8k' },
+        },
+      },
+      partial: false,
+    });
+  }
+  if (url.pathname === '/first-rows') {
+    const rows = Array.from({ length: 25 }, (_, index) => ({
+      row_idx: index,
+      row: {
+        question: index === 0 ? LONG_QUESTION : `Question ${index} of ${url.searchParams.get('split')}`,
+        answer: `#### ${index * 7}`,
+      },
+      truncated_cells: [],
+    }));
+    return sendJson(response, 200, {
+      dataset,
+      config,
+      split: url.searchParams.get('split'),
+      features: gsm8kFeatures,
+      rows,
+      truncated: false,
+    });
+  }
+  sendJson(response, 404, { error: `no route ${request.method} ${url.pathname}` });
+}
+
+export async function startFakeHub(): Promise<FakeHubServer> {
+  const requests: FakeHubServer['requests'] = [];
+  const server = createServer((request, response) => {
+    const url = new URL(request.url ?? '/', 'http://localhost');
+    requests.push({
+      path: url.pathname,
+      query: url.searchParams,
+      authorization: request.headers.authorization,
+    });
+    handle(url, request, response);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
