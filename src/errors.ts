@@ -123,7 +123,15 @@ export type ToolPolicyErrorCode =
   | 'invalid_rule'
   | 'unknown_detector'
   | 'too_many_rules'
-  | 'unknown_rule';
+  | 'unknown_rule'
+  | 'cwd_not_found'
+  | 'invalid_command'
+  | 'invalid_input'
+  | 'unknown_run_file'
+  | 'bad_range'
+  | 'edit_not_applied'
+  | 'log_not_found'
+  | 'pid_not_found';
 
 /** A tool call broke a policy (path outside the workspace, too many GPUs, …). */
 export class ToolPolicyError extends BotError<ToolPolicyErrorCode> {
@@ -146,7 +154,11 @@ export type RunErrorCode =
   | 'slurm_command_failed'
   | 'slurm_submit_failed'
   | 'slurm_unavailable'
-  | 'terminate_failed';
+  | 'terminate_failed'
+  | 'watched_run'
+  | 'no_script'
+  | 'unknown_environment'
+  | 'slurm_job_not_found';
 
 /** A run operation failed (unknown run, illegal transition, executor failure). */
 export class RunError extends BotError<RunErrorCode> {
