@@ -78,7 +78,8 @@ describe('per-thread serialisation', () => {
     const seen = new Set(llm.requests.flatMap(userTexts));
     for (let thread = 0; thread < 5; thread += 1) {
       for (let index = 1; index < 10; index += 1) {
-        expect([...seen].some((text) => text.endsWith(`thread-${thread} message-${index}`))).toBe(true);
+        // User text reaches the model fenced as data (`<message-…>` … `</message-…>`).
+        expect([...seen].some((text) => text.includes(`thread-${thread} message-${index}\n`))).toBe(true);
       }
     }
   });
