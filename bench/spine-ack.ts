@@ -18,7 +18,8 @@
  *     request's scheduled time: `ack_p99_ms_*` and `ack_p99_ratio` (goal ≤ 1.5).
  *
  * Run: npx tsx bench/spine-ack.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
- * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION.
+ * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION,
+ * BENCH_ACK_NODE_OPTIONS (NODE_OPTIONS for the Shepherd process only).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -61,6 +62,10 @@ async function startShepherd(): Promise<string> {
     SHEPHERD_LOG_LEVEL: 'warn',
     // Never reached on the ack path; set so nothing tries a real model.
     SHEPHERD_LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+    // For experiments with V8 flags (e.g. `--max-semi-space-size=64`); unset by default.
+    ...(process.env.BENCH_ACK_NODE_OPTIONS === undefined
+      ? {}
+      : { NODE_OPTIONS: process.env.BENCH_ACK_NODE_OPTIONS }),
   });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
