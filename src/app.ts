@@ -65,9 +65,9 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redisUrl, { logger });
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
-  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true });
+  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
@@ -81,6 +81,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     host: config.host,
     port: config.port,
     botName: config.botName,
+    playground: config.playground,
     logger: logger.child({ component: 'web' }),
     mounts: [...ops.mounts, ...configured.mounts],
   });
@@ -90,9 +91,9 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   }
   const lookup = (platform: Platform) => adapters.get(platform);
 
-  const notifier = createQueueNotifier({ connection: redis, prefix });
+  const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
-  const turnQueue = createTurnQueue(redis, prefix);
+  const turnQueue = createTurnQueue(redis, prefix, logger);
   const sessions = createSessionStore({ redis, prefix, logger });
   const threadState = createThreadState({ redis, prefix });
   const actions = createActionRouter();

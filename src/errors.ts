@@ -131,7 +131,8 @@ export type ToolPolicyErrorCode =
   | 'bad_range'
   | 'edit_not_applied'
   | 'log_not_found'
-  | 'pid_not_found';
+  | 'pid_not_found'
+  | 'run_change_forbidden';
 
 /** A tool call broke a policy (path outside the workspace, too many GPUs, …). */
 export class ToolPolicyError extends BotError<ToolPolicyErrorCode> {
@@ -158,7 +159,10 @@ export type RunErrorCode =
   | 'watched_run'
   | 'no_script'
   | 'unknown_environment'
-  | 'slurm_job_not_found';
+  | 'slurm_job_not_found'
+  // Sweeps.
+  | 'name_taken'
+  | 'busy';
 
 /** A run operation failed (unknown run, illegal transition, executor failure). */
 export class RunError extends BotError<RunErrorCode> {
