@@ -6,11 +6,7 @@ import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
 import { compactSession, withSummary } from './agent/session-compaction.js';
-import {
-  createSessionStore,
-  DEFAULT_SESSION_MAX_ENTRIES,
-  parseSessionEntries,
-} from './agent/session-store.js';
+import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
@@ -34,7 +30,7 @@ import { instrumentProvider } from './ops/instrumented-provider.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
-import { createKeys, createRedis } from './redis.js';
+import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
 
 /** Things tests and deployments may swap at the edges. */
@@ -77,7 +73,6 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
   const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
-  const keys = createKeys(prefix);
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
 
@@ -175,7 +170,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     follows: features.follows,
     defaultModel: config.llm.model,
     allowedModels: config.llm.models,
-    historyLength: (threadId) => redis.llen(keys.session(threadId)),
+    historyLength: (threadId) => sessions.length(threadId),
     botName: config.botName,
     onReset: (threadId) => resetInBatch.add(threadId),
   });
@@ -256,12 +251,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       return result;
     },
     commit: (threadId, batch, messages: ChatMessage[]) =>
-      inbox.commitBatch(threadId, batch, (multi) => {
-        if (messages.length === 0) return;
-        const key = keys.session(threadId);
-        multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
-        multi.ltrim(key, -DEFAULT_SESSION_MAX_ENTRIES, -1);
-      }),
+      inbox.commitBatch(threadId, batch, (multi) => sessions.appendInTransaction(multi, threadId, messages)),
   });
 
   const workers: Worker[] = [];
@@ -301,7 +291,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
             prefix,
             inbox,
             processBatch,
-            sessionKey: keys.session,
+            sessionKey: sessions.historyKey,
             onBatchDropped: async (threadId, batch, error) => {
               await notifier
                 .post(

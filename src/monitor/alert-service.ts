@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
-import { BotError, errorMessage } from '../errors.js';
+import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { codeBlock } from '../notify/code-block.js';
@@ -166,7 +166,8 @@ export function createAlertService(options: AlertServiceOptions) {
     // The next tick re-delivers an incident not yet acknowledged; while this delivery is still posting
     // (a first chart render is slow), that one must wait rather than post a second card.
     const claimed = await redis.set(claimKey(id), String(process.pid), 'PX', 120_000, 'NX');
-    if (claimed !== 'OK') throw new BotError('delivery_in_progress', `alert ${id} is being delivered`);
+    if (claimed !== 'OK')
+      throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
       await deliver(id, incident, meta);
     } catch (error) {

@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
-import { CREATE_MESSAGE_SCRIPT, createScriptRunner, EDIT_MESSAGE_SCRIPT } from './web-scripts.js';
+import type { ScriptStep } from '../../redis.js';
+import {
+  CREATE_MESSAGE_SCRIPT,
+  createMessageWithStepScript,
+  createScriptRunner,
+  EDIT_MESSAGE_SCRIPT,
+} from './web-scripts.js';
 
 /*
  * The playground's channels, threads and messages live in Redis, not in the HTTP server's memory, so
@@ -66,6 +72,8 @@ export interface NewWebMessage {
   images?: string[];
   files?: WebFileLink[];
   visibleTo?: string;
+  /** Milliseconds since the epoch; default now. */
+  ts?: number;
 }
 
 export interface WebThreadSummary {
@@ -106,6 +114,14 @@ export interface WebStore {
   readonly eventsChannel: string;
   /** Store a message (one atomic round trip). Throws `PlatformError` `thread_unknown` for a bad thread. */
   createMessage(input: NewWebMessage): Promise<WebMessage>;
+  /**
+   * Store a message and run `step` (another module's write, e.g. the inbox accept) in the same script:
+   * still one round trip; the step does not run when the message is refused.
+   */
+  createMessageWithStep(
+    input: NewWebMessage,
+    step: ScriptStep,
+  ): Promise<{ message: WebMessage; stepResult: unknown }>;
   /** Replace a message's text and/or card and set `editedAt`. Resolves `false` if there is no such message. */
   /** `card: null` removes the card (the message becomes plain text). */
   editMessage(messageId: string, patch: { text?: string; card?: WebCard | null }): Promise<boolean>;
@@ -185,6 +201,16 @@ export function createWebStore(options: WebStoreOptions): WebStore {
   };
   const runCreate = createScriptRunner(redis, CREATE_MESSAGE_SCRIPT);
   const runEdit = createScriptRunner(redis, EDIT_MESSAGE_SCRIPT);
+  // One fused script per kind of step (in practice one: the inbox accept).
+  const stepRunners = new Map<string, ReturnType<typeof createScriptRunner>>();
+  const stepRunner = (stepLua: string) => {
+    let runner = stepRunners.get(stepLua);
+    if (runner === undefined) {
+      runner = createScriptRunner(redis, createMessageWithStepScript(stepLua));
+      stepRunners.set(stepLua, runner);
+    }
+    return runner;
+  };
 
   async function readMessages(ids: string[]): Promise<WebMessage[]> {
     if (ids.length === 0) return [];
@@ -201,56 +227,70 @@ export function createWebStore(options: WebStoreOptions): WebStore {
     return messages;
   }
 
+  /** Runs `create_message` (and `step` after it) in one script. */
+  async function create(
+    input: NewWebMessage,
+    step: ScriptStep | undefined,
+  ): Promise<{ message: WebMessage; stepResult: unknown }> {
+    const ts = input.ts ?? now();
+    const json = (value: unknown) => (value === undefined ? '' : JSON.stringify(value));
+    const args: Array<string | number> = [
+      base,
+      input.channel,
+      input.threadId ?? '',
+      input.user,
+      input.text,
+      ts,
+      json(input.card),
+      input.images?.length ? json(input.images) : '',
+      input.files?.length ? json(input.files) : '',
+      input.visibleTo ?? '',
+      eventsChannel,
+    ];
+    let id: unknown;
+    let stepResult: unknown;
+    try {
+      if (step === undefined) {
+        id = await runCreate([keys.counter], args);
+      } else {
+        const result = (await stepRunner(step.lua)([keys.counter], [...args, ...step.args])) as unknown[];
+        [id, stepResult] = result;
+      }
+    } catch (error) {
+      if (error instanceof Error && error.message.includes('ERR_THREAD_UNKNOWN')) {
+        throw new PlatformError(
+          'web',
+          'thread_unknown',
+          `no thread ${input.threadId ?? ''} in channel ${input.channel}`,
+          { retryable: false },
+        );
+      }
+      throw redisFailure('create', error);
+    }
+    const messageId = String(id);
+    const message: WebMessage = {
+      id: messageId,
+      channel: input.channel,
+      threadId: input.threadId ?? messageId,
+      user: input.user,
+      text: input.text,
+      ts,
+    };
+    if (input.card !== undefined) message.card = input.card;
+    if (input.images?.length) message.images = input.images;
+    if (input.files?.length) message.files = input.files;
+    if (input.visibleTo !== undefined) message.visibleTo = input.visibleTo;
+    return { message, stepResult };
+  }
+
   return {
     eventsChannel,
 
     async createMessage(input) {
-      const ts = now();
-      const json = (value: unknown) => (value === undefined ? '' : JSON.stringify(value));
-      let id: unknown;
-      try {
-        id = await runCreate(
-          [keys.counter],
-          [
-            base,
-            input.channel,
-            input.threadId ?? '',
-            input.user,
-            input.text,
-            ts,
-            json(input.card),
-            input.images?.length ? json(input.images) : '',
-            input.files?.length ? json(input.files) : '',
-            input.visibleTo ?? '',
-            eventsChannel,
-          ],
-        );
-      } catch (error) {
-        if (error instanceof Error && error.message.includes('ERR_THREAD_UNKNOWN')) {
-          throw new PlatformError(
-            'web',
-            'thread_unknown',
-            `no thread ${input.threadId ?? ''} in channel ${input.channel}`,
-            { retryable: false },
-          );
-        }
-        throw redisFailure('create', error);
-      }
-      const messageId = String(id);
-      const message: WebMessage = {
-        id: messageId,
-        channel: input.channel,
-        threadId: input.threadId ?? messageId,
-        user: input.user,
-        text: input.text,
-        ts,
-      };
-      if (input.card !== undefined) message.card = input.card;
-      if (input.images?.length) message.images = input.images;
-      if (input.files?.length) message.files = input.files;
-      if (input.visibleTo !== undefined) message.visibleTo = input.visibleTo;
-      return message;
+      return (await create(input, undefined)).message;
     },
+
+    createMessageWithStep: (input, step) => create(input, step),
 
     async editMessage(messageId, patch) {
       try {
