@@ -51,6 +51,7 @@ export type PlatformErrorCode =
   | 'request_rejected'
   | 'invalid_auth'
   | 'invalid_upload'
+  | 'upload_failed'
   | 'slack_error'
   | 'wrong_platform'
   | 'thread_invalid'
