@@ -76,7 +76,8 @@ describe('slack markdown block', () => {
     expect(stored[0]?.text.text).toContain('*tiny-train*');
     await adapter.postMessage('slack:C1:1700000002.000002', 'second **answer**');
     expect(
-      (emulator.callsTo('chat.postMessage').at(-1)?.params.blocks as Array<{ type: string }> | undefined)?.[0]?.type,
+      (emulator.callsTo('chat.postMessage').at(-1)?.params.blocks as Array<{ type: string }> | undefined)?.[0]
+        ?.type,
     ).toBe('section');
   });
 });
