@@ -17,6 +17,7 @@ import { createRunWatcher } from './monitor/watch-runs.js';
 import { createMetricsCharts } from './notify/metrics-chart.js';
 import type { Notifier } from './notify/notifier.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
+import { JOBS, schedule } from './queue/jobs.js';
 import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
@@ -404,15 +405,11 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     async startWorkers() {
       await runs.service.reconcile();
       await watcher.sync(await runs.service.listRuns());
-      await controlQueue.upsertJobScheduler(
-        'runs-refresh',
-        { every: RUN_REFRESH_MS },
-        {
-          name: 'run-schedule',
-          data: { v: 1, kind: 'run-schedule', reason: 'periodic' },
-          opts: { removeOnComplete: true, removeOnFail: 100 },
-        },
-      );
+      await schedule(controlQueue, 'runs-refresh', { every: RUN_REFRESH_MS }, JOBS.runSchedule, {
+        v: 1,
+        kind: 'run-schedule',
+        reason: 'periodic',
+      });
       await scheduleDigest(controlQueue, config.digest.channel === undefined ? undefined : config.digest.at);
       return [
         createControlWorker({

@@ -3,7 +3,7 @@ import type { ActionOutcome, ChatUser, InboundAction } from '../bot/chat-adapter
 import { errorMessage, RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Notifier } from '../notify/notifier.js';
-import type { ControlJob } from '../queue/jobs.js';
+import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
@@ -92,23 +92,19 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
   const now = options.now ?? (() => new Date());
 
   async function enqueueDecision(approval: Approval, decision: Decision, delayMs = 0): Promise<void> {
-    const job: ControlJob = {
-      v: 1,
-      kind: 'approval-decision',
+    const job = {
+      v: 1 as const,
+      kind: 'approval-decision' as const,
       approvalId: approval.id,
       decision: decision.decision,
       user: decision.user,
       threadId: approval.threadId,
       auto: decision.auto,
     };
-    await options.controlQueue.add('approval-decision', job, {
+    await enqueue(options.controlQueue, JOBS.approvalDecision, job, {
       // One application per approval, whatever the number of clicks or retries.
       jobId: `${decision.decision === 'expired' && delayMs > 0 ? 'expire' : 'decision'}-${approval.id}`,
       delay: delayMs,
-      attempts: 5,
-      backoff: { type: 'exponential', delay: 1000 },
-      removeOnComplete: { age: 24 * 3600 },
-      removeOnFail: { age: 7 * 24 * 3600 },
     });
   }
 

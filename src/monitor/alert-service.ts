@@ -8,7 +8,7 @@ import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { codeBlock } from '../notify/code-block.js';
 import type { Notifier } from '../notify/notifier.js';
-import type { ControlJob } from '../queue/jobs.js';
+import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
 import { type RunAccess, RunAccessError } from '../runs/run-access.js';
@@ -218,7 +218,7 @@ export function createAlertService(options: AlertServiceOptions) {
     );
     await options.onAlert?.(meta, incident);
     if (AUTO_TRIAGE.has(incident.kind) && !watched) {
-      await enqueue(
+      await enqueueAction(
         {
           v: 1,
           kind: 'alert-action',
@@ -246,14 +246,11 @@ export function createAlertService(options: AlertServiceOptions) {
     return { ...incident, summary: `${label}: ${incident.summary}` };
   }
 
-  async function enqueue(job: ControlJob, jobId: string): Promise<void> {
-    await options.controlQueue.add(job.kind, job, {
-      jobId,
-      attempts: 3,
-      backoff: { type: 'exponential', delay: 1000 },
-      removeOnComplete: { age: 24 * 3600 },
-      removeOnFail: { age: 7 * 24 * 3600 },
-    });
+  async function enqueueAction(
+    job: Extract<ControlJob, { kind: 'alert-action' }>,
+    jobId: string,
+  ): Promise<void> {
+    await enqueue(options.controlQueue, JOBS.alertAction, job, { jobId });
   }
 
   /** Button handler for `ack:`, `stop:` and `fix:`; the first click on an alert decides it. */
@@ -290,7 +287,7 @@ export function createAlertService(options: AlertServiceOptions) {
           : ((JSON.parse(previous) as { user?: ChatUser }).user?.name ?? 'someone');
       return { status: 'resolved', message: `this alert was already handled by ${who}` };
     }
-    await enqueue(
+    await enqueueAction(
       {
         v: 1,
         kind: 'alert-action',

@@ -1,14 +1,14 @@
 import { type ConnectionOptions, Queue } from 'bullmq';
 import type { Logger } from '../logger.js';
 import { logQueueErrors } from '../queue/job-payload.js';
-import { QUEUE_NAMES } from '../queue/jobs.js';
+import { JOBS, QUEUE_NAMES, schedule } from '../queue/jobs.js';
 
 /**
  * One BullMQ job scheduler per active run on the `monitor` queue, firing a `monitor-tick` job every
  * `intervalS` seconds. `start` when a run starts, `stop` when it ends, `sync` after a restart.
  */
 
-export const MONITOR_TICK_JOB_NAME = 'monitor-tick';
+export const MONITOR_TICK_JOB_NAME = JOBS.monitorTick.name;
 const SCHEDULER_PREFIX = 'monitor:';
 
 export function monitorSchedulerId(runId: string): string {
@@ -43,15 +43,7 @@ export function createMonitorScheduler(options: {
     queue,
     /** Create (or update) the run's scheduler; idempotent. */
     async start(runId: string): Promise<void> {
-      await queue.upsertJobScheduler(
-        monitorSchedulerId(runId),
-        { every },
-        {
-          name: MONITOR_TICK_JOB_NAME,
-          data: { v: 1, runId },
-          opts: { removeOnComplete: 100, removeOnFail: 100 },
-        },
-      );
+      await schedule(queue, monitorSchedulerId(runId), { every }, JOBS.monitorTick, { v: 1, runId });
     },
     /** Remove the run's scheduler; true when one existed. */
     async stop(runId: string): Promise<boolean> {

@@ -1,6 +1,7 @@
-import { type ConnectionOptions, type Job, UnrecoverableError, Worker } from 'bullmq';
+import type { ConnectionOptions, Worker } from 'bullmq';
 import { ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { createJobWorker } from '../queue/job-worker.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -30,13 +31,10 @@ export interface MonitorWorkerOptions {
 
 export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
   const { monitor, logger } = options;
-  const worker = new Worker(
+  return createJobWorker(
     QUEUE_NAMES.monitor,
-    async (job: Job) => {
-      const parsed = monitorTickJob.safeParse(job.data);
-      if (!parsed.success)
-        throw new UnrecoverableError(`invalid monitor tick payload: ${parsed.error.message}`);
-      const { runId } = parsed.data;
+    monitorTickJob,
+    async ({ runId }) => {
       const meta = await options.loadRun(runId);
       if (meta === undefined) {
         logger.warn({ runId }, 'monitor tick for an unknown run');
@@ -72,18 +70,11 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
     {
       connection: options.connection,
       prefix: options.prefix,
+      logger,
       concurrency: options.concurrency ?? 8,
+      describe: (data) => ({ runId: data.runId }),
       // Ticks are cheap and periodic: a failed one is simply superseded by the next.
-      removeOnComplete: { count: 100 },
-      removeOnFail: { count: 100 },
+      workerOptions: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
     },
   );
-  worker.on('failed', (job, error) => {
-    logger.error(
-      { runId: (job?.data as { runId?: unknown } | undefined)?.runId, err: error },
-      'monitor tick failed',
-    );
-  });
-  worker.on('error', (error) => logger.error({ err: error }, 'monitor worker error'));
-  return worker;
 }

@@ -1,7 +1,8 @@
-import { type Job, Queue, Worker } from 'bullmq';
+import { Queue, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { logQueueErrors, parseJobPayload } from './job-payload.js';
+import { logQueueErrors } from './job-payload.js';
+import { createJobWorker } from './job-worker.js';
 import { type ControlJob, controlJob, QUEUE_NAMES } from './jobs.js';
 
 export type ControlHandlers = {
@@ -23,10 +24,10 @@ export function createControlWorker(options: {
   concurrency?: number;
 }): Worker {
   const { logger } = options;
-  const worker = new Worker(
+  return createJobWorker(
     QUEUE_NAMES.control,
-    async (job: Job) => {
-      const data = parseJobPayload(controlJob, job.data, QUEUE_NAMES.control);
+    controlJob,
+    async (data) => {
       const handler = options.handlers[data.kind] as ((job: ControlJob) => Promise<void>) | undefined;
       if (handler === undefined) {
         logger.warn({ kind: data.kind }, 'no handler for control job');
@@ -34,11 +35,12 @@ export function createControlWorker(options: {
       }
       await handler(data);
     },
-    { connection: options.connection, prefix: options.prefix, concurrency: options.concurrency ?? 4 },
+    {
+      connection: options.connection,
+      prefix: options.prefix,
+      logger,
+      concurrency: options.concurrency ?? 4,
+      describe: (data) => ({ kind: data.kind }),
+    },
   );
-  worker.on('failed', (job, error) => {
-    logger.error({ jobId: job?.id, kind: job?.data?.kind, err: error.message }, 'control job failed');
-  });
-  logQueueErrors(worker, logger, 'control worker');
-  return worker;
 }

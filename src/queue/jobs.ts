@@ -1,9 +1,11 @@
+import type { Job, JobsOptions, Queue, RepeatOptions } from 'bullmq';
 import { z } from 'zod';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 
 /**
- * Queue contracts in one place: every queue, job name and versioned payload schema. Producers use
- * `enqueue`-style helpers typed from these; every worker starts by parsing `job.data` with them.
+ * Queue contracts in one place: every queue, job name, versioned payload schema and default options
+ * (`JOBS`). Producers call `enqueue`/`enqueueBulk`/`schedule` with an entry of `JOBS`; every worker is a
+ * `createJobWorker` (job-worker.ts) that parses `job.data` with its queue's schema.
  */
 
 export const QUEUE_NAMES = {
@@ -125,3 +127,149 @@ export type MonitorTickJob = z.infer<typeof monitorTickJob>;
 /** Retries of outbound posts: 4 attempts, waiting 1 s, 2 s, 4 s between them. */
 export const NOTIFY_ATTEMPTS = 4;
 export const NOTIFY_BACKOFF_MS = [1000, 2000, 4000] as const;
+/** Attempts of a turn job (retried 0.5 s, 1 s, 2 s, 4 s apart) before its batch is dropped. */
+export const TURN_ATTEMPTS = 5;
+
+/** The schema a queue's worker parses every job with. */
+export const QUEUE_SCHEMAS = {
+  [QUEUE_NAMES.turns]: agentTurnJob,
+  [QUEUE_NAMES.notify]: notifyJob,
+  [QUEUE_NAMES.control]: controlJob,
+  [QUEUE_NAMES.monitor]: monitorTickJob,
+} as const;
+
+/** One kind of job: where it goes, what it is called, what it carries and how it is retried and kept. */
+export interface JobContract<Data> {
+  queue: QueueName;
+  /** The BullMQ job name; notify jobs are named by their `op`. */
+  name: string | ((data: Data) => string);
+  schema: z.ZodType;
+  defaultOpts: JobsOptions;
+}
+
+type ControlOf<Kind extends ControlJob['kind']> = Extract<ControlJob, { kind: Kind }>;
+
+function contract<Data>(entry: JobContract<Data>): JobContract<Data> {
+  return entry;
+}
+
+const DAY_S = 24 * 3600;
+
+/** Every job Shepherd enqueues. */
+export const JOBS = {
+  agentTurn: contract<z.infer<typeof agentTurnJob>>({
+    queue: QUEUE_NAMES.turns,
+    name: 'agent-turn',
+    schema: agentTurnJob,
+    defaultOpts: {
+      attempts: TURN_ATTEMPTS,
+      backoff: { type: 'exponential', delay: 500 },
+      removeOnComplete: { age: 3600, count: 10_000 },
+      removeOnFail: { age: DAY_S },
+    },
+  }),
+  notify: contract<NotifyJob>({
+    queue: QUEUE_NAMES.notify,
+    name: (data) => data.op,
+    schema: notifyJob,
+    defaultOpts: {
+      attempts: NOTIFY_ATTEMPTS,
+      // The notify worker's backoff strategy waits NOTIFY_BACKOFF_MS.
+      backoff: { type: 'notify' },
+      removeOnComplete: { age: 3600, count: 5000 },
+      removeOnFail: { age: DAY_S },
+    },
+  }),
+  approvalDecision: contract<ControlOf<'approval-decision'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'approval-decision',
+    schema: controlJob,
+    defaultOpts: {
+      attempts: 5,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: { age: DAY_S },
+      removeOnFail: { age: 7 * DAY_S },
+    },
+  }),
+  alertAction: contract<ControlOf<'alert-action'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'alert-action',
+    schema: controlJob,
+    defaultOpts: {
+      attempts: 3,
+      backoff: { type: 'exponential', delay: 1000 },
+      removeOnComplete: { age: DAY_S },
+      removeOnFail: { age: 7 * DAY_S },
+    },
+  }),
+  runSchedule: contract<ControlOf<'run-schedule'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'run-schedule',
+    schema: controlJob,
+    defaultOpts: { removeOnComplete: true, removeOnFail: 100 },
+  }),
+  digest: contract<ControlOf<'digest'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'digest',
+    schema: controlJob,
+    defaultOpts: { removeOnComplete: 50, removeOnFail: 50 },
+  }),
+  monitorTick: contract<MonitorTickJob>({
+    queue: QUEUE_NAMES.monitor,
+    name: 'monitor-tick',
+    schema: monitorTickJob,
+    defaultOpts: { removeOnComplete: 100, removeOnFail: 100 },
+  }),
+} as const;
+
+function jobName<Data>(job: JobContract<Data>, data: Data): string {
+  return typeof job.name === 'string' ? job.name : job.name(data);
+}
+
+function checkQueue(queue: Queue, job: JobContract<never>): void {
+  // A job added to the wrong queue would wait forever for a worker that never parses it.
+  if (queue.name !== job.queue) throw new Error(`job for queue ${job.queue} added to queue ${queue.name}`);
+}
+
+/** Adds one job with its contract's options; `opts` (job id, delay) override them. */
+export async function enqueue<Data>(
+  queue: Queue,
+  job: JobContract<Data>,
+  data: Data,
+  opts?: JobsOptions,
+): Promise<Job> {
+  checkQueue(queue, job);
+  return queue.add(jobName(job, data), data, { ...job.defaultOpts, ...opts });
+}
+
+/** Adds several jobs of one kind in one write and one round trip. */
+export async function enqueueBulk<Data>(
+  queue: Queue,
+  job: JobContract<Data>,
+  items: ReadonlyArray<{ data: Data; opts?: JobsOptions }>,
+): Promise<void> {
+  checkQueue(queue, job);
+  await queue.addBulk(
+    items.map((item) => ({
+      name: jobName(job, item.data),
+      data: item.data,
+      opts: { ...job.defaultOpts, ...item.opts },
+    })),
+  );
+}
+
+/** Creates or updates a job scheduler that adds `job` with `data` on `repeat`. */
+export async function schedule<Data>(
+  queue: Queue,
+  schedulerId: string,
+  repeat: Omit<RepeatOptions, 'key'>,
+  job: JobContract<Data>,
+  data: Data,
+): Promise<void> {
+  checkQueue(queue, job);
+  await queue.upsertJobScheduler(schedulerId, repeat, {
+    name: jobName(job, data),
+    data,
+    opts: job.defaultOpts,
+  });
+}

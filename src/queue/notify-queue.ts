@@ -1,14 +1,16 @@
 import { createHash } from 'node:crypto';
-import { DelayedError, Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
+import { DelayedError, Job, Queue, QueueEvents, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
-import { BotError, RateLimitedError } from '../errors.js';
+import { RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type AdapterLookup, adapterForThread, type Notifier } from '../notify/notifier.js';
-import { logQueueErrors, parseJobPayload } from './job-payload.js';
+import { logQueueErrors } from './job-payload.js';
+import { createJobWorker } from './job-worker.js';
 import {
   type CardPayload,
-  NOTIFY_ATTEMPTS,
+  enqueue,
+  JOBS,
   NOTIFY_BACKOFF_MS,
   type NotifyJob,
   notifyJob,
@@ -94,13 +96,7 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
   async function send(raw: NotifyJob, jobId?: string): Promise<unknown> {
     const data = redactNotifyJob(raw);
     await ready;
-    const job = await queue.add(data.op, data, {
-      attempts: NOTIFY_ATTEMPTS,
-      backoff: { type: 'notify' },
-      removeOnComplete: { age: 3600, count: 5000 },
-      removeOnFail: { age: 24 * 3600 },
-      ...(jobId === undefined ? {} : { jobId }),
-    });
+    const job = await enqueue(queue, JOBS.notify, data, jobId === undefined ? undefined : { jobId });
     return job.waitUntilFinished(events, waitTimeoutMs);
   }
 
@@ -188,10 +184,10 @@ export interface NotifyWorkerOptions {
 
 export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   const { logger } = options;
-  const worker = new Worker(
+  return createJobWorker(
     QUEUE_NAMES.notify,
-    async (job: Job, token?: string) => {
-      const data = parseJobPayload(notifyJob, job.data, QUEUE_NAMES.notify);
+    notifyJob,
+    async (data, job, token) => {
       try {
         return await performNotify(options.adapters, data);
       } catch (error) {
@@ -204,38 +200,22 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
           await job.moveToDelayed(Date.now() + error.retryAfterMs, token);
           throw new DelayedError();
         }
-        if (error instanceof BotError && !error.retryable) {
-          logger.error(
-            { threadId: data.threadId, op: data.op, code: error.code, err: error.message },
-            'platform refused a post; not retrying',
-          );
-          throw new UnrecoverableError(`${error.code}: ${error.message}`);
-        }
-        logger.warn(
-          { threadId: data.threadId, op: data.op, attempt: job.attemptsMade + 1, err: String(error) },
-          'post failed; will retry',
-        );
+        // createJobWorker fails a final error at once and logs every failure; anything else is retried.
         throw error;
       }
     },
     {
       connection: options.connection,
       prefix: options.prefix,
+      logger,
       concurrency: options.concurrency ?? 8,
-      settings: {
-        backoffStrategy: (attemptsMade: number) =>
-          NOTIFY_BACKOFF_MS[Math.min(attemptsMade - 1, NOTIFY_BACKOFF_MS.length - 1)] ?? 4000,
+      describe: (data) => ({ threadId: data.threadId, op: data.op }),
+      workerOptions: {
+        settings: {
+          backoffStrategy: (attemptsMade: number) =>
+            NOTIFY_BACKOFF_MS[Math.min(attemptsMade - 1, NOTIFY_BACKOFF_MS.length - 1)] ?? 4000,
+        },
       },
     },
   );
-  logQueueErrors(worker, logger, 'notify worker');
-  worker.on('failed', (job, error) => {
-    if (job && job.attemptsMade >= NOTIFY_ATTEMPTS) {
-      logger.error(
-        { jobId: job.id, threadId: job.data?.threadId, err: error.message },
-        'post dropped after retries',
-      );
-    }
-  });
-  return worker;
 }

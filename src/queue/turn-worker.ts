@@ -1,8 +1,9 @@
-import { DelayedError, type Job, Queue, Worker } from 'bullmq';
+import { DelayedError, Queue, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { logQueueErrors, parseJobPayload } from './job-payload.js';
-import { agentTurnJob, QUEUE_NAMES } from './jobs.js';
+import { logQueueErrors } from './job-payload.js';
+import { createJobWorker, isFinalError } from './job-worker.js';
+import { agentTurnJob, enqueue, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
 import type { Batch, TurnInbox } from './turn-inbox.js';
 
 /** How long a turn job waits before trying a busy thread's lock again. */
@@ -10,8 +11,9 @@ const LOCKED_RETRY_MS = 150;
 /** An inbox item this old without its turn having started gets a turn requested again. */
 const SWEEP_AFTER_MS = 5000;
 const SWEEP_EVERY_MS = 2000;
-/** Attempts of a turn job (retried 0.5 s, 1 s, 2 s, 4 s apart) before its batch is dropped. */
-export const TURN_ATTEMPTS = 5;
+
+export { TURN_ATTEMPTS };
+
 /** The most inbox items one agent turn takes in. */
 const MAX_BATCH = 50;
 
@@ -45,22 +47,15 @@ export function createTurnQueue(connection: Redis, prefix: string, logger?: Logg
 /** The turn job for a thread; `key` makes the request idempotent (a delivery id). */
 function turnJob(threadId: string, key: string) {
   return {
-    name: 'agent-turn',
-    data: { v: 1, threadId },
-    opts: {
-      jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`,
-      attempts: TURN_ATTEMPTS,
-      backoff: { type: 'exponential', delay: 500 },
-      removeOnComplete: { age: 3600, count: 10_000 },
-      removeOnFail: { age: 24 * 3600 },
-    },
+    data: { v: 1 as const, threadId },
+    opts: { jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}` },
   };
 }
 
 /** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
 export async function requestTurn(queue: Queue, threadId: string, key: string): Promise<void> {
   const job = turnJob(threadId, key);
-  await queue.add(job.name, job.data, job.opts);
+  await enqueue(queue, JOBS.agentTurn, job.data, job.opts);
 }
 
 /**
@@ -72,7 +67,11 @@ export function createTurnRequester(queue: Queue): (threadId: string, key: strin
   const flush = () => {
     const batch = pending;
     pending = [];
-    queue.addBulk(batch.map((entry) => entry.job)).then(
+    enqueueBulk(
+      queue,
+      JOBS.agentTurn,
+      batch.map((entry) => entry.job),
+    ).then(
       () => {
         for (const entry of batch) entry.settle();
       },
@@ -97,10 +96,10 @@ export function createTurnRequester(queue: Queue): (threadId: string, key: strin
  */
 export function createTurnWorker(options: TurnWorkerOptions): Worker {
   const { inbox, logger, lockMs } = options;
-  const worker = new Worker(
+  const worker = createJobWorker(
     QUEUE_NAMES.turns,
-    async (job: Job, token?: string) => {
-      const { threadId } = parseJobPayload(agentTurnJob, job.data, QUEUE_NAMES.turns);
+    agentTurnJob,
+    async ({ threadId }, job, token) => {
       const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
       if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
@@ -119,7 +118,8 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
         try {
           await options.processBatch(threadId, batch, prefetched);
         } catch (error) {
-          if (job.attemptsMade + 1 < TURN_ATTEMPTS) throw error;
+          // A final error (no attempt can help) drops the batch at once, like the last failed attempt.
+          if (!isFinalError(error) && job.attemptsMade + 1 < TURN_ATTEMPTS) throw error;
           // Every attempt failed: drop this batch so one poisonous message cannot block the thread.
           logger.error(
             { threadId, batchId: batch.batchId, err: String(error) },
@@ -146,18 +146,16 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
     {
       connection: options.connection,
       prefix: options.prefix,
+      logger,
       concurrency: options.concurrency,
-      lockDuration: lockMs,
-      stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
-      maxStalledCount: 5,
+      describe: (data) => ({ threadId: data.threadId }),
+      workerOptions: {
+        lockDuration: lockMs,
+        stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
+        maxStalledCount: 5,
+      },
     },
   );
-  worker.on('failed', (job, error) => {
-    logger.error(
-      { jobId: job?.id, threadId: job?.data?.threadId, err: error.message },
-      'agent turn job failed',
-    );
-  });
   // The inbox is the durable record; a turn job is only the wake-up call. If the process that accepted a
   // message died before adding its job, the sweeper adds it: no message waits for a later one.
   const sweeper = setInterval(() => {
@@ -169,7 +167,6 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       .catch((error: unknown) => logger.warn({ err: String(error) }, 'inbox sweep failed'));
   }, SWEEP_EVERY_MS);
   sweeper.unref();
-  logQueueErrors(worker, logger, 'turn worker');
   worker.on('closing', () => clearInterval(sweeper));
   return worker;
 }

@@ -1,5 +1,6 @@
 import type { Queue } from 'bullmq';
 import type { Notifier } from '../notify/notifier.js';
+import { JOBS, schedule } from '../queue/jobs.js';
 import type { SpendReports } from './spend-report.js';
 
 /** `SHEPHERD_DIGEST_AT` (`HH:MM` UTC) as a cron pattern for a BullMQ job scheduler. */
@@ -20,15 +21,10 @@ export async function scheduleDigest(queue: Queue, at: string | undefined): Prom
     await queue.removeJobScheduler(DIGEST_SCHEDULER_ID);
     return;
   }
-  await queue.upsertJobScheduler(
-    DIGEST_SCHEDULER_ID,
-    { pattern: digestPattern(at), tz: 'UTC' },
-    {
-      name: 'digest',
-      data: { v: 1, kind: 'digest' },
-      opts: { removeOnComplete: 50, removeOnFail: 50 },
-    },
-  );
+  await schedule(queue, DIGEST_SCHEDULER_ID, { pattern: digestPattern(at), tz: 'UTC' }, JOBS.digest, {
+    v: 1,
+    kind: 'digest',
+  });
 }
 
 export async function postDigest(options: {
