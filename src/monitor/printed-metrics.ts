@@ -1,3 +1,4 @@
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { appendDerived, formatDerivedLine } from '../runs/stdout-metrics/derived-file.js';
 import {
@@ -43,14 +44,13 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
      * All points of this tick in order: the helper's lines (parsed, malformed ones included so the caller
      * can report them), then the points read from the new output.log lines unless the helper is in use.
      */
-    async collect(input: {
+    collect(input: {
       runId: string;
-      runDir: string;
       state: MonitorState;
       helperLines: readonly string[];
       logLines: readonly string[];
       logReset: boolean;
-    }): Promise<{ points: IncomingPoint[]; progressStep?: number }> {
+    }): { points: IncomingPoint[]; progressStep?: number; derivedText?: string } {
       const { state } = input;
       const points: IncomingPoint[] = [];
       for (const line of input.helperLines) {
@@ -95,10 +95,19 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
           source: 'stdout',
         });
       }
-      if (text !== '' || rewrite)
-        current.derivedBytes = await appendDerived(input.runDir, current.derivedBytes, text);
       current.counted += result.points.length;
-      return result.progressStep === undefined ? { points } : { points, progressStep: result.progressStep };
+      return definedOnly({
+        points,
+        progressStep: result.progressStep,
+        // The caller appends it with `writeDerived` (the reader does no I/O).
+        derivedText: text !== '' || rewrite ? text : undefined,
+      });
+    },
+
+    /** Appends this tick's derived lines (`collect().derivedText`) to the run's derived metrics file. */
+    async writeDerived(state: MonitorState, runDir: string, text: string | undefined): Promise<void> {
+      if (text === undefined || state.printed === undefined) return;
+      state.printed.derivedBytes = await appendDerived(runDir, state.printed.derivedBytes, text);
     },
 
     /** The training bar moved without a metric line: record the step so `status` and stall see progress. */

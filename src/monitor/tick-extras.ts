@@ -14,7 +14,6 @@ import {
 } from './detectors/overfitting.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
-import type { GpuProbe } from './gpu-probe.js';
 import type { MetricPoint } from './metric-line.js';
 import { isLossMetric } from './robust.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
@@ -53,7 +52,7 @@ function isTrainLoss(name: string): boolean {
   return isLossMetric(name) && !EVAL_METRIC.test(name) && /^(train[_/])?loss$/i.test(name);
 }
 
-export async function runTickExtras(input: {
+export function runTickExtras(input: {
   extras: ExtrasState;
   episodes: Parameters<typeof observeEpisode>[0];
   meta: RunMeta;
@@ -67,8 +66,9 @@ export async function runTickExtras(input: {
   backlog: boolean;
   settings: DetectorConfig;
   policy: AlertPolicy | undefined;
-  gpuProbe: GpuProbe | undefined;
-}): Promise<Raise[]> {
+  /** GPU utilisation read this tick (the shell probes); `undefined` turns the idle-GPU detector off. */
+  gpu: { utilisation: number[] | undefined } | undefined;
+}): Raise[] {
   const { extras, episodes, meta, settings } = input;
   const raised: Raise[] = [];
   const name = meta.name;
@@ -182,8 +182,8 @@ export async function runTickExtras(input: {
   }
 
   // --- idle GPUs (per tick, local runs holding GPUs) ---
-  if (input.gpuProbe !== undefined && meta.executor === 'local' && meta.gpuIndices.length > 0) {
-    const utilisation = alive ? await input.gpuProbe(meta.gpuIndices).catch(() => undefined) : undefined;
+  if (input.gpu !== undefined && watchesGpus(meta)) {
+    const utilisation = alive ? input.gpu.utilisation : undefined;
     if (!alive) delete extras.idleSince;
     const verdict = observeIdleGpus(extras, utilisation, input.now, settings);
     if (observeEpisode(episodes, 'idle_gpu', verdict.idle)) {
@@ -200,6 +200,11 @@ export async function runTickExtras(input: {
     }
   }
   return raised;
+}
+
+/** The idle-GPU detector watches local runs that hold GPUs. */
+export function watchesGpus(meta: RunMeta): boolean {
+  return meta.executor === 'local' && meta.gpuIndices.length > 0;
 }
 
 function ruleProgress(extras: ExtrasState, ruleId: string): RuleProgress {

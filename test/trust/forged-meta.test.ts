@@ -64,7 +64,11 @@ describe('a run cannot forge its records (issue 10 item 11)', () => {
     const alert = botMessages(messages).find((m) => m.card?.title === 'forger failed');
     expect(alert?.card?.text).toMatch(/boom after forging meta.json/);
 
-    const run = await shepherd.app.features.runs.service.findRun('forger');
+    // The monitor raises the crash on its own tick; the run's record is ended by the periodic refresh
+    // (every 2 s), which may come just after the triage is posted.
+    const findRun = () => shepherd.app.features.runs.service.findRun('forger');
+    await expect.poll(async () => (await findRun()).status, { timeout: 10_000 }).toBe('failed');
+    const run = await findRun();
     // The forged meta.json was really written by the run…
     const mirror = readFileSync(join(shepherd.dataDir, 'runs', run.id, 'meta.json'), 'utf8');
     expect(run.requester).toEqual({ id: 'alice', name: 'alice' });
