@@ -1,3 +1,5 @@
+import { definedOnly } from './defined-only.js';
+
 /**
  * The typed error family. Every error sets `name` because BullMQ matches failures by name across
  * processes; every error has a `code` from its class's closed union (the compiler rejects any other) and
@@ -94,7 +96,7 @@ export class RateLimitedError extends PlatformError {
   constructor(platform: string, retryAfterMs: number, options?: { cause?: unknown }) {
     super(platform, 'rate_limited', `${platform} rate limited; retry after ${retryAfterMs} ms`, {
       retryable: true,
-      ...(options?.cause === undefined ? {} : { cause: options.cause }),
+      ...definedOnly({ cause: options?.cause }),
     });
     this.name = 'RateLimitedError';
     this.retryAfterMs = retryAfterMs;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { DelayedError, Job, Queue, QueueEvents, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
+import { definedOnly } from '../defined-only.js';
 import { RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type AdapterLookup, adapterForThread, type Notifier } from '../notify/notifier.js';
@@ -96,7 +97,7 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
   async function send(raw: NotifyJob, jobId?: string): Promise<unknown> {
     const data = redactNotifyJob(raw);
     await ready;
-    const job = await enqueue(queue, JOBS.notify, data, jobId === undefined ? undefined : { jobId });
+    const job = await enqueue(queue, JOBS.notify, data, definedOnly({ jobId }));
     return job.waitUntilFinished(events, waitTimeoutMs);
   }
 
@@ -130,8 +131,7 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
         filename: upload.filename,
         contentType: upload.contentType,
         dataBase64: Buffer.from(upload.data).toString('base64'),
-        ...(upload.title === undefined ? {} : { title: upload.title }),
-        ...(upload.comment === undefined ? {} : { comment: upload.comment }),
+        ...definedOnly({ title: upload.title, comment: upload.comment }),
       }),
     ephemeral: async (threadId, userId, text) => {
       await send({ v: 1, op: 'ephemeral', threadId, userId, text });
@@ -164,8 +164,7 @@ export async function performNotify(lookup: AdapterLookup, job: NotifyJob): Prom
         filename: data.filename,
         contentType: data.contentType,
         data: Buffer.from(data.dataBase64, 'base64'),
-        ...(data.title === undefined ? {} : { title: data.title }),
-        ...(data.comment === undefined ? {} : { comment: data.comment }),
+        ...definedOnly({ title: data.title, comment: data.comment }),
       });
     case 'ephemeral':
       if (adapter.postEphemeral) await adapter.postEphemeral(data.threadId, data.userId, data.text);

@@ -3,6 +3,7 @@ import { basename, isAbsolute, resolve, sep } from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
 import { codeBlock } from '../notify/code-block.js';
@@ -219,18 +220,20 @@ export function createRunOperations(options: RunOperationsOptions) {
         : undefined;
     const memory =
       input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
-    const { approval, autoApproved } = await approvals.request({
-      kind: 'start',
-      meta,
-      requester: input.requester,
-      // The whole script: the card shows it, or its start with the file attached.
-      scriptExcerpt: input.script,
-      origin: input.origin,
-      ...(preflight === undefined ? {} : { preflight }),
-      ...(memory === undefined ? {} : { memory }),
-      ...launchDetails(meta),
-      ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
-    });
+    const { approval, autoApproved } = await approvals.request(
+      definedOnly({
+        kind: 'start' as const,
+        meta,
+        requester: input.requester,
+        // The whole script: the card shows it, or its start with the file attached.
+        scriptExcerpt: input.script,
+        origin: input.origin,
+        preflight,
+        memory,
+        ...launchDetails(meta),
+        toolCall: input.toolCall,
+      }),
+    );
     return autoApproved
       ? `Run ${meta.name} (${meta.id}) was auto-approved (est. $${approval.costUsd}) and is starting.`
       : `Approval requested for run ${meta.name} (${meta.id}): ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}, max ${meta.maxHours} h, est. $${approval.costUsd}. It starts once a teammate clicks Approve on the card (approval ${approval.id}).`;
@@ -336,7 +339,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       scriptExcerpt: script,
       origin,
       ...launchDetails(meta),
-      ...(toolCall === undefined ? {} : { toolCall }),
+      ...definedOnly({ toolCall }),
     });
     return autoApproved
       ? `Resuming ${meta.name} (auto-approved).`
@@ -410,8 +413,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       proposedScript: script,
       reason,
       origin,
-      ...(preflight === undefined ? {} : { preflight }),
-      ...(toolCall === undefined ? {} : { toolCall }),
+      ...definedOnly({ preflight, toolCall }),
     });
     return {
       text: `Script change for ${meta.name} proposed (approval ${approval.id}); once approved, ${shown} becomes v${meta.scriptVersion + 1}, the old version is archived as train_v${meta.scriptVersion}.py in the run directory and the run restarts from its last checkpoint.`,
