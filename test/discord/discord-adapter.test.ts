@@ -89,7 +89,7 @@ describe('Discord adapter against the wire-level emulator', () => {
     expect(global.map((command) => command.name)).toEqual(['shepherd']);
     const command = global[0] as Json;
     // Usable in servers and in the bot's DMs.
-    expect(command).toMatchObject({ contexts: [0, 1, 2], dm_permission: true });
+    expect(command).toMatchObject({ contexts: [0, 1], dm_permission: true });
     const subcommands = (command.options as Json[]).map((option) => [option.name, option.type]);
     expect(subcommands).toEqual(
       expect.arrayContaining(
@@ -101,6 +101,11 @@ describe('Discord adapter against the wire-level emulator', () => {
     // DISCORD_GUILD_IDS also registers it per server, where changes show at once.
     const inGuild = emulator.commands.get(emulator.guildId) as Json[];
     expect(inGuild.map((entry) => entry.name)).toEqual(['shepherd']);
+    const guildCopy = inGuild[0] as Json;
+    expect(guildCopy.contexts).toBeUndefined();
+    expect((guildCopy.options as Json[]).map((option) => option.name)).toEqual(
+      (command.options as Json[]).map((option) => option.name),
+    );
     expect(adapter.botUserId()).toBe(emulator.bot.id);
   });
 

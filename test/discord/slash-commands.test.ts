@@ -61,7 +61,7 @@ describe('/shepherd as a global command with subcommands and autocomplete', () =
     const puts = emulator.calls.filter((call) => call.method === 'PUT');
     expect(puts.map((call) => call.path)).toEqual([`/applications/${emulator.applicationId}/commands`]);
     const [command] = emulator.commands.get(GLOBAL) as Json[];
-    expect(command).toMatchObject({ name: 'shepherd', type: 1, contexts: [0, 1, 2], dm_permission: true });
+    expect(command).toMatchObject({ name: 'shepherd', type: 1, contexts: [0, 1], dm_permission: true });
   });
 
   test('a subcommand in a DM reaches the core as the plain command', async () => {

@@ -15,8 +15,8 @@ export const OPTION = { request: 'request', run: 'run', metrics: 'metrics' } as 
 const SUB_COMMAND = 1;
 const STRING = 3;
 const CHAT_INPUT = 1;
-/** Interaction contexts: a server, the bot's DM, group DMs / other DMs (user installs). */
-const CONTEXTS = [0, 1, 2];
+/** Interaction contexts: a server and the bot's DM (group DMs need a user install, which Shepherd is not). */
+const CONTEXTS = [0, 1];
 const GUILD_INSTALL = 0;
 
 const runOption = (required: boolean, description: string) => ({
@@ -164,16 +164,20 @@ export async function registerCommands(
   botName: string,
   logger: Logger,
 ): Promise<void> {
-  const body = [commandDefinition(botName)];
+  const definition = commandDefinition(botName);
   try {
-    await client.rest.put(Routes.applicationCommands(client.application.id), { body });
+    await client.rest.put(Routes.applicationCommands(client.application.id), { body: [definition] });
     logger.info('registered the global /shepherd command');
   } catch (error) {
     warnRegistration(logger, error, undefined);
   }
+  // Where a command may be used is a global command's property only; a server's copy leaves it out.
+  const { contexts: _contexts, integration_types: _types, dm_permission: _dm, ...inServer } = definition;
   for (const guildId of guildIds) {
     try {
-      await client.rest.put(Routes.applicationGuildCommands(client.application.id, guildId), { body });
+      await client.rest.put(Routes.applicationGuildCommands(client.application.id, guildId), {
+        body: [inServer],
+      });
       logger.info({ guildId }, 'registered /shepherd in the server');
     } catch (error) {
       warnRegistration(logger, error, guildId);
