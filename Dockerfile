@@ -1,11 +1,35 @@
 # Shepherd: one image for the bot (adapters) and the workers (agent turns, monitor, runs).
-FROM node:20-bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends python3 && rm -rf /var/lib/apt/lists/*
+# Build stage: the TypeScript compiler and dev dependencies stay here.
+FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund
+RUN npm ci --no-audit --no-fund
 COPY . .
+RUN npm run build
+
+FROM node:20-bookworm-slim
+# python3 runs training scripts and the launcher; tini is PID 1 (signals forwarded, zombies reaped);
+# DejaVu gives the in-process chart renderer fonts, so axes and titles have text.
+RUN apt-get update \
+  && apt-get install -y --no-install-recommends python3 tini fonts-dejavu-core fontconfig \
+  && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+ENV NODE_ENV=production
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# Compiled JavaScript only (with the Python helper and the prompts the build copies next to it).
+COPY --from=build /app/dist/src ./dist/src
+COPY --from=build /app/dist/prompts ./dist/prompts
+# The `shepherd` operator command (`docker compose exec bot node bin/shepherd.js doctor`).
+COPY bin ./bin
+# The HTTP server binds every interface inside the container, so the playground needs
+# SHEPHERD_PLAYGROUND_TOKEN (or SHEPHERD_PLAYGROUND=off); start-up says so when it is missing.
 ENV SHEPHERD_HOST=0.0.0.0 SHEPHERD_DATA_DIR=/data
+RUN mkdir -p /data && chown node:node /data
+# Never root: training scripts run as this user too.
+USER node
 VOLUME ["/data"]
 EXPOSE 3000
-CMD ["npm", "start"]
+HEALTHCHECK --interval=30s --timeout=10s --start-period=40s --retries=3 CMD ["node", "dist/src/healthcheck.js"]
+ENTRYPOINT ["/usr/bin/tini", "--"]
+CMD ["node", "dist/src/main.js"]

@@ -69,9 +69,9 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
-  const redis = createRedis(config.redisUrl);
+  const redis = createRedis(config.redisUrl, { logger });
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
-  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true });
+  const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
   const keys = createKeys(prefix);
   const runsAdapters = config.role !== 'worker';
@@ -86,6 +86,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     host: config.host,
     port: config.port,
     botName: config.botName,
+    playground: config.playground,
     logger: logger.child({ component: 'web' }),
     mounts: [...ops.mounts, ...configured.mounts],
   });
@@ -95,9 +96,9 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   }
   const lookup = (platform: Platform) => adapters.get(platform);
 
-  const notifier = createQueueNotifier({ connection: redis, prefix });
+  const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
-  const turnQueue = createTurnQueue(redis, prefix);
+  const turnQueue = createTurnQueue(redis, prefix, logger);
   const sessions = createSessionStore({ redis, prefix, logger });
   const threadState = createThreadState({ redis, prefix });
   const actions = createActionRouter();

@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
+import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
 import { parseEnvironments } from './runs/run-environments.js';
 import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
@@ -57,6 +58,9 @@ const environmentSchema = z.object({
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
     .default('shepherd'),
   SHEPHERD_HOST: z.string().min(1).default('127.0.0.1'),
+  SHEPHERD_PLAYGROUND: z.enum(['on', 'off']).default('on'),
+  SHEPHERD_PLAYGROUND_TOKEN: optionalString,
+  SHEPHERD_ALLOWED_HOSTS: commaList,
   SHEPHERD_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   SHEPHERD_DATA_DIR: z.string().min(1).default('./data'),
   SHEPHERD_WORKSPACE: z.string().min(1).default('.'),
@@ -99,10 +103,16 @@ const environmentSchema = z.object({
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
   SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
-  SHEPHERD_APPROVERS: commaList,
+  SHEPHERD_APPROVERS: commaList.superRefine(checkApproverList),
   SHEPHERD_SELF_APPROVAL: booleanString.default(true),
   SHEPHERD_APPROVAL_TTL_H: positiveNumber.default(24),
   SHEPHERD_AUTO_APPROVE_USD: nonNegativeNumber.default(0),
+  SHEPHERD_BUDGET_USD_MONTH: positiveNumber.optional(),
+  SHEPHERD_DIGEST_CHANNEL: optionalString,
+  SHEPHERD_DIGEST_AT: z
+    .string()
+    .regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'must be HH:MM (UTC)')
+    .default('09:00'),
 
   SHEPHERD_SLURM_PARTITION: optionalString,
   SHEPHERD_SLURM_ACCOUNT: optionalString,
@@ -173,6 +183,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
     role: environment.SHEPHERD_ROLE,
     logLevel: environment.SHEPHERD_LOG_LEVEL,
     botName: environment.SHEPHERD_BOT_NAME,
+    playground: {
+      enabled: environment.SHEPHERD_PLAYGROUND === 'on',
+      token: environment.SHEPHERD_PLAYGROUND_TOKEN,
+      allowedHosts: environment.SHEPHERD_ALLOWED_HOSTS,
+    },
     llm: {
       provider: environment.SHEPHERD_LLM_PROVIDER,
       baseUrl: environment.SHEPHERD_LLM_BASE_URL,
@@ -209,6 +224,11 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       selfApproval: environment.SHEPHERD_SELF_APPROVAL,
       ttlHours: environment.SHEPHERD_APPROVAL_TTL_H,
       autoApproveUsd: environment.SHEPHERD_AUTO_APPROVE_USD,
+      budgetUsdMonth: environment.SHEPHERD_BUDGET_USD_MONTH,
+    },
+    digest: {
+      channel: environment.SHEPHERD_DIGEST_CHANNEL,
+      at: environment.SHEPHERD_DIGEST_AT,
     },
     slurm: {
       partition: environment.SHEPHERD_SLURM_PARTITION,
@@ -290,7 +310,7 @@ export function loadConfig(
   }
   const files = resolveSecretFiles(merged);
   merged = files.environment;
-  const result = environmentSchema.safeParse(merged);
+  const result = environmentSchema.superRefine(requirePlaygroundToken).safeParse(merged);
   if (
     result.success &&
     result.data.SHEPHERD_DEFAULT_ENV !== undefined &&

@@ -20,11 +20,19 @@ import { createControlQueue, createControlWorker } from './queue/control-worker.
 import type { InboxItem } from './queue/turn-inbox.js';
 import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
+import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
 import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
+import { postDigest, scheduleDigest } from './spend/digest.js';
+import { createSpendReports } from './spend/spend-report.js';
+import { createRunComparison } from './sweeps/compare-runs.js';
+import { createSweepCommands } from './sweeps/sweep-commands.js';
+import { createSweepService, type SweepService } from './sweeps/sweep-service.js';
+import { createSweepStore } from './sweeps/sweep-store.js';
+import { createSweepTools } from './sweeps/sweep-tools.js';
 import { createAlertTools } from './tools/alert-tools.js';
 import { createShowMetricsTool } from './tools/chart-tool.js';
 import { createCheckpointLister } from './tools/checkpoint-listing.js';
@@ -90,10 +98,14 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
 
   let watchRun: (runId: string) => Promise<void> = async () => undefined;
   let follows: RunFollows | undefined;
+  const sweepStore = createSweepStore({ redis, prefix });
   const onRunEvent = async (event: RunEvent) => {
     if (event.type === 'run-started') await watchRun(event.meta.id);
     // A followed run's thread gets its note and turn; never blocks the transition (errors are logged).
     if (event.type === 'run-ended') void follows?.onRunEnded(event.meta);
+    // A sweep's trials speak through the sweep (one line per bad trial, a leaderboard at the end).
+    // A trial stopped at its time limit still says so: it waits for a person to resume or stop it.
+    if (event.type !== 'run-time-limit' && (await sweepStore.sweepOfRun(event.meta.id)) !== undefined) return;
     // What a person did (create, pause, stop, reject) is answered by the command, tool or card that did it.
     if (!postsRunEvent(event)) return;
     // Never block a run transition on a chat post: the notify queue retries on its own.
@@ -130,7 +142,13 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     logger: logger.child({ component: 'follows' }),
   });
   const runFollows = follows;
-  const controlQueue = createControlQueue(redis, prefix);
+  const controlQueue = createControlQueue(redis, prefix, logger);
+  const spend = createSpendReports({
+    store: runs.store,
+    gpuHourUsd: config.runs.gpuHourUsd,
+    budgetUsdMonth: config.approvals.budgetUsdMonth,
+  });
+  let sweeps: SweepService | undefined;
   const approvals = createApprovalService({
     store: createApprovalStore({ redis, prefix }),
     runs: runs.service,
@@ -145,10 +163,25 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ttlMs: config.approvals.ttlHours * 3600 * 1000,
     logger: logger.child({ component: 'approvals' }),
     pushEvent: dependencies.pushEvent,
+    ...(config.approvals.budgetUsdMonth === undefined
+      ? {}
+      : {
+          budget: {
+            limitUsd: config.approvals.budgetUsdMonth,
+            spentUsd: (at: Date) => spend.spentThisMonth(at),
+          },
+        }),
+    onSweepDecision: async (approval, decision) =>
+      sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
   });
   dependencies.actions.register('approve', (action, id) => approvals.onAction(action, 'approved', id));
   dependencies.actions.register('reject', (action, id) => approvals.onAction(action, 'rejected', id));
 
+  const access = createRunAccess({
+    approvers: config.approvals.approvers,
+    audit: runs.audit,
+    logger: logger.child({ component: 'access' }),
+  });
   // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
   const scriptChecks = createScriptChecks({
     python: config.runs.python,
@@ -164,6 +197,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     prefix,
     notifier,
     slurmCommand: createRunCommand({ ...dependencies.runEnvironment }),
+    access,
     logger: logger.child({ component: 'watch' }),
   });
   for (const verb of ['confirm-stop', 'keep-running'] as const) {
@@ -173,6 +207,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runs: runs.service,
     store: runs.store,
     approvals,
+    access,
     workspace: config.workspace,
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
@@ -228,6 +263,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     maxAutofix: config.monitor.maxAutofix,
     python: config.runs.python,
     environment: dependencies.runEnvironment,
+    access,
     onAlert: (meta, incident) => runFollows.onIncident(meta, incident),
     checkpoints: runs.checkpoints,
     logger: logger.child({ component: 'alerts' }),
@@ -235,9 +271,34 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   for (const verb of ['ack', 'stop', 'fix'] as const) {
     dependencies.actions.register(verb, (action, id) => alerts.onAction(action, verb, id));
   }
+  sweeps = createSweepService({
+    store: sweepStore,
+    runs: runs.service,
+    runStore: runs.store,
+    approvals,
+    notifier,
+    workspace: config.workspace,
+    gpuHourUsd: config.runs.gpuHourUsd,
+    defaultMaxHours: config.runs.defaultMaxHours,
+    maxHours: config.runs.maxHours,
+    gpuCapacity: runs.executor.allocatesGpus ? undefined : runs.allocator.inventory.length,
+    quickchartUrl: config.monitor.quickchartUrl,
+    logger: logger.child({ component: 'sweeps' }),
+    checkSyntax: scriptChecks.checkSyntax,
+    access,
+  });
+  const sweepService = sweeps;
+  const compare = createRunComparison({
+    runs: runs.service,
+    store: runs.store,
+    notifier,
+    quickchartUrl: config.monitor.quickchartUrl,
+  });
   const countedAlerts: AlertService = {
     ...alerts,
     async onIncident(incident, meta) {
+      // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
+      if (await sweepService.onIncident(incident, meta)) return;
       await alerts.onIncident(incident, meta);
       dependencies.onAlert?.(incident.kind);
     },
@@ -278,6 +339,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     createShowMetricsTool(postChart),
     ...createAlertTools(alertRules),
     ...createHubTools(hub),
+    ...createSweepTools(sweepService, compare),
     createInspectDatasetTool(
       createDatasetViewer({
         baseUrl: config.hub.datasetsServerUrl,
@@ -299,10 +361,31 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     botName: config.botName,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     chart: postChart,
+    ephemeral: (threadId, userId, text) => notifier.ephemeral(threadId, userId, text),
     watch: watching.watch,
     alertRules,
     logger,
   });
+  const sweepCommands = createSweepCommands({
+    sweeps: sweepService,
+    compare,
+    spend,
+    botName: config.botName,
+    logger,
+  });
+  const openApprovals = async (): Promise<string[]> => {
+    const lines: string[] = [];
+    for (const meta of await runs.service.listRuns()) {
+      if (meta.status !== 'pending_approval' || (await sweepStore.sweepOfRun(meta.id)) !== undefined)
+        continue;
+      lines.push(`${meta.name} (${meta.requester.name}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'})`);
+    }
+    for (const sweep of await sweepStore.active()) {
+      if (sweep.state === 'pending_approval')
+        lines.push(`sweep ${sweep.name} (${sweep.requester.name}, ${sweep.trials.length} trials)`);
+    }
+    return lines;
+  };
 
   return {
     tools,
@@ -314,7 +397,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     playbooks,
     controlQueue,
     commands: {
-      tryHandle: (threadId, item) => commandHandler.tryHandle(threadId, item.text, item.user),
+      tryHandle: async (threadId, item) =>
+        (await sweepCommands.tryHandle(threadId, item.text, item.user)) ??
+        commandHandler.tryHandle(threadId, item.text, item.user),
     },
     async startWorkers() {
       await runs.service.reconcile();
@@ -328,6 +413,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
           opts: { removeOnComplete: true, removeOnFail: 100 },
         },
       );
+      await scheduleDigest(controlQueue, config.digest.channel === undefined ? undefined : config.digest.at);
       return [
         createControlWorker({
           connection: redis,
@@ -338,6 +424,18 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
             'alert-action': (job) => alerts.apply(job),
             'run-schedule': async () => {
               await runs.service.refresh();
+              await sweepService.tick();
+            },
+            digest: async (job) => {
+              const channel = config.digest.channel;
+              if (channel === undefined) return;
+              await postDigest({
+                notifier,
+                spend,
+                channel,
+                at: job.at === undefined ? new Date() : new Date(job.at),
+                openApprovals,
+              });
             },
           },
         }),

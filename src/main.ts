@@ -5,6 +5,7 @@ import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { registerSecretValues } from './monitor/redact.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
+import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
 /** Entry point: the only place that reads `process.env`. */
 async function main(): Promise<void> {
@@ -36,7 +37,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     logger.info({ signal }, 'shutting down: finishing running jobs');
-    const force = setTimeout(() => process.exit(1), 30_000);
+    const force = setTimeout(() => process.exit(1), SHUTDOWN_FORCE_EXIT_MS);
     force.unref();
     try {
       await app.stop();

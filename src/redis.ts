@@ -1,13 +1,23 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
+import type { Logger } from './logger.js';
 
 /** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
-export function createRedis(url: string, options: { lazy?: boolean; autoPipelining?: boolean } = {}): Redis {
-  return new Redis(url, {
+export function createRedis(
+  url: string,
+  options: { lazy?: boolean; autoPipelining?: boolean; logger?: Logger } = {},
+): Redis {
+  const client = new Redis(url, {
     maxRetriesPerRequest: null,
     lazyConnect: options.lazy ?? false,
     enableAutoPipelining: options.autoPipelining ?? false,
   });
+  // Without a listener ioredis prints "Unhandled error event" for every reconnect attempt during an outage.
+  client.on('error', (error: Error) => {
+    if (options.logger !== undefined) options.logger.warn({ err: error.message }, 'redis connection error');
+    else process.stderr.write(`shepherd: redis connection error: ${error.message}\n`);
+  });
+  return client;
 }
 
 /** Application keys share the queue prefix so several deployments (and tests) can use one Redis. */

@@ -15,6 +15,7 @@ const KIND_TITLE: Record<Approval['kind'], string> = {
   start: 'Approve training run',
   resume: 'Approve resuming run',
   'script-change': 'Approve script change',
+  sweep: 'Approve sweep',
 };
 
 export function formatUsd(value: number): string {
@@ -58,17 +59,29 @@ export function scriptOnCard(approval: Pick<Approval, 'kind' | 'runId' | 'script
 }
 
 export function approvalCard(approval: Approval): Card {
+  const sweep = approval.trials !== undefined;
   const fields = [
     { label: 'Requested by', value: approval.requester.name },
-    { label: 'Run', value: approval.runName },
-    { label: 'GPUs', value: String(approval.gpus) },
-    { label: 'Max hours', value: String(approval.maxHours) },
-    { label: 'Est. cost', value: formatUsd(approval.costUsd) },
+    { label: sweep ? 'Sweep' : 'Run', value: approval.runName },
+    ...(sweep ? [{ label: 'Trials', value: String(approval.trials) }] : []),
+    { label: sweep ? 'GPUs per trial' : 'GPUs', value: String(approval.gpus) },
+    { label: sweep ? 'Max hours per trial' : 'Max hours', value: String(approval.maxHours) },
+    { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
   if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];
-  if (approval.reason !== undefined) lines.push(`Reason: ${approval.reason}`);
+  if (approval.budget !== undefined) {
+    const { limitUsd, leftUsd } = approval.budget;
+    fields.push({
+      label: 'Budget left',
+      value: `${formatUsd(leftUsd)} of ${formatUsd(limitUsd)} this month`,
+    });
+    if (approval.costUsd > leftUsd)
+      lines.push(`⚠️ This job would pass the monthly budget, so it needs an approver.`);
+  }
+  if (approval.reason !== undefined)
+    lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
   if (approval.command !== undefined) lines.push(`Command:\n${codeBlock(redactSecrets(approval.command))}`);
   for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
   // A failed pre-flight is shown, not enforced: a GPU-only script may not run on a CPU.
@@ -78,7 +91,7 @@ export function approvalCard(approval: Approval): Card {
       ? 'Script diff'
       : approval.command !== undefined
         ? 'Script'
-        : approval.kind === 'start'
+        : approval.kind === 'start' || approval.kind === 'sweep'
           ? 'train.py'
           : 'Script';
   let attachment: CardAttachment | undefined;

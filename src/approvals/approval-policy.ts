@@ -1,9 +1,10 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { RunError } from '../errors.js';
 import type { Approval } from './approval-store.js';
+import { isApprover } from './approvers.js';
 
 export interface ApprovalPolicy {
-  /** User ids allowed to approve; empty means anyone in the channel. */
+  /** User ids (optionally `platform:`-prefixed) allowed to approve; empty means anyone in the channel. */
   approvers: readonly string[];
   /** Whether the requester may approve their own job. */
   selfApproval: boolean;
@@ -12,10 +13,6 @@ export interface ApprovalPolicy {
 }
 
 export type PolicyVerdict = { allowed: true } | { allowed: false; reason: string };
-
-function matchesUser(list: readonly string[], user: ChatUser): boolean {
-  return list.includes(user.id) || list.includes(user.name);
-}
 
 /** Who may decide: approvers approve or reject; the requester may always withdraw (reject) their own job. */
 export function checkDecision(
@@ -26,7 +23,7 @@ export function checkDecision(
 ): PolicyVerdict {
   const isRequester = user.id === approval.requester.id;
   if (decision === 'rejected' && isRequester) return { allowed: true };
-  if (policy.approvers.length > 0 && !matchesUser(policy.approvers, user)) {
+  if (policy.approvers.length > 0 && !isApprover(policy.approvers, approval.threadId, user)) {
     return {
       allowed: false,
       reason: `only approvers (${policy.approvers.join(', ')}) can ${decision === 'approved' ? 'approve' : 'reject'} this job`,
@@ -50,6 +47,12 @@ export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: numb
   return cost;
 }
 
-export function isAutoApproved(policy: ApprovalPolicy, costUsd: number): boolean {
+export function isAutoApproved(
+  policy: ApprovalPolicy,
+  costUsd: number,
+  budget?: { limitUsd: number; leftUsd: number },
+): boolean {
+  // A job that would pass the monthly budget always needs a person, whatever its size.
+  if (budget !== undefined && costUsd > budget.leftUsd) return false;
   return policy.autoApproveUsd > 0 && costUsd <= policy.autoApproveUsd;
 }

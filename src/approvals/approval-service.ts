@@ -50,11 +50,33 @@ export interface ApprovalServiceOptions {
   /** Tells the thread's agent how its pending tool call ended (starts a turn). */
   pushEvent(threadId: string, eventId: string, text: string): Promise<void>;
   now?: () => Date;
+  /** `SHEPHERD_BUDGET_USD_MONTH`: the limit and what this month's runs have spent so far. */
+  budget?: { limitUsd: number; spentUsd(now: Date): Promise<number> };
+  /** Applies a decision on a whole sweep (set once the sweep service exists); returns the outcome. */
+  onSweepDecision?: (approval: Approval, decision: Decision) => Promise<string>;
+}
+
+/** A sweep's one card: `gpus`/`maxHours` per trial, the cost of all trials together. */
+export interface SweepApprovalRequest {
+  sweepId: string;
+  name: string;
+  threadId: string;
+  requester: ChatUser;
+  trials: number;
+  gpus: number;
+  maxHours: number;
+  costUsd: number;
+  /** Each trial's values, one line each. */
+  summary: string;
+  scriptExcerpt: string;
+  origin: Approval['origin'];
+  toolCall?: { name: string; input: unknown };
 }
 
 export interface ApprovalService {
   /** Posts the approval card (or applies an auto-approval) and returns the stored approval. */
   request(request: ApprovalRequest): Promise<{ approval: Approval; autoApproved: boolean }>;
+  requestSweep(request: SweepApprovalRequest): Promise<{ approval: Approval; autoApproved: boolean }>;
   /** The button handler for `approve:<id>` and `reject:<id>`. */
   onAction(
     action: InboundAction,
@@ -90,9 +112,42 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     });
   }
 
+  async function budgetNow(): Promise<{ limitUsd: number; leftUsd: number } | undefined> {
+    if (options.budget === undefined) return undefined;
+    const spent = await options.budget.spentUsd(now());
+    const leftUsd = Math.max(0, Math.round((options.budget.limitUsd - spent) * 100) / 100);
+    return { limitUsd: options.budget.limitUsd, leftUsd };
+  }
+
+  async function requestSweep(input: SweepApprovalRequest) {
+    const budget = await budgetNow();
+    const approval = await store.create(
+      {
+        kind: 'sweep',
+        runId: input.sweepId,
+        runName: input.name,
+        threadId: input.threadId,
+        requester: input.requester,
+        gpus: input.gpus,
+        maxHours: input.maxHours,
+        costUsd: input.costUsd,
+        trials: input.trials,
+        reason: input.summary,
+        scriptExcerpt: input.scriptExcerpt,
+        origin: input.origin,
+        ...(budget === undefined ? {} : { budget }),
+        ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
+      },
+      options.ttlMs,
+      now(),
+    );
+    return submit(approval);
+  }
+
   async function request(input: ApprovalRequest) {
     const gpus = input.gpus ?? input.meta.gpus;
     const costUsd = estimateCostUsd(gpus, input.meta.maxHours, options.gpuHourUsd);
+    const budget = await budgetNow();
     const approval = await store.create(
       {
         kind: input.kind,
@@ -113,11 +168,18 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         ...(input.environment === undefined ? {} : { environment: input.environment }),
         ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
         ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
+        ...(budget === undefined ? {} : { budget }),
       },
       options.ttlMs,
       now(),
     );
-    const autoApproved = isAutoApproved(options.policy, costUsd);
+    return submit(approval);
+  }
+
+  /** Auto-approves (card posted resolved, as the audit trail) or posts the card and arms its expiry. */
+  async function submit(approval: Approval) {
+    const costUsd = approval.costUsd;
+    const autoApproved = isAutoApproved(options.policy, costUsd, approval.budget);
     if (autoApproved) {
       const decision: Decision = {
         decision: 'approved',
@@ -231,6 +293,10 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
 
   async function applyToRun(approval: Approval, decision: Decision): Promise<string> {
     const by = decision.user;
+    if (approval.kind === 'sweep') {
+      if (options.onSweepDecision === undefined) return 'sweeps are not available here';
+      return options.onSweepDecision(approval, decision);
+    }
     if (decision.decision === 'approved') {
       switch (approval.kind) {
         case 'start': {
@@ -266,7 +332,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     return approval.kind === 'resume' ? 'the run stays paused' : 'the script is unchanged';
   }
 
-  return { request, onAction, apply };
+  return { request, requestSweep, onAction, apply };
 }
 
 function approvalLabel(approval: Approval): string {
@@ -274,7 +340,9 @@ function approvalLabel(approval: Approval): string {
     ? 'the launch'
     : approval.kind === 'resume'
       ? 'resuming'
-      : 'the script change';
+      : approval.kind === 'sweep'
+        ? 'the sweep'
+        : 'the script change';
 }
 
 function describeExisting(decision: Decision): string {

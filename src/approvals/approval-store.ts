@@ -13,7 +13,7 @@ const userSchema = z.object({ id: z.string(), name: z.string() });
 export const approvalSchema = z.object({
   schemaVersion: z.literal(1),
   id: z.string(),
-  kind: z.enum(['start', 'resume', 'script-change']),
+  kind: z.enum(['start', 'resume', 'script-change', 'sweep']),
   runId: z.string(),
   runName: z.string(),
   threadId: z.string(),
@@ -36,6 +36,10 @@ export const approvalSchema = z.object({
   /** Who asked: a tool call of the agent (its turn resumes on decision), a plain command, or the monitor. */
   origin: z.enum(['agent', 'command', 'monitor']),
   toolCall: z.object({ name: z.string(), input: z.unknown() }).optional(),
+  /** A sweep: how many trials (`gpus`/`maxHours` are per trial, `costUsd` the total). */
+  trials: z.number().int().positive().optional(),
+  /** `SHEPHERD_BUDGET_USD_MONTH` and what was left of it when the card was posted. */
+  budget: z.object({ limitUsd: z.number(), leftUsd: z.number() }).optional(),
   createdAt: z.string(),
   expiresAt: z.string(),
   cardMessageId: z.string().optional(),

@@ -1,6 +1,7 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
+import { RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../tools/run-operations.js';
 import { userFacingError } from '../tools/run-operations.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
@@ -18,6 +19,8 @@ export interface CommandHandlerOptions {
   helpText: () => Promise<string>;
   /** Posts a chart into the thread and returns a sentence; absent until charts are wired. */
   chart?: (request: ChartRequest) => Promise<string>;
+  /** Private answer to one person (refusals); absent: the refusal is posted in the thread. */
+  ephemeral?: (threadId: string, userId: string, text: string) => Promise<void>;
   /** `watch slurm:<id>` / `watch <log> --pid N`; absent when watching is not wired. */
   watch?: (
     target: WatchTarget,
@@ -46,11 +49,11 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       case 'status':
         return command.run === undefined ? operations.list() : operations.status(command.run);
       case 'pause':
-        return operations.pause(command.run, actor);
+        return operations.pause(command.run, actor, threadId, 'command');
       case 'resume':
-        return operations.resume(command.run, actor, 'command');
+        return operations.resume(command.run, actor, threadId, 'command');
       case 'stop':
-        return operations.stop(command.run, actor);
+        return operations.stop(command.run, actor, threadId, 'command');
       case 'run': {
         const { name: _name, path, command: argv, ...flags } = command;
         if (argv !== undefined) return operations.runCommand(argv, flags, threadId, actor);
@@ -108,6 +111,14 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return await execute(command, threadId, actor);
       } catch (error) {
         options.logger.info({ threadId, command: command.name, err: String(error) }, 'command refused');
+        if (error instanceof RunAccessError && options.ephemeral !== undefined) {
+          // Only the person who tried needs to hear "not yours"; the thread stays clean.
+          const sent = await options.ephemeral(threadId, actor.id, error.message).then(
+            () => true,
+            () => false,
+          );
+          return sent ? '' : error.message;
+        }
         return userFacingError(error);
       }
     },

@@ -11,6 +11,7 @@ import type { IdempotentNotifier } from '../notify/notifier.js';
 import type { ControlJob } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
+import { type RunAccess, RunAccessError } from '../runs/run-access.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -70,6 +71,8 @@ export interface AlertServiceOptions {
   python: string;
   /** Environment for the syntax check (the same one training processes get). */
   environment: Readonly<Record<string, string | undefined>>;
+  /** Who may press Stop and Fix (Acknowledge is open to everyone who sees the card). */
+  access?: RunAccess;
   /** Told of every alert card posted (follows of `alert` / `stalled`); must not throw. */
   onAlert?: (meta: RunMeta, incident: Incident) => Promise<void>;
   /** Checkpoint history: where a fix for a NaN, divergence or spike resumes from. */
@@ -275,6 +278,22 @@ export function createAlertService(options: AlertServiceOptions) {
   ): Promise<ActionOutcome> {
     const alert = await loadAlert(alertId);
     if (alert === undefined) return { status: 'unknown', message: 'this alert no longer exists' };
+    if (verb !== 'ack' && options.access !== undefined) {
+      // Checked before the click is recorded, so a refused click leaves the card for someone allowed.
+      try {
+        const meta = await options.runs.findRun(alert.runId);
+        await options.access.authorize(
+          meta,
+          action.user,
+          action.threadId,
+          verb === 'stop' ? 'stop' : 'fix',
+          'button',
+        );
+      } catch (error) {
+        if (error instanceof RunAccessError) return { status: 'forbidden', message: error.message };
+        throw error;
+      }
+    }
     const record = JSON.stringify({ verb, user: action.user, at: Date.now() });
     const won = await redis.set(decisionKey(alertId), record, 'EX', KEEP_SECONDS, 'NX');
     if (won !== 'OK') {
@@ -452,6 +471,7 @@ export function createAlertService(options: AlertServiceOptions) {
         result.script,
         resume === undefined ? result.diagnosis : `${result.diagnosis}\n${resume.text}`,
         SHEPHERD,
+        alert.threadId,
         'monitor',
       );
       await notifier.post(

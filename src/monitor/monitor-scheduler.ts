@@ -1,4 +1,6 @@
 import { type ConnectionOptions, Queue } from 'bullmq';
+import type { Logger } from '../logger.js';
+import { logQueueErrors } from '../queue/job-payload.js';
 import { QUEUE_NAMES } from '../queue/jobs.js';
 
 /**
@@ -17,8 +19,10 @@ export function createMonitorScheduler(options: {
   connection: ConnectionOptions;
   prefix: string;
   intervalS: number;
+  logger?: Logger;
 }) {
   const queue = new Queue(QUEUE_NAMES.monitor, { connection: options.connection, prefix: options.prefix });
+  logQueueErrors(queue, options.logger, 'monitor queue');
   const every = Math.max(1, Math.round(options.intervalS * 1000));
 
   async function listRunIds(): Promise<string[]> {

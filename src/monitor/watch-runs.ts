@@ -33,6 +33,7 @@ export function createRunWatcher(options: {
     connection: redis,
     prefix,
     intervalS: config.monitor.intervalS,
+    logger,
   });
   const progressKey = (runId: string) => `${prefix}:progress-chart:${runId}`;
   // Runs watched since they started and not yet given their final tick (which reads the crash or the

@@ -59,6 +59,7 @@ export function createOps(options: { config: Config; redis: Redis; logger: Logge
     metricsToken: config.ops.metricsToken,
     adminToken: config.ops.adminToken,
     adminBoard: config.ops.adminToken === undefined ? undefined : () => createAdminBoard(queues),
+    hosts: { host: config.host, allowedHosts: config.playground.allowedHosts },
   });
   const requestListener: RequestListener = (request, response) => {
     listener(request, response).catch((error: unknown) => {

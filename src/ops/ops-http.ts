@@ -1,5 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createHostCheck, isCrossSite } from '../bot/web/web-guard.js';
 import { ADMIN_BASE_PATH } from './admin-board.js';
 import type { OpsMetrics } from './ops-metrics.js';
 import type { Readiness } from './readiness.js';
@@ -12,6 +13,8 @@ export interface OpsHttpOptions {
   /** When set, the queue dashboard is served and needs it; when unset, `/admin/queues` is 404. */
   adminToken: string | undefined;
   adminBoard: (() => (request: IncomingMessage, response: ServerResponse) => void) | undefined;
+  /** The playground's host rules; the dashboard refuses other Host names like the API does. */
+  hosts: { host: string; allowedHosts: readonly string[] };
 }
 
 /** The paths this listener answers; the web server hands them over before its own routes. */
@@ -58,6 +61,7 @@ function sendJson(
 /** `/healthz`, `/readyz`, `/metrics` and the queue dashboard, for every role. */
 export function createOpsListener(options: OpsHttpOptions) {
   let board: ((request: IncomingMessage, response: ServerResponse) => void) | undefined;
+  const hostAllowed = createHostCheck(options.hosts);
   return async function handleOps(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const method = request.method ?? 'GET';
     const path = new URL(request.url ?? '/', 'http://ops').pathname;
@@ -91,6 +95,15 @@ export function createOpsListener(options: OpsHttpOptions) {
     if (path === ADMIN_BASE_PATH || path.startsWith(`${ADMIN_BASE_PATH}/`)) {
       if (options.adminToken === undefined || options.adminBoard === undefined) {
         sendJson(response, 404, { error: `no route ${method} ${path}` });
+        return;
+      }
+      if (!hostAllowed(request.headers.host)) {
+        sendJson(response, 403, { error: `host not allowed: ${request.headers.host ?? '(none)'}` });
+        return;
+      }
+      // Browsers replay cached basic-auth credentials on cross-site form posts: refuse other sites' pages.
+      if (isCrossSite(request)) {
+        sendJson(response, 403, { error: 'cross-origin request refused' });
         return;
       }
       if (!hasToken(request, options.adminToken)) {

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { decodeThreadId } from '../bot/chat-adapter.js';
 
 /**
  * Queue contracts in one place: every queue, job name and versioned payload schema. Producers use
@@ -18,7 +19,18 @@ export const QUEUE_NAMES = {
 
 export type QueueName = (typeof QUEUE_NAMES)[keyof typeof QUEUE_NAMES];
 
-const threadId = z.string().min(3);
+/** A thread id that names a platform, channel and thread (`slack:C1:1700.1`); anything else is final. */
+const threadId = z
+  .string()
+  .min(3)
+  .refine((value) => {
+    try {
+      decodeThreadId(value);
+      return true;
+    } catch {
+      return false;
+    }
+  }, 'not a thread id');
 const base64 = z.string();
 
 export const agentTurnJob = z.object({
@@ -94,6 +106,12 @@ export const controlJob = z.discriminatedUnion('kind', [
     v: z.literal(1),
     kind: z.literal('run-schedule'),
     reason: z.string(),
+  }),
+  /** The daily digest; `at` (ISO) replaces the clock, for tests and re-sends. */
+  z.object({
+    v: z.literal(1),
+    kind: z.literal('digest'),
+    at: z.string().optional(),
   }),
 ]);
 export type ControlJob = z.infer<typeof controlJob>;

@@ -5,6 +5,7 @@ import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
 import { PlatformError, RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type AdapterLookup, adapterForThread, type IdempotentNotifier } from '../notify/notifier.js';
+import { logQueueErrors, parseJobPayload } from './job-payload.js';
 import {
   type CardPayload,
   NOTIFY_ATTEMPTS,
@@ -64,6 +65,7 @@ export interface QueueNotifierOptions {
   prefix: string;
   /** How long a caller waits for a post to land (retries included) before giving up waiting. */
   waitTimeoutMs?: number;
+  logger?: Logger;
 }
 
 export interface QueueNotifier extends IdempotentNotifier {
@@ -78,10 +80,14 @@ export interface QueueNotifier extends IdempotentNotifier {
 
 export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifier {
   const queue = new Queue(QUEUE_NAMES.notify, { connection: options.connection, prefix: options.prefix });
+  const eventsConnection = options.connection.duplicate();
+  logQueueErrors(eventsConnection, options.logger, 'notify events connection');
   const events = new QueueEvents(QUEUE_NAMES.notify, {
-    connection: options.connection.duplicate(),
+    connection: eventsConnection,
     prefix: options.prefix,
   });
+  logQueueErrors(queue, options.logger, 'notify queue');
+  logQueueErrors(events, options.logger, 'notify queue events');
   const waitTimeoutMs = options.waitTimeoutMs ?? 60_000;
   const ready = events.waitUntilReady();
 
@@ -190,7 +196,7 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   const worker = new Worker(
     QUEUE_NAMES.notify,
     async (job: Job, token?: string) => {
-      const data = notifyJob.parse(job.data);
+      const data = parseJobPayload(notifyJob, job.data, QUEUE_NAMES.notify);
       try {
         return await performNotify(options.adapters, data);
       } catch (error) {
@@ -227,6 +233,7 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
       },
     },
   );
+  logQueueErrors(worker, logger, 'notify worker');
   worker.on('failed', (job, error) => {
     if (job && job.attemptsMade >= NOTIFY_ATTEMPTS) {
       logger.error(

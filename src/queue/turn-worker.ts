@@ -1,6 +1,7 @@
 import { DelayedError, type Job, Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
+import { logQueueErrors, parseJobPayload } from './job-payload.js';
 import { agentTurnJob, QUEUE_NAMES } from './jobs.js';
 import type { Batch, TurnInbox } from './turn-inbox.js';
 
@@ -35,8 +36,10 @@ export interface TurnWorkerOptions {
 }
 
 /** Creates the queue producers use to ask for a turn. */
-export function createTurnQueue(connection: Redis, prefix: string): Queue {
-  return new Queue(QUEUE_NAMES.turns, { connection, prefix });
+export function createTurnQueue(connection: Redis, prefix: string, logger?: Logger): Queue {
+  const queue = new Queue(QUEUE_NAMES.turns, { connection, prefix });
+  logQueueErrors(queue, logger, 'turn queue');
+  return queue;
 }
 
 /** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
@@ -63,7 +66,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
   const worker = new Worker(
     QUEUE_NAMES.turns,
     async (job: Job, token?: string) => {
-      const { threadId } = agentTurnJob.parse(job.data);
+      const { threadId } = parseJobPayload(agentTurnJob, job.data, QUEUE_NAMES.turns);
       const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
       if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
@@ -132,6 +135,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       .catch((error: unknown) => logger.warn({ err: String(error) }, 'inbox sweep failed'));
   }, SWEEP_EVERY_MS);
   sweeper.unref();
+  logQueueErrors(worker, logger, 'turn worker');
   worker.on('closing', () => clearInterval(sweeper));
   return worker;
 }

@@ -27,8 +27,26 @@ export function assertTransition(from: RunStatus, to: RunStatus, runName: string
   }
 }
 
+/** An attempt to change a run (pause, resume, stop, edit), allowed or refused; see run-access.ts. */
+export interface AttemptEntry {
+  kind: 'attempt';
+  ts: string;
+  runId: string;
+  action: string;
+  by: { id: string; name: string };
+  /** The thread the attempt came from. */
+  threadId: string;
+  via: string;
+  allowed: boolean;
+  reason: string;
+}
+
 export interface AuditLog {
   record(entry: AuditEntry): Promise<void>;
+  /** Who tried to change which run, from where, and whether it was allowed. */
+  recordAttempt(entry: AttemptEntry): Promise<void>;
+  /** Newest attempt entries (all runs), oldest first. */
+  recentAttempts(count: number): Promise<AttemptEntry[]>;
   /** Newest entries from the Redis stream (all runs), oldest first. */
   recent(count: number): Promise<AuditEntry[]>;
 }
@@ -40,6 +58,29 @@ export function createAuditLog(options: {
   runDir: (runId: string) => string;
 }): AuditLog {
   const key = createKeys(options.prefix).auditStream;
+
+  async function recordAttempt(entry: AttemptEntry): Promise<void> {
+    const line = JSON.stringify(entry);
+    await appendRunFile(options.runDir(entry.runId), RUN_FILES.audit, line);
+    await options.redis.xadd(key, 'MAXLEN', '~', '10000', '*', 'attempt', line);
+  }
+
+  async function recentAttempts(count: number): Promise<AttemptEntry[]> {
+    const rows = await options.redis.xrevrange(key, '+', '-', 'COUNT', count);
+    const entries: AttemptEntry[] = [];
+    for (const [, fields] of rows) {
+      const index = fields.indexOf('attempt');
+      const value = index >= 0 ? fields[index + 1] : undefined;
+      if (value === undefined) continue;
+      try {
+        const parsed = JSON.parse(value) as AttemptEntry;
+        if (parsed.kind === 'attempt' && typeof parsed.runId === 'string') entries.push(parsed);
+      } catch {
+        // skip a malformed entry
+      }
+    }
+    return entries.reverse();
+  }
 
   async function record(entry: AuditEntry): Promise<void> {
     const line = JSON.stringify(entry);
@@ -65,5 +106,5 @@ export function createAuditLog(options: {
     return entries.reverse();
   }
 
-  return { record, recent };
+  return { record, recent, recordAttempt, recentAttempts };
 }

@@ -163,6 +163,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       SHEPHERD_RUN_ID: meta.id,
       SHEPHERD_RUN_NAME: meta.name,
       SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
+      SHEPHERD_RUN_ARGS: JSON.stringify(meta.args ?? []),
       SHEPHERD_LAUNCH: String(launchNumber),
       CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
       PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,

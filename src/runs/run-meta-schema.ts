@@ -17,6 +17,7 @@ export const runMetaSchema = z.object({
   maxHours: z.number().positive(),
   modelId: z.string().optional(),
   config: z.record(z.string(), z.unknown()).optional(),
+  args: z.array(z.string()).optional(),
   scriptVersion: z.number().int().positive(),
   executor: z.enum(['local', 'slurm']),
   pid: z.number().int().optional(),

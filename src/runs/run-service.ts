@@ -37,6 +37,7 @@ export interface CreateRunRequest {
   maxHours?: number;
   modelId?: string;
   config?: Record<string, unknown>;
+  args?: string[];
   threadId: string;
   requester: { id: string; name: string };
   /** Command runs (the script is then the named `.py` file, or empty when the command names none). */
@@ -188,6 +189,7 @@ export function createRunService(options: RunServiceOptions): RunService {
             executor: executor.kind,
             ...(request.modelId === undefined ? {} : { modelId: request.modelId }),
             ...(request.config === undefined ? {} : { config: request.config }),
+            ...(request.args === undefined ? {} : { args: request.args }),
             ...(request.launch === undefined ? {} : { launch: request.launch }),
           },
           now(),

@@ -39,6 +39,7 @@ export interface NewRunInput {
   executor: 'local' | 'slurm';
   modelId?: string;
   config?: Record<string, unknown>;
+  args?: string[];
   /** Command-run fields copied into meta (command, cwd, scriptPath, environmentName, nodes). */
   launch?: Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch'>>;
 }
@@ -247,6 +248,7 @@ export function createRunStore(options: RunStoreOptions): RunStore {
     };
     if (input.modelId !== undefined) meta.modelId = input.modelId;
     if (input.config !== undefined) meta.config = input.config;
+    if (input.args !== undefined) meta.args = input.args;
     for (const [key, value] of Object.entries(input.launch ?? {})) {
       if (value !== undefined) Object.assign(meta, { [key]: value });
     }

@@ -48,6 +48,8 @@ export interface RunMeta {
   maxHours: number;
   modelId?: string;
   config?: Record<string, unknown>;
+  /** Extra command-line arguments for train.py (a sweep trial's `--key value` pairs). */
+  args?: string[];
   /** Version number of the current `train.py` (1 for the first script). */
   scriptVersion: number;
   /** Executor handle: pid/pgid locally, job id on Slurm. */

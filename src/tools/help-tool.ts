@@ -47,6 +47,8 @@ function sections(
       '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--nodes N] -- <command …>` (torchrun, accelerate, bash train.sh, …),',
       '`watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N]` (runs you started yourself),',
       '`chart <run> [metric] [--steps FROM..TO]`,',
+      '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P]`,',
+      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`,',
       '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
       '`session` (summary, model, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn).',
     ].join(' '),

@@ -149,6 +149,7 @@ export function createRunInspectTools(options: {
           edited.script,
           input.reason,
           context.actor,
+          context.threadId,
           'agent',
           {
             name: 'edit_script',

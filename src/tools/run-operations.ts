@@ -7,6 +7,7 @@ import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../monitor/redact.js';
 import { codeBlock } from '../notify/code-block.js';
 import { refuseScriptEdit } from '../runs/command-script.js';
+import type { RunAccess, RunChange, RunChangeVia } from '../runs/run-access.js';
 import { describeEnvironment, type Environments, pickEnvironment } from '../runs/run-environments.js';
 import type { CreateRunRequest, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
@@ -53,6 +54,8 @@ export interface RunOperationsOptions {
   store: RunStore;
   approvals: ApprovalService;
   workspace: string;
+  /** Who may pause, resume, stop or edit a run (absent: anyone, as before; tests of the bare core). */
+  access?: RunAccess;
   /** `SHEPHERD_MAX_HOURS`: a resume of a run above it is refused before any card. */
   maxHours?: number;
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
@@ -272,8 +275,27 @@ export function createRunOperations(options: RunOperationsOptions) {
     return lines.join('\n');
   }
 
-  async function pause(reference: string, actor: ChatUser): Promise<string> {
-    const meta = await runs.pause(reference, actor);
+  /** Finds the run and checks (and audits) that `actor`, acting in `threadId`, may make `change`. */
+  async function authorized(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    change: RunChange,
+    via: RunChangeVia,
+  ): Promise<RunMeta> {
+    const meta = await runs.findRun(reference);
+    await options.access?.authorize(meta, actor, threadId, change, via);
+    return meta;
+  }
+
+  async function pause(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    via: RunChangeVia,
+  ): Promise<string> {
+    const target = await authorized(reference, actor, threadId, 'pause', via);
+    const meta = await runs.pause(target.id, actor);
     const report = await runs.status(meta.id);
     const step = report.resume?.step;
     return `Paused ${meta.name}${step === undefined || step === null ? '' : ` at checkpoint step ${step}`}; its GPUs are free.`;
@@ -282,10 +304,11 @@ export function createRunOperations(options: RunOperationsOptions) {
   async function resume(
     reference: string,
     actor: ChatUser,
+    threadId: string,
     origin: 'agent' | 'command',
     toolCall?: { name: string; input: unknown },
   ) {
-    const meta = await runs.findRun(reference);
+    const meta = await authorized(reference, actor, threadId, 'resume', origin);
     if (meta.watch !== undefined) {
       throw new RunError(
         'watched_run',
@@ -320,8 +343,13 @@ export function createRunOperations(options: RunOperationsOptions) {
       : `Resuming ${meta.name} asks for ${meta.gpus} GPUs again, so it needs approval (card posted, approval ${approval.id}).`;
   }
 
-  async function stop(reference: string, actor: ChatUser): Promise<string> {
-    const found = await runs.findRun(reference);
+  async function stop(
+    reference: string,
+    actor: ChatUser,
+    threadId: string,
+    via: RunChangeVia,
+  ): Promise<string> {
+    const found = await authorized(reference, actor, threadId, 'stop', via);
     if (found.watch !== undefined && options.confirmStop !== undefined && found.status === 'running') {
       return options.confirmStop(found, actor);
     }
@@ -334,10 +362,15 @@ export function createRunOperations(options: RunOperationsOptions) {
     script: string,
     reason: string,
     actor: ChatUser,
+    threadId: string,
     origin: 'agent' | 'command' | 'monitor',
     toolCall?: { name: string; input: unknown },
   ): Promise<{ text: string; diff: string }> {
-    const meta = await runs.findRun(reference);
+    // A monitor proposal comes from Shepherd's own triage, which a person allowed with the fix button.
+    const meta =
+      origin === 'monitor'
+        ? await runs.findRun(reference)
+        : await authorized(reference, actor, threadId, 'update_script', origin);
     // A finished run's script can never be applied: say so now rather than after someone approves.
     if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
       throw new RunError('run_finished', `run ${meta.name} is ${meta.status}; start a new run instead`);

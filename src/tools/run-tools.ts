@@ -101,7 +101,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
         'Pause a run: it saves a checkpoint and stops, freeing its GPUs. Resume later continues from the checkpoint.',
       kind: 'write',
       input: z.object({ run: runReference }),
-      execute: (input, context) => operations.pause(input.run, context.actor),
+      execute: (input, context) => operations.pause(input.run, context.actor, context.threadId, 'agent'),
     }),
     defineTool({
       name: 'resume_training',
@@ -110,14 +110,17 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       kind: 'write',
       input: z.object({ run: runReference }),
       execute: (input, context) =>
-        operations.resume(input.run, context.actor, 'agent', { name: 'resume_training', input }),
+        operations.resume(input.run, context.actor, context.threadId, 'agent', {
+          name: 'resume_training',
+          input,
+        }),
     }),
     defineTool({
       name: 'stop_training',
       description: 'Stop a run for good (it gets a chance to checkpoint first).',
       kind: 'write',
       input: z.object({ run: runReference }),
-      execute: (input, context) => operations.stop(input.run, context.actor),
+      execute: (input, context) => operations.stop(input.run, context.actor, context.threadId, 'agent'),
     }),
     defineTool({
       name: 'update_script',
@@ -135,6 +138,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
           input.script,
           input.reason,
           context.actor,
+          context.threadId,
           'agent',
           {
             name: 'update_script',

@@ -8,6 +8,7 @@ import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Notifier } from '../notify/notifier.js';
 import { readProcessStat } from '../runs/process-table.js';
+import { type RunAccess, RunAccessError } from '../runs/run-access.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunCommand } from '../runs/slurm/slurm-command.js';
@@ -31,6 +32,8 @@ export interface WatchOperationsOptions {
   notifier: Notifier;
   /** The Slurm CLI (`scontrol`, `sacct`). */
   slurmCommand: RunCommand;
+  /** Who may decide a stop card (the requester or an approver); absent: anyone. */
+  access?: RunAccess;
   logger: Logger;
 }
 
@@ -181,6 +184,16 @@ export function createWatchOperations(options: WatchOperationsOptions) {
     const raw = await redis.get(confirmKey(token));
     if (raw === null) return { status: 'unknown', message: 'this confirmation has expired; send stop again' };
     const confirmation = JSON.parse(raw) as StopConfirmation;
+    if (options.access !== undefined) {
+      // Deciding a stop card is stopping the run (or refusing to): checked and audited before it counts.
+      try {
+        const meta = await runs.findRun(confirmation.runId);
+        await options.access.authorize(meta, action.user, action.threadId, 'stop', 'button');
+      } catch (error) {
+        if (error instanceof RunAccessError) return { status: 'forbidden', message: error.message };
+        throw error;
+      }
+    }
     const won = await redis.set(decidedKey(token), action.user.name, 'EX', CONFIRM_TTL_S, 'NX');
     if (won !== 'OK') return { status: 'resolved', message: 'this was already decided' };
     const clock = `${new Date().toISOString().slice(11, 16)} UTC`;

@@ -363,6 +363,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       FIXED,
       'stop crashing',
       { id: 'alice', name: 'alice' },
+      failed.threadId,
       'command',
     );
     expect(result.diff).toContain('+print("fixed version running with "');

@@ -236,6 +236,7 @@ describe('monitoring in the thread', () => {
       crashing(8),
       'halve the batch',
       { id: 'alice', name: 'alice' },
+      run.threadId,
       'command',
     );
     await approveLatest(shepherd, threadId, 'Approve script change: crashing', 4);

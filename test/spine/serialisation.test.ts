@@ -75,10 +75,16 @@ describe('per-thread serialisation', () => {
     }
     expect(overlaps).toEqual([]);
     // Every message reached the model exactly once as new input: the union of user texts equals all 50.
-    const seen = new Set(llm.requests.flatMap(userTexts));
+    // People's words reach the model inside their untrusted-text boundary (issue 10 item 7).
+    const seen = new Set(
+      llm.requests
+        .flatMap(userTexts)
+        .flatMap((text) => [...text.matchAll(/<(message-[0-9a-f]{12})[^>]*>\n([\s\S]*?)\n<\/\1>/g)])
+        .map((match) => match[2]),
+    );
     for (let thread = 0; thread < 5; thread += 1) {
       for (let index = 1; index < 10; index += 1) {
-        expect([...seen].some((text) => text.endsWith(`thread-${thread} message-${index}`))).toBe(true);
+        expect(seen.has(`thread-${thread} message-${index}`), `thread-${thread} message-${index}`).toBe(true);
       }
     }
   });

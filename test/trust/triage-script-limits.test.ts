@@ -84,6 +84,7 @@ describe('a FIX is never derived from a cut or redacted script (issue 10 item 12
       crashing(`BATCH = 8\nHUB_TOKEN = "${TOKEN}"`),
       'smaller batch, log in to the hub',
       { id: 'alice', name: 'alice' },
+      `web:ml-runs:${threadId}`,
       'command',
     );
     messages = await shepherd.waitForMessages(

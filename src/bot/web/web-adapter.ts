@@ -27,6 +27,8 @@ export interface WebAdapterOptions {
   /** The name people mention (`@shepherd`). */
   botName: string;
   logger: Logger;
+  /** `SHEPHERD_PLAYGROUND`, `SHEPHERD_PLAYGROUND_TOKEN`, `SHEPHERD_ALLOWED_HOSTS` (default: on, no token). */
+  playground?: { enabled: boolean; token: string | undefined; allowedHosts: readonly string[] };
   /** Other listeners served by the same HTTP server under a path prefix (e.g. Slack's `/slack/`). */
   mounts?: Array<{ pathPrefix: string; listener: RequestListener }>;
 }
@@ -99,6 +101,9 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
     async start(handlers: InboundHandlers) {
       if (server !== undefined) throw new Error('web adapter already started');
       const subscriber = options.redis.duplicate();
+      subscriber.on('error', (error: Error) =>
+        logger.warn({ err: error.message }, 'playground event subscriber: redis error'),
+      );
       events = createWebEventHub({ subscriber, channel: store.eventsChannel, logger });
       await events.start();
       const listener = createWebRequestHandler({
@@ -108,6 +113,12 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         botName: options.botName,
         logger,
         page: renderPage({ botName: options.botName }),
+        enabled: options.playground?.enabled ?? true,
+        guard: {
+          host: options.host,
+          allowedHosts: options.playground?.allowedHosts ?? [],
+          token: options.playground?.token,
+        },
       });
       const mounts = options.mounts ?? [];
       const created = createServer((request, response) => {

@@ -3,7 +3,9 @@ import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { decodeThreadId, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
+import { isReservedName } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
+import { createWebGuard, type WebGuardOptions } from './web-guard.js';
 import type { WebMessage, WebStore } from './web-store.js';
 
 /*
@@ -29,19 +31,27 @@ const userName = z
 /** The name bot messages carry in the playground API. */
 export const WEB_BOT_USER = 'shepherd';
 
-const postMessageBody = z.object({
-  channel: channelName,
-  // A person posting as the bot would be indistinguishable from it in the thread.
-  user: userName.refine((name) => name.toLowerCase() !== WEB_BOT_USER, 'reserved for the bot'),
-  text: z.string().min(1),
-  threadId: z.string().min(1).optional(),
-});
-const postActionBody = z.object({
-  threadId: z.string().min(1),
-  messageId: z.string().min(1),
-  actionId: z.string().min(1),
-  user: userName,
-});
+/** A person posting as the bot (or a lookalike of it) would be indistinguishable from it in the thread. */
+function personName(botName: string) {
+  return userName.refine((name) => !isReservedName(name, botName), 'this name is reserved');
+}
+
+function requestSchemas(botName: string) {
+  return {
+    postMessage: z.object({
+      channel: channelName,
+      user: personName(botName),
+      text: z.string().min(1),
+      threadId: z.string().min(1).optional(),
+    }),
+    postAction: z.object({
+      threadId: z.string().min(1),
+      messageId: z.string().min(1),
+      actionId: z.string().min(1),
+      user: personName(botName),
+    }),
+  };
+}
 const postChannelBody = z.object({ channel: channelName });
 
 class HttpProblem extends Error {
@@ -163,6 +173,10 @@ export interface WebRequestHandlerOptions {
   botName: string;
   logger: Logger;
   page: { html: string; contentSecurityPolicy: string };
+  /** Host, Origin, content-type and token checks; see web-guard.ts. */
+  guard: WebGuardOptions;
+  /** `SHEPHERD_PLAYGROUND=off`: only `/healthz` answers (the server may still carry Slack's mount). */
+  enabled?: boolean;
   now?: () => number;
 }
 
@@ -173,9 +187,12 @@ export function createWebRequestHandler(
   const { store, handlers, events, logger, page } = options;
   const now = options.now ?? Date.now;
   const mention = createMentionPattern(options.botName);
+  const schemas = requestSchemas(options.botName);
+  const admit = createWebGuard(options.guard);
+  const enabled = options.enabled ?? true;
 
   async function postMessage(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const body = await readJson(request, postMessageBody);
+    const body = await readJson(request, schemas.postMessage);
     if (body.text.length > WEB_TEXT_MAX_CHARS) {
       throw new HttpProblem(413, `text: over ${WEB_TEXT_MAX_CHARS} characters`);
     }
@@ -215,7 +232,7 @@ export function createWebRequestHandler(
   }
 
   async function postAction(request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const body = await readJson(request, postActionBody);
+    const body = await readJson(request, schemas.postAction);
     const target = parseThreadParameter(body.threadId);
     const message = await store.getMessage(body.messageId);
     if (
@@ -282,6 +299,8 @@ export function createWebRequestHandler(
   async function route(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const method = request.method ?? 'GET';
     const path = new URL(request.url ?? '/', 'http://playground').pathname;
+    if (!enabled && path !== '/healthz') throw new HttpProblem(404, 'the playground is off');
+    if (!admit(request, response)) return;
 
     if (method === 'POST' && path === '/api/messages') return await postMessage(request, response);
     if (method === 'POST' && path === '/api/actions') return await postAction(request, response);

@@ -25,6 +25,10 @@ export interface ChartInput {
   height?: number | undefined;
   theme?: 'light' | 'dark' | undefined;
   maxPoints?: number | undefined;
+  /** Overlay charts (sweeps, compare): the series drawn thick, the others thin. */
+  emphasize?: string | undefined;
+  /** Replaces the default "<run> — <metrics>" title. */
+  title?: string | undefined;
 }
 
 export interface BuiltChart {
@@ -85,7 +89,7 @@ export function buildChart(input: ChartInput): BuiltChart {
       data: line.map((point) => ({ x: point.step, y: point.value })),
       borderColor: color,
       backgroundColor: color,
-      borderWidth: 1.5,
+      borderWidth: input.emphasize === undefined ? 1.5 : name === input.emphasize ? 4 : 1,
       pointRadius: line.length <= 60 ? 2 : 0,
       tension: 0,
       fill: false,
@@ -172,7 +176,7 @@ export function buildChart(input: ChartInput): BuiltChart {
       plugins: {
         title: {
           display: true,
-          text: `${input.runName} — ${names.join(', ')}`,
+          text: input.title ?? `${input.runName} — ${names.join(', ')}`,
           color: theme.text,
           font: { size: 15 },
         },

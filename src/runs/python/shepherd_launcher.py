@@ -163,6 +163,15 @@ def _wait(deadline, grace):
         time.sleep(0.2)
 
 
+def _run_args():
+    """Extra arguments for train.py (a sweep trial's --key value pairs), JSON in SHEPHERD_RUN_ARGS."""
+    try:
+        values = json.loads(os.environ.get("SHEPHERD_RUN_ARGS") or "[]")
+    except ValueError:
+        return []
+    return [str(value) for value in values] if isinstance(values, list) else []
+
+
 def main():
     global _child
     launch = int(sys.argv[1])
@@ -179,7 +188,7 @@ def main():
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, _on_signal)
     try:
-        _child = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL)
+        _child = subprocess.Popen(argv + _run_args(), cwd=cwd, stdin=subprocess.DEVNULL)
     except OSError as error:
         print("[shepherd] could not start {}: {}".format(script, error), file=sys.stderr, flush=True)
         _write_status({"launch": launch, "exitCode": 127, "signal": None, "terminated": _terminated})

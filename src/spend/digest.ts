@@ -1,0 +1,43 @@
+import type { Queue } from 'bullmq';
+import type { Notifier } from '../notify/notifier.js';
+import type { SpendReports } from './spend-report.js';
+
+/** `SHEPHERD_DIGEST_AT` (`HH:MM` UTC) as a cron pattern for a BullMQ job scheduler. */
+export function digestPattern(at: string): string {
+  const [hours, minutes] = at.split(':').map(Number);
+  return `${minutes ?? 0} ${hours ?? 0} * * *`;
+}
+
+/** `SHEPHERD_DIGEST_CHANNEL` as a thread id for a new top-level message: `web:digest` → `web:digest:`. */
+export function digestThread(channel: string): string {
+  return channel.split(':').length >= 3 ? channel : `${channel}:`;
+}
+
+export const DIGEST_SCHEDULER_ID = 'daily-digest';
+
+export async function scheduleDigest(queue: Queue, at: string | undefined): Promise<void> {
+  if (at === undefined) {
+    await queue.removeJobScheduler(DIGEST_SCHEDULER_ID);
+    return;
+  }
+  await queue.upsertJobScheduler(
+    DIGEST_SCHEDULER_ID,
+    { pattern: digestPattern(at), tz: 'UTC' },
+    {
+      name: 'digest',
+      data: { v: 1, kind: 'digest' },
+      opts: { removeOnComplete: 50, removeOnFail: 50 },
+    },
+  );
+}
+
+export async function postDigest(options: {
+  notifier: Notifier;
+  spend: SpendReports;
+  channel: string;
+  at: Date;
+  openApprovals: () => Promise<string[]>;
+}): Promise<void> {
+  const text = await options.spend.digest(options.at, await options.openApprovals());
+  await options.notifier.post(digestThread(options.channel), text);
+}

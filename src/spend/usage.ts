@@ -1,0 +1,173 @@
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { decodeThreadId } from '../bot/chat-adapter.js';
+import type { AuditEntry } from '../runs/audit-log.js';
+import { RUN_FILES } from '../runs/run-store.js';
+import type { RunMeta } from '../runs/run-types.js';
+
+/**
+ * GPU time from the runs' real durations: every stretch a run spent `running` (its audit trail, one line
+ * per transition), clipped to a window, times its GPUs. A run still running counts up to now.
+ */
+
+export interface RunUsage {
+  meta: RunMeta;
+  /** Running time inside the window, in hours. */
+  hours: number;
+  gpuHours: number;
+  usd: number;
+  /** First time it started running, if inside the window. */
+  startedInWindow: boolean;
+  /** Ended (completed / failed / stopped) inside the window. */
+  endedInWindow: boolean;
+}
+
+export interface Window {
+  from: Date;
+  to: Date;
+}
+
+export async function readAudit(runDir: string): Promise<AuditEntry[]> {
+  let text: string;
+  try {
+    text = await readFile(join(runDir, RUN_FILES.audit), 'utf8');
+  } catch {
+    return [];
+  }
+  const entries: AuditEntry[] = [];
+  for (const line of text.split('\n')) {
+    if (line.trim() === '') continue;
+    try {
+      const entry = JSON.parse(line) as AuditEntry;
+      if (typeof entry.ts === 'string' && typeof entry.to === 'string') entries.push(entry);
+    } catch {
+      // a torn last line: skip it
+    }
+  }
+  return entries;
+}
+
+/** Stretches spent running, as [start, end] epoch ms; an open one ends at `now`. */
+export function runningIntervals(entries: AuditEntry[], meta: RunMeta, now: Date): Array<[number, number]> {
+  const intervals: Array<[number, number]> = [];
+  let openedAt: number | undefined;
+  for (const entry of entries) {
+    const at = Date.parse(entry.ts);
+    if (!Number.isFinite(at)) continue;
+    if (entry.to === 'running' && openedAt === undefined) openedAt = at;
+    else if (entry.from === 'running' && entry.to !== 'running' && openedAt !== undefined) {
+      intervals.push([openedAt, at]);
+      openedAt = undefined;
+    }
+  }
+  if (openedAt !== undefined) {
+    const end = meta.status === 'running' ? now.getTime() : Date.parse(meta.endedAt ?? meta.updatedAt);
+    intervals.push([openedAt, Math.max(openedAt, end)]);
+  }
+  if (intervals.length === 0 && meta.startedAt !== undefined && entries.length === 0) {
+    // No audit trail (an old run): fall back to its first start and its end.
+    const end = meta.endedAt === undefined ? now.getTime() : Date.parse(meta.endedAt);
+    intervals.push([Date.parse(meta.startedAt), end]);
+  }
+  return intervals;
+}
+
+export async function usageOf(
+  runs: RunMeta[],
+  runDir: (runId: string) => string,
+  window: Window,
+  gpuHourUsd: number,
+  clock: () => Date = () => new Date(),
+): Promise<RunUsage[]> {
+  const from = window.from.getTime();
+  const to = window.to.getTime();
+  const usages: RunUsage[] = [];
+  for (const meta of runs) {
+    const entries = await readAudit(runDir(meta.id));
+    // A run still running has run until now, not until a later report time (a digest for tomorrow).
+    const until = new Date(Math.min(window.to.getTime(), clock().getTime()));
+    const intervals = runningIntervals(entries, meta, until);
+    let milliseconds = 0;
+    for (const [start, end] of intervals)
+      milliseconds += Math.max(0, Math.min(end, to) - Math.max(start, from));
+    const hours = milliseconds / 3_600_000;
+    const firstStart = intervals[0]?.[0];
+    const ended =
+      meta.endedAt !== undefined && ['completed', 'failed', 'stopped'].includes(meta.status)
+        ? Date.parse(meta.endedAt)
+        : undefined;
+    usages.push({
+      meta,
+      hours,
+      gpuHours: hours * meta.gpus,
+      usd: hours * meta.gpus * gpuHourUsd,
+      startedInWindow: firstStart !== undefined && firstStart >= from && firstStart <= to,
+      endedInWindow: ended !== undefined && ended >= from && ended <= to,
+    });
+  }
+  return usages;
+}
+
+export function channelOf(threadId: string): string {
+  try {
+    const reference = decodeThreadId(threadId);
+    return `${reference.platform}:${reference.channel}`;
+  } catch {
+    return threadId;
+  }
+}
+
+export interface SpendGroup {
+  key: string;
+  runs: number;
+  gpuHours: number;
+  usd: number;
+}
+
+export function groupUsage(usages: RunUsage[], by: 'person' | 'channel'): SpendGroup[] {
+  const groups = new Map<string, SpendGroup>();
+  for (const usage of usages) {
+    if (usage.hours <= 0) continue;
+    const key = by === 'person' ? usage.meta.requester.name : channelOf(usage.meta.threadId);
+    const group = groups.get(key) ?? { key, runs: 0, gpuHours: 0, usd: 0 };
+    group.runs += 1;
+    group.gpuHours += usage.gpuHours;
+    group.usd += usage.usd;
+    groups.set(key, group);
+  }
+  return [...groups.values()].sort(
+    (left, right) => right.usd - left.usd || left.key.localeCompare(right.key),
+  );
+}
+
+export function formatGpuHours(value: number): string {
+  if (value === 0) return '0';
+  return value >= 10 ? value.toFixed(1) : value >= 0.01 ? value.toFixed(2) : value.toPrecision(2);
+}
+
+export function formatDollars(value: number): string {
+  return `$${value.toFixed(2)}`;
+}
+
+export function startOfMonthUtc(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
+
+/** A plain-text table (monospace in a code block on every platform). */
+export function table(headers: string[], rows: string[][]): string {
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+      .join('  ')
+      .trimEnd();
+  return [
+    '```',
+    line(headers),
+    line(widths.map((width) => '-'.repeat(width))),
+    ...rows.map(line),
+    '```',
+  ].join('\n');
+}
