@@ -18,12 +18,14 @@
  *     request's scheduled time: `ack_p99_ms_*` and `ack_p99_ratio` (goal ≤ 1.5).
  *
  * Run: npx tsx bench/spine-ack.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
- * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION.
+ * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION,
+ * BENCH_ACK_NODE_OPTIONS (NODE_OPTIONS for the Shepherd process only).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type LoadResult, runAutocannon } from './lib/autocannon.js';
+import { bareLoopDelayP99Ms, formatGc, gcBetween, scrapeMetrics } from './lib/loop-delay.js';
 import { note, print } from './lib/output.js';
 import { type PacedResult, runPacedLoad } from './lib/paced.js';
 import { freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
@@ -60,6 +62,10 @@ async function startShepherd(): Promise<string> {
     SHEPHERD_LOG_LEVEL: 'warn',
     // Never reached on the ack path; set so nothing tries a real model.
     SHEPHERD_LLM_BASE_URL: 'http://127.0.0.1:9/v1',
+    // For experiments with V8 flags (e.g. `--max-semi-space-size=64`); unset by default.
+    ...(process.env.BENCH_ACK_NODE_OPTIONS === undefined
+      ? {}
+      : { NODE_OPTIONS: process.env.BENCH_ACK_NODE_OPTIONS }),
   });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
@@ -113,8 +119,18 @@ try {
   const bareCapacity = await load('bare capacity', bareUrl);
   const shepherdCapacity = await load('shepherd capacity', shepherdUrl);
   const rate = Math.round(shepherdCapacity.okPerSecond * rateFraction);
+  await bareLoopDelayP99Ms(bareUrl);
   const bareLatency = await paced(`bare paced at ${rate}/s`, bareUrl, rate);
+  const bareLoopDelay = await bareLoopDelayP99Ms(bareUrl);
+  // Scraping resets Shepherd's event-loop delay histogram, so the second scrape covers the paced run.
+  const beforeScrape = await scrapeMetrics(shepherdUrl);
   const shepherdLatency = await paced(`shepherd paced at ${rate}/s`, shepherdUrl, rate);
+  const afterScrape = await scrapeMetrics(shepherdUrl);
+  const loopDelayMs = (afterScrape.get('shepherd_event_loop_lag_seconds') ?? Number.NaN) * 1000;
+  note(`shepherd GC during the paced run: ${formatGc(gcBetween(beforeScrape, afterScrape))}`);
+  note(
+    `event-loop delay p99 during the paced runs: shepherd ${loopDelayMs.toFixed(1)} ms, bare ${bareLoopDelay.toFixed(1)} ms`,
+  );
 
   print('ack_p99_ms_bare', bareLatency.p99);
   print('ack_p99_ms_shepherd', shepherdLatency.p99);
@@ -125,6 +141,8 @@ try {
   print('ack_rps_bare', bareCapacity.okPerSecond);
   print('ack_rps_shepherd', shepherdCapacity.okPerSecond);
   print('ack_capacity_ratio', shepherdCapacity.okPerSecond / bareCapacity.okPerSecond);
+  print('event_loop_delay_p99_ms', loopDelayMs);
+  print('event_loop_delay_p99_ms_bare', bareLoopDelay);
   print('ack_p99_ms_saturated_bare', bareCapacity.latency.p99);
   print('ack_p99_ms_saturated_shepherd', shepherdCapacity.latency.p99);
 } finally {

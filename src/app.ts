@@ -6,17 +6,17 @@ import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
 import { compactSession, withSummary } from './agent/session-compaction.js';
-import {
-  createSessionStore,
-  DEFAULT_SESSION_MAX_ENTRIES,
-  parseSessionEntries,
-} from './agent/session-store.js';
+import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
 import { loadSystemPrompt } from './agent/system-prompt.js';
 import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
+import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
+import { createWebRunsRoutes } from './bot/web/runs-api.js';
+import { createWebRunsSource } from './bot/web/runs-source.js';
+import { createWebTurnsRoutes } from './bot/web/turns-api.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
@@ -30,7 +30,7 @@ import { instrumentProvider } from './ops/instrumented-provider.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
-import { createKeys, createRedis } from './redis.js';
+import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
 
 /** Things tests and deployments may swap at the edges. */
@@ -73,13 +73,12 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
   const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
-  const keys = createKeys(prefix);
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
 
   const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
-  const webStore = createWebStore({ redis: ackRedis, prefix });
+  const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
   const web = createWebAdapter({
     store: webStore,
     redis,
@@ -101,6 +100,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const turnQueue = createTurnQueue(redis, prefix, logger);
   const sessions = createSessionStore({ redis, prefix, logger });
   const threadState = createThreadState({ redis, prefix });
+  const traces = createTurnTraceStore({ redis, prefix });
   const actions = createActionRouter();
   const handlers = createInboundHandlers({
     inbox,
@@ -153,6 +153,14 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     onAlert: (kind) => ops.metrics.alert(kind),
     ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
   });
+  web.extend(
+    createWebRunsRoutes({
+      source: createWebRunsSource(features),
+      logger: logger.child({ component: 'web' }),
+      botName: config.botName,
+    }),
+  );
+  web.extend(createWebTurnsRoutes({ store: webStore, traces }));
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const systemPrompt = loadSystemPrompt(config.botName);
   /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
@@ -162,7 +170,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     follows: features.follows,
     defaultModel: config.llm.model,
     allowedModels: config.llm.models,
-    historyLength: (threadId) => redis.llen(keys.session(threadId)),
+    historyLength: (threadId) => sessions.length(threadId),
     botName: config.botName,
     onReset: (threadId) => resetInBatch.add(threadId),
   });
@@ -211,6 +219,8 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       features.commands.tryHandle(threadId, item),
     runAgent: async ({ threadId, history, actor, onProgress }) => {
       const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
+      const steps: TraceStep[] = [];
+      const startedAt = Date.now();
       const result = await runAgentTurn({
         provider,
         registry: features.tools,
@@ -221,19 +231,27 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         onProgress,
         cancelledBy: () => threadState.cancelRequested(threadId),
         ...(model === undefined ? {} : { model }),
+        defaultModel: config.llm.model,
+        onTrace: (step) => steps.push(step),
         logger: logger.child({ threadId }),
       });
+      await traces
+        .record({
+          id: `${threadId}:${startedAt}`,
+          threadId,
+          startedAt,
+          endedAt: Date.now(),
+          outcome: result.outcome,
+          reply: result.reply,
+          steps,
+        })
+        .catch((error: unknown) => logger.warn({ threadId, err: String(error) }, 'turn trace not stored'));
       if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
       await threadState.clearCancel(threadId);
       return result;
     },
     commit: (threadId, batch, messages: ChatMessage[]) =>
-      inbox.commitBatch(threadId, batch, (multi) => {
-        if (messages.length === 0) return;
-        const key = keys.session(threadId);
-        multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
-        multi.ltrim(key, -DEFAULT_SESSION_MAX_ENTRIES, -1);
-      }),
+      inbox.commitBatch(threadId, batch, (multi) => sessions.appendInTransaction(multi, threadId, messages)),
   });
 
   const workers: Worker[] = [];
@@ -273,7 +291,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
             prefix,
             inbox,
             processBatch,
-            sessionKey: keys.session,
+            sessionKey: sessions.historyKey,
             onBatchDropped: async (threadId, batch, error) => {
               await notifier
                 .post(

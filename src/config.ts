@@ -62,6 +62,7 @@ const environmentSchema = z.object({
   SHEPHERD_PLAYGROUND_TOKEN: optionalString,
   SHEPHERD_ALLOWED_HOSTS: commaList,
   SHEPHERD_PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  SHEPHERD_FILE_TTL_DAYS: z.coerce.number().positive().max(3650).default(30),
   SHEPHERD_DATA_DIR: z.string().min(1).default('./data'),
   SHEPHERD_WORKSPACE: z.string().min(1).default('.'),
   SHEPHERD_ROLE: z.enum(['bot', 'worker', 'all']).default('all'),
@@ -178,6 +179,8 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
     queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
     host: environment.SHEPHERD_HOST,
     port: environment.SHEPHERD_PORT,
+    /** How long stored playground files (chart PNGs, uploads) are kept, in days. */
+    fileTtlDays: environment.SHEPHERD_FILE_TTL_DAYS,
     dataDir: environment.SHEPHERD_DATA_DIR,
     workspace: environment.SHEPHERD_WORKSPACE,
     role: environment.SHEPHERD_ROLE,

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
-import { BotError } from './errors.js';
+import { ServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 
 async function answers(url: string): Promise<boolean> {
@@ -51,9 +51,10 @@ export async function ensureRedis(
   const local = ['127.0.0.1', 'localhost', '::1'].includes(parsed.hostname);
   const found = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
   if (!local || !found) {
-    throw new BotError(
+    throw new ServiceError(
       'redis_unavailable',
       `no Redis answers at ${url}${local ? ' and no redis-server was found on PATH' : ''}; set REDIS_URL`,
+      { retryable: false },
     );
   }
   const port = parsed.port === '' ? '6379' : parsed.port;
@@ -73,7 +74,9 @@ export async function ensureRedis(
   }
   if (!(await answers(url))) {
     if (child.exitCode === null) child.kill('SIGTERM');
-    throw new BotError('redis_unavailable', `started redis-server but ${url} does not answer`);
+    throw new ServiceError('redis_unavailable', `started redis-server but ${url} does not answer`, {
+      retryable: false,
+    });
   }
   return {
     url,

@@ -1,38 +1,90 @@
 /**
  * The typed error family. Every error sets `name` because BullMQ matches failures by name across
- * processes, and every error has a stable `code` that logs and tests can match on.
+ * processes; every error has a `code` from its class's closed union (the compiler rejects any other) and
+ * `retryable`, the one name for "another attempt can help" (queues fail fast when it is false).
  */
-export class BotError extends Error {
-  readonly code: string;
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+export abstract class BotError<Code extends string = string> extends Error {
+  readonly code: Code;
+  readonly retryable: boolean;
+  constructor(code: Code, message: string, options?: { retryable?: boolean; cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'BotError';
     this.code = code;
+    this.retryable = options?.retryable ?? false;
   }
 }
 
 /** A bad configuration value; stops start-up before anything connects. */
-export class ConfigError extends BotError {
+export class ConfigError extends BotError<'config_invalid'> {
   constructor(message: string, options?: { cause?: unknown }) {
     super('config_invalid', message, options);
     this.name = 'ConfigError';
   }
 }
 
-/** A chat platform call failed. `retryable` tells the notify queue whether another attempt can help. */
-export class PlatformError extends BotError {
-  readonly retryable: boolean;
+export type ServiceErrorCode =
+  /** No Redis answers and none could be started. */
+  | 'redis_unavailable'
+  /** A post for a platform whose adapter is not running in this process (it may be starting). */
+  | 'adapter_missing'
+  /** Not a `platform:channel:thread` id; no attempt can fix it. */
+  | 'thread_invalid'
+  /** Another process is delivering the same alert right now. */
+  | 'delivery_in_progress';
+
+/** A piece of Shepherd's own plumbing failed (Redis, the adapter table, thread ids, a delivery). */
+export class ServiceError extends BotError<ServiceErrorCode> {
+  constructor(code: ServiceErrorCode, message: string, options: { retryable: boolean; cause?: unknown }) {
+    super(code, message, options);
+    this.name = 'ServiceError';
+  }
+}
+
+/** A code a platform's own API answered with (Slack's `channel_not_found`, …), passed on as is. */
+export type PlatformApiCode = string & { readonly platformApiCode: true };
+export const platformApiCode = (code: string) => code as PlatformApiCode;
+
+export type PlatformErrorCode =
+  | 'rate_limited'
+  | 'network_error'
+  | 'server_error'
+  | 'request_rejected'
+  | 'invalid_auth'
+  | 'invalid_upload'
+  | 'upload_failed'
+  | 'slack_error'
+  | 'wrong_platform'
+  | 'thread_invalid'
+  | 'thread_unknown'
+  | 'message_unknown'
+  | 'store_unavailable'
+  | 'file_too_large'
+  | 'listen_failed'
+  | 'card_invalid'
+  | 'config_invalid'
+  // Discord API errors no retry can fix (discord-errors.ts names them).
+  | 'unknown_channel'
+  | 'unknown_message'
+  | 'unknown_interaction'
+  | 'missing_access'
+  | 'missing_permissions'
+  | 'invalid_form_body'
+  | 'thread_locked'
+  | `http_${number}`
+  | PlatformApiCode;
+
+/** A chat platform call failed. */
+export class PlatformError extends BotError<PlatformErrorCode> {
   readonly platform: string;
   constructor(
     platform: string,
-    code: string,
+    code: PlatformErrorCode,
     message: string,
     options: { retryable: boolean; cause?: unknown },
   ) {
     super(code, message, options);
     this.name = 'PlatformError';
     this.platform = platform;
-    this.retryable = options.retryable;
   }
 }
 
@@ -50,39 +102,72 @@ export class RateLimitedError extends PlatformError {
 }
 
 /** The LLM endpoint failed. Retryable for 429, 5xx, timeouts and connection errors. */
-export class LlmError extends BotError {
-  readonly isRetryable: boolean;
+export class LlmError extends BotError<'llm_error'> {
   readonly status: number | undefined;
-  constructor(message: string, options: { isRetryable: boolean; status?: number; cause?: unknown }) {
+  constructor(message: string, options: { retryable: boolean; status?: number; cause?: unknown }) {
     super('llm_error', message, options);
     this.name = 'LlmError';
-    this.isRetryable = options.isRetryable;
     this.status = options.status;
   }
 }
 
+export type ToolPolicyErrorCode =
+  | 'gpu_limit'
+  | 'path_outside_workspace'
+  | 'playbook_outside'
+  | 'playbook_unknown'
+  | 'run_over'
+  | 'script_not_found'
+  | 'script_syntax_error'
+  | 'script_too_large'
+  // Alert rules and mutes asked for in chat (AlertRuleError).
+  | 'invalid_rule'
+  | 'unknown_detector'
+  | 'too_many_rules'
+  | 'unknown_rule'
+  | 'cwd_not_found'
+  | 'invalid_command'
+  | 'invalid_input'
+  | 'unknown_run_file'
+  | 'bad_range'
+  | 'edit_not_applied'
+  | 'log_not_found'
+  | 'pid_not_found'
+  | 'run_change_forbidden';
+
 /** A tool call broke a policy (path outside the workspace, too many GPUs, …). */
-export class ToolPolicyError extends BotError {
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+export class ToolPolicyError extends BotError<ToolPolicyErrorCode> {
+  constructor(code: ToolPolicyErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
     this.name = 'ToolPolicyError';
   }
 }
 
-/** An approval could not be applied (unknown, expired, already decided, not allowed). */
-export class ApprovalError extends BotError {
-  constructor(
-    code: 'approval_unknown' | 'approval_expired' | 'approval_resolved' | 'approval_forbidden',
-    message: string,
-  ) {
-    super(code, message);
-    this.name = 'ApprovalError';
-  }
-}
+export type RunErrorCode =
+  | 'gpus_unavailable'
+  | 'illegal_transition'
+  | 'invalid_run'
+  | 'launch_failed'
+  | 'run_busy'
+  | 'run_finished'
+  | 'run_meta_invalid'
+  | 'run_not_found'
+  | 'script_not_found'
+  | 'slurm_command_failed'
+  | 'slurm_submit_failed'
+  | 'slurm_unavailable'
+  | 'terminate_failed'
+  | 'watched_run'
+  | 'no_script'
+  | 'unknown_environment'
+  | 'slurm_job_not_found'
+  // Sweeps.
+  | 'name_taken'
+  | 'busy';
 
 /** A run operation failed (unknown run, illegal transition, executor failure). */
-export class RunError extends BotError {
-  constructor(code: string, message: string, options?: { cause?: unknown }) {
+export class RunError extends BotError<RunErrorCode> {
+  constructor(code: RunErrorCode, message: string, options?: { cause?: unknown }) {
     super(code, message, options);
     this.name = 'RunError';
   }

@@ -20,27 +20,19 @@ export function createRedis(
   return client;
 }
 
-/** Application keys share the queue prefix so several deployments (and tests) can use one Redis. */
-export function createKeys(prefix: string) {
-  return {
-    session: (threadId: string) => `${prefix}:session:${threadId}`,
-    sessionKnown: `${prefix}:sessions`,
-    inbox: (threadId: string) => `${prefix}:inbox:${threadId}`,
-    turnActive: (threadId: string) => `${prefix}:turn-active:${threadId}`,
-    delivery: (platform: string, deliveryId: string) => `${prefix}:delivery:${platform}:${deliveryId}`,
-    approval: (approvalId: string) => `${prefix}:approval:${approvalId}`,
-    approvalDecision: (approvalId: string) => `${prefix}:approval-decision:${approvalId}`,
-    gpuOwners: `${prefix}:gpu-owners`,
-    runIndex: `${prefix}:runs`,
-    auditStream: `${prefix}:audit`,
-    monitorState: (runId: string) => `${prefix}:monitor:${runId}`,
-    autofixCount: (runId: string) => `${prefix}:autofix:${runId}`,
-    alert: (alertId: string) => `${prefix}:alert:${alertId}`,
-    llmCalls: `${prefix}:llm-calls`,
-  } as const;
+/**
+ * A write that one module's script hands to another's, so two modules' writes go out as one script
+ * (one round trip) while each module keeps owning its keys. `lua` defines `local function step(args)`;
+ * the host script runs it after its own writes, with every `SCRIPT_NEW_ID` in `args` replaced by the id
+ * it just assigned, and returns what it returned.
+ */
+export interface ScriptStep {
+  lua: string;
+  args: string[];
 }
 
-export type Keys = ReturnType<typeof createKeys>;
+/** Stands for the host script's new id in a `ScriptStep`'s args (JSON never contains this raw byte). */
+export const SCRIPT_NEW_ID = '\x01';
 
 /** Run a Lua script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
 export function createScriptRunner(redis: Redis, script: string) {

@@ -1,12 +1,26 @@
 /**
  * The baseline for the ack benchmark: a bare `node:http` server that reads the request body and
- * answers 202 with a small JSON body, doing nothing else. Prints `port=N` once listening.
+ * answers 202 with a small JSON body, doing nothing else. Prints `port=N` once listening. `GET /loop-delay`
+ * answers its event-loop delay p99 since the previous such call.
  * Run: node --import tsx bench/lib/bare-server.ts
  */
 import { createServer } from 'node:http';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+
+// The same measure Shepherd exposes, so the benchmark can tell the machine's stalls from Shepherd's.
+const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+loopDelay.enable();
 
 let counter = 0;
 const server = createServer((request, response) => {
+  if (request.method === 'GET' && request.url === '/loop-delay') {
+    const p99 = loopDelay.percentile(99);
+    loopDelay.reset();
+    response.writeHead(200, { 'content-type': 'application/json' });
+    // Like Shepherd's metric: the recorded interval minus the 10 ms resolution.
+    response.end(JSON.stringify({ p99Ms: Number.isFinite(p99) ? Math.max(0, p99 / 1e6 - 10) : 0 }));
+    return;
+  }
   request.resume();
   request.on('end', () => {
     counter += 1;

@@ -6,6 +6,7 @@ import type { LlmProvider } from './llm-provider.js';
 import type { AssistantMessage, ChatMessage, UserMessage } from './messages.js';
 import { createRepetitionGuard, REPETITION_NOTE } from './repetition-guard.js';
 import { trimHistory } from './trim-history.js';
+import { summarizeArguments, summarizeResult, type TraceStep } from './turn-trace.js';
 
 export interface AgentTurnOptions {
   provider: LlmProvider;
@@ -24,6 +25,10 @@ export interface AgentTurnOptions {
   cancelledBy?: () => Promise<string | undefined>;
   /** The thread's model, when it chose one other than the default. */
   model?: string;
+  /** The default model's name, for the trace when the thread has not chosen one. */
+  defaultModel?: string;
+  /** Each LLM call and tool call as it ends (the turn's trace). */
+  onTrace?: (step: TraceStep) => void;
   logger: Logger;
 }
 
@@ -100,6 +105,9 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
   for (;;) {
     await progress('thinking…');
     let response: Awaited<ReturnType<LlmProvider['complete']>>;
+    const llmStarted = Date.now();
+    const model = options.model ?? options.defaultModel ?? 'default';
+    const reason = rounds === 0 ? 'turn' : 'tool_round';
     try {
       response = await provider.complete({
         system: options.systemPrompt,
@@ -110,10 +118,29 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         ...(context.signal === undefined ? {} : { signal: context.signal }),
       });
     } catch (error) {
+      options.onTrace?.({
+        kind: 'llm',
+        model,
+        reason,
+        durationMs: Date.now() - llmStarted,
+        toolCalls: 0,
+        error: errorMessage(error).slice(0, 200),
+      });
       if (!(error instanceof LlmError)) throw error;
       logger.warn({ threadId: context.threadId, rounds, err: error.message }, 'agent turn: llm unavailable');
       return { reply: unavailableReply(error), newMessages, rounds, outcome: 'llm_unavailable' };
     }
+
+    options.onTrace?.({
+      kind: 'llm',
+      model,
+      reason,
+      durationMs: Date.now() - llmStarted,
+      toolCalls: response.toolCalls.length,
+      ...(response.usage === undefined
+        ? {}
+        : { inputTokens: response.usage.inputTokens, outputTokens: response.usage.outputTokens }),
+    });
 
     if (response.toolCalls.length === 0) {
       const reply = response.text.trim() === '' ? '(The model returned an empty answer.)' : response.text;
@@ -160,7 +187,16 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         continue;
       }
       await progress(`running tool ${call.name}…`);
+      const toolStarted = Date.now();
       const result = await registry.execute(call, context);
+      options.onTrace?.({
+        kind: 'tool',
+        name: call.name,
+        arguments: summarizeArguments(call.arguments),
+        result: summarizeResult(result.content),
+        isError: result.isError === true,
+        durationMs: Date.now() - toolStarted,
+      });
       logger.debug(
         { threadId: context.threadId, tool: call.name, isError: result.isError, round: rounds },
         'tool executed',

@@ -1,18 +1,30 @@
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
-import { createKeys } from '../redis.js';
 import { type ChatMessage, chatMessageSchema } from './messages.js';
 
 /** Older entries than this are dropped; the model only ever sees the last 50 anyway. */
 export const DEFAULT_SESSION_MAX_ENTRIES = 1000;
 
+/** The session's Redis keys; this module owns them (thread state trims and deletes the same list). */
+export function sessionKeys(prefix: string) {
+  return {
+    /** A thread's history: a list of JSON `ChatMessage`s, oldest first. */
+    history: (threadId: string) => `${prefix}:session:${threadId}`,
+  } as const;
+}
+
 export interface SessionStore {
   /** The thread's history, oldest first. Entries that fail validation are skipped and logged. */
   load(threadId: string): Promise<ChatMessage[]>;
-  append(threadId: string, messages: ChatMessage[]): Promise<void>;
-  /** Whether the bot takes part in this thread (so unmentioned replies there reach the session). */
-  has(threadId: string): Promise<boolean>;
-  markKnown(threadId: string): Promise<void>;
+  /**
+   * Queues the append (capped at the newest `maxEntries`) on `multi`, so it commits together with the
+   * caller's other writes — the turn's inbox trim — or not at all.
+   */
+  appendInTransaction(multi: ChainableCommander, threadId: string, messages: ChatMessage[]): void;
+  /** The number of stored history entries. */
+  length(threadId: string): Promise<number>;
+  /** The Redis key of a thread's history (read by the turn inbox under the thread lock). */
+  historyKey(threadId: string): string;
 }
 
 export interface SessionStoreOptions {
@@ -47,35 +59,23 @@ export function parseSessionEntries(entries: string[], threadId: string, logger?
 /** Per-thread history as a Redis list of JSON messages: shared by all workers, survives restarts. */
 export function createSessionStore(options: SessionStoreOptions): SessionStore {
   const { redis, logger } = options;
-  const keys = createKeys(options.prefix);
+  const { history } = sessionKeys(options.prefix);
   const maxEntries = options.maxEntries ?? DEFAULT_SESSION_MAX_ENTRIES;
 
   return {
     async load(threadId) {
-      return parseSessionEntries(await redis.lrange(keys.session(threadId), 0, -1), threadId, logger);
+      return parseSessionEntries(await redis.lrange(history(threadId), 0, -1), threadId, logger);
     },
 
-    async append(threadId, messages) {
+    appendInTransaction(multi, threadId, messages) {
       if (messages.length === 0) return;
-      const key = keys.session(threadId);
-      await redis
-        .multi()
-        .rpush(key, ...messages.map((message) => JSON.stringify(message)))
-        .ltrim(key, -maxEntries, -1)
-        .sadd(keys.sessionKnown, threadId)
-        .exec();
+      const key = history(threadId);
+      multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
+      multi.ltrim(key, -maxEntries, -1);
     },
 
-    async has(threadId) {
-      const [known, exists] = await Promise.all([
-        redis.sismember(keys.sessionKnown, threadId),
-        redis.exists(keys.session(threadId)),
-      ]);
-      return known === 1 || exists === 1;
-    },
+    length: (threadId) => redis.llen(history(threadId)),
 
-    async markKnown(threadId) {
-      await redis.sadd(keys.sessionKnown, threadId);
-    },
+    historyKey: history,
   };
 }

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createKeys } from '../redis.js';
+import { turnInboxKeys } from '../queue/turn-inbox.js';
+import { sessionKeys } from './session-store.js';
 
 /**
  * Per-thread settings and bookkeeping that live beside the session history in Redis, so they survive a
@@ -40,13 +41,13 @@ export interface ThreadState {
 
 export function createThreadState(options: { redis: Redis; prefix: string }): ThreadState {
   const { redis, prefix } = options;
-  const keys = createKeys(prefix);
+  const historyKey = sessionKeys(prefix).history;
   const modelKey = (threadId: string) => `${prefix}:thread-model:${threadId}`;
   const summaryKey = (threadId: string) => `${prefix}:session-summary:${threadId}`;
   const cancelKey = (threadId: string) => `${prefix}:turn-cancel:${threadId}`;
   const cancelledKey = (threadId: string) => `${prefix}:turn-cancelled:${threadId}`;
-  // The same key the turn inbox takes while a turn runs.
-  const lockKey = (threadId: string) => `${prefix}:turn-lock:${threadId}`;
+  // The key the turn inbox takes while a turn runs.
+  const lockKey = turnInboxKeys(prefix).lock;
 
   return {
     async model(threadId) {
@@ -68,11 +69,11 @@ export function createThreadState(options: { redis: Redis; prefix: string }): Th
     },
     async compact(threadId, summary, dropCount) {
       const multi = redis.multi().set(summaryKey(threadId), JSON.stringify(summary));
-      if (dropCount > 0) multi.ltrim(keys.session(threadId), dropCount, -1);
+      if (dropCount > 0) multi.ltrim(historyKey(threadId), dropCount, -1);
       await multi.exec();
     },
     async reset(threadId) {
-      await redis.del(keys.session(threadId), summaryKey(threadId), modelKey(threadId));
+      await redis.del(historyKey(threadId), summaryKey(threadId), modelKey(threadId));
     },
     async turnRunning(threadId) {
       return (await redis.exists(lockKey(threadId))) === 1;

@@ -3,6 +3,8 @@
  * everything above this file (queues, agent, runs, monitor) speaks only these types.
  */
 
+import type { ScriptStep } from '../redis.js';
+
 export type Platform = 'web' | 'slack' | 'discord';
 
 /** A thread, named by platform, channel and thread: encoded as `platform:channel:thread`. */
@@ -132,6 +134,17 @@ export type ActionOutcome =
 export interface InboundHandlers {
   /** Must return quickly: it only records and enqueues. Resolves `false` when the message was ignored. */
   onMessage(message: InboundMessage): Promise<boolean>;
+  /**
+   * Optional: the same as storing a message and then calling `onMessage`, in one Redis round trip, for an
+   * adapter whose own message store lives in the inbox's Redis (the playground). `draft` holds
+   * `SCRIPT_NEW_ID` where the stored message's id goes (its ids; its thread, when it starts one);
+   * `store(step)` must store the message and run `step` in the same script, and resolve to the new id
+   * and the step's result.
+   */
+  onMessageStored?(
+    draft: InboundMessage,
+    store: (step: ScriptStep) => Promise<{ messageId: string; stepResult: unknown }>,
+  ): Promise<boolean>;
   /** Decides synchronously-fast whether the click counts (a single Redis round trip), then enqueues the work. */
   onAction(action: InboundAction): Promise<ActionOutcome>;
 }

@@ -1,7 +1,8 @@
 import type { Queue } from 'bullmq';
 import type { Logger } from '../logger.js';
-import type { InboxItem, TurnInbox } from '../queue/turn-inbox.js';
-import { requestTurn } from '../queue/turn-worker.js';
+import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from '../queue/turn-inbox.js';
+import { createTurnRequester, requestTurn } from '../queue/turn-worker.js';
+import { SCRIPT_NEW_ID } from '../redis.js';
 import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from './chat-adapter.js';
 import { decodeThreadId } from './chat-adapter.js';
 
@@ -49,41 +50,59 @@ export interface InboundOptions {
  */
 export function createInboundHandlers(options: InboundOptions): InboundHandlers {
   const { inbox, turnQueue, actions, logger } = options;
+  const requestTurnSoon = createTurnRequester(turnQueue);
+  const toItem = (message: InboundMessage): InboxItem => ({
+    type: 'message',
+    messageId: message.messageId,
+    deliveryId: message.deliveryId,
+    user: message.user,
+    text: message.text,
+    addressed: message.addressed,
+    receivedAt: message.receivedAt,
+  });
+  const acceptOptions = (message: InboundMessage) => ({
+    addressed: message.addressed,
+    deliveryKey: `${decodeThreadId(message.threadId).platform}:${message.deliveryId}`,
+  });
+
+  async function afterAccept(message: InboundMessage, result: AcceptResult): Promise<boolean> {
+    if (result !== 'accepted') {
+      logger.debug(
+        { threadId: message.threadId, deliveryId: message.deliveryId, result },
+        'message not queued',
+      );
+      return false;
+    }
+    await options.onAccepted?.(message).catch((error: unknown) => {
+      logger.warn({ threadId: message.threadId, err: String(error) }, 'accepted-message hook failed');
+    });
+    // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
+    // worker's sweeper re-adds it should this process die first).
+    requestTurnSoon(message.threadId, message.deliveryId).catch((error: unknown) => {
+      logger.warn(
+        { threadId: message.threadId, err: String(error) },
+        'could not request a turn; the sweeper will',
+      );
+    });
+    return true;
+  }
+
   return {
     async onMessage(message: InboundMessage): Promise<boolean> {
-      const { platform } = decodeThreadId(message.threadId);
-      const item: InboxItem = {
-        type: 'message',
-        messageId: message.messageId,
-        deliveryId: message.deliveryId,
-        user: message.user,
-        text: message.text,
-        addressed: message.addressed,
-        receivedAt: message.receivedAt,
+      const result = await inbox.accept(message.threadId, toItem(message), acceptOptions(message));
+      return afterAccept(message, result);
+    },
+    async onMessageStored(draft, store): Promise<boolean> {
+      const step = inbox.acceptStep(draft.threadId, toItem(draft), acceptOptions(draft));
+      const { messageId, stepResult } = await store(step);
+      const fill = (value: string) => value.replaceAll(SCRIPT_NEW_ID, messageId);
+      const message: InboundMessage = {
+        ...draft,
+        threadId: fill(draft.threadId),
+        messageId: fill(draft.messageId),
+        deliveryId: fill(draft.deliveryId),
       };
-      const result = await inbox.accept(message.threadId, item, {
-        addressed: message.addressed,
-        deliveryKey: `${platform}:${message.deliveryId}`,
-      });
-      if (result !== 'accepted') {
-        logger.debug(
-          { threadId: message.threadId, deliveryId: message.deliveryId, result },
-          'message not queued',
-        );
-        return false;
-      }
-      await options.onAccepted?.(message).catch((error: unknown) => {
-        logger.warn({ threadId: message.threadId, err: String(error) }, 'accepted-message hook failed');
-      });
-      // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
-      // worker's sweeper re-adds it should this process die first).
-      requestTurn(turnQueue, message.threadId, message.deliveryId).catch((error: unknown) => {
-        logger.warn(
-          { threadId: message.threadId, err: String(error) },
-          'could not request a turn; the sweeper will',
-        );
-      });
-      return true;
+      return afterAccept(message, parseAcceptResult(stepResult));
     },
     onAction: (action) => actions.route(action),
   };

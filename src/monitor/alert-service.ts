@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
-import { BotError, errorMessage } from '../errors.js';
+import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { codeBlock } from '../notify/code-block.js';
@@ -173,7 +173,8 @@ export function createAlertService(options: AlertServiceOptions) {
     if (existing?.cardMessageId !== undefined) return;
     const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
     const claimed = await redis.set(claimKey(id), token, 'PX', CLAIM_MS, 'NX');
-    if (claimed !== 'OK') throw new BotError('delivery_in_progress', `alert ${id} is being delivered`);
+    if (claimed !== 'OK')
+      throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
       // Checked again under the claim: a delivery that finished between the first read and the claim.
       if ((await loadAlert(id))?.cardMessageId !== undefined) return;

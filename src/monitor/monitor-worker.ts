@@ -1,5 +1,5 @@
 import { type ConnectionOptions, type Job, UnrecoverableError, Worker } from 'bullmq';
-import { BotError } from '../errors.js';
+import { ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
@@ -58,7 +58,7 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
           delivered.push(incident.id);
         } catch (error) {
           // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
-          if (error instanceof BotError && error.code === 'delivery_in_progress') continue;
+          if (error instanceof ServiceError && error.code === 'delivery_in_progress') continue;
           logger.error(
             { runId, incident: incident.id, err: error },
             'incident delivery failed; retrying next tick',

@@ -1,6 +1,6 @@
 import type { Card, ChatAdapter, Platform, PostedMessage, Upload } from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
-import { BotError } from '../errors.js';
+import { ServiceError } from '../errors.js';
 
 /**
  * How everything above the adapters speaks into a thread. It is implemented by the notify queue
@@ -24,8 +24,19 @@ export interface IdempotentNotifier extends Notifier {
 export type AdapterLookup = (platform: Platform) => ChatAdapter | undefined;
 
 export function adapterForThread(lookup: AdapterLookup, threadId: string): ChatAdapter {
-  const { platform } = decodeThreadId(threadId);
+  let platform: Platform;
+  try {
+    platform = decodeThreadId(threadId).platform;
+  } catch (error) {
+    // A malformed id stays malformed: fail the post now rather than retry it.
+    throw new ServiceError('thread_invalid', `not a thread id: ${threadId}`, {
+      retryable: false,
+      cause: error,
+    });
+  }
   const adapter = lookup(platform);
-  if (adapter === undefined) throw new BotError('adapter_missing', `no ${platform} adapter is running`);
+  if (adapter === undefined) {
+    throw new ServiceError('adapter_missing', `no ${platform} adapter is running`, { retryable: true });
+  }
   return adapter;
 }

@@ -42,7 +42,9 @@ export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): Op
   const registry = new Registry();
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const sources: StateSources = {};
-  const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  // The histogram records whole timer intervals (≥ the resolution); the delay is what exceeds it.
+  const loopDelayResolutionMs = 10;
+  const loopDelay = monitorEventLoopDelay({ resolution: loopDelayResolutionMs });
   loopDelay.enable();
 
   const queueJobs = new Gauge({
@@ -140,7 +142,7 @@ export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): Op
     registers: [registry],
     collect() {
       const p99 = loopDelay.percentile(99);
-      this.set(Number.isFinite(p99) ? p99 / 1e9 : 0);
+      this.set(Number.isFinite(p99) ? Math.max(0, p99 / 1e6 - loopDelayResolutionMs) / 1e3 : 0);
       loopDelay.reset();
     },
   });

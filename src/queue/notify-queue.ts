@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { DelayedError, Job, Queue, QueueEvents, UnrecoverableError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
-import { PlatformError, RateLimitedError } from '../errors.js';
+import { BotError, RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type AdapterLookup, adapterForThread, type IdempotentNotifier } from '../notify/notifier.js';
 import { logQueueErrors, parseJobPayload } from './job-payload.js';
@@ -209,7 +209,7 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
           await job.moveToDelayed(Date.now() + error.retryAfterMs, token);
           throw new DelayedError();
         }
-        if (error instanceof PlatformError && !error.retryable) {
+        if (error instanceof BotError && !error.retryable) {
           logger.error(
             { threadId: data.threadId, op: data.op, code: error.code, err: error.message },
             'platform refused a post; not retrying',

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createScriptRunner } from '../redis.js';
+import { createScriptRunner, SCRIPT_NEW_ID, type ScriptStep } from '../redis.js';
 
 /**
  * The per-thread inbox that makes agent turns serial and lossless.
@@ -36,15 +36,29 @@ export type InboxItem = z.infer<typeof inboxItemSchema>;
 const batchSchema = z.object({ batchId: z.string(), count: z.number().int().positive() });
 export type Batch = z.infer<typeof batchSchema> & { items: InboxItem[] };
 
-const ACCEPT_SCRIPT = `
--- KEYS[1] delivery key, KEYS[2] known-sessions set, KEYS[3] inbox, KEYS[4] pending-inboxes set
--- ARGV[1] item json, ARGV[2] thread id, ARGV[3] addressed ("1"/"0"), ARGV[4] delivery ttl seconds
-if redis.call('SET', KEYS[1], '1', 'NX', 'EX', tonumber(ARGV[4])) == false then return 'duplicate' end
-if ARGV[3] ~= '1' and redis.call('SISMEMBER', KEYS[2], ARGV[2]) == 0 then return 'ignored' end
-redis.call('SADD', KEYS[2], ARGV[2])
-redis.call('RPUSH', KEYS[3], ARGV[1])
-redis.call('SADD', KEYS[4], ARGV[2])
-return 'accepted'
+/** The accept as a Lua function, shared by the inbox's own script and the playground's fused one. */
+const ACCEPT_FUNCTION = `
+-- delivery key, known-sessions set, inbox, pending-inboxes set, item json, thread id,
+-- addressed ("1"/"0"), delivery ttl seconds
+local function accept_inbox_item(delivery, known, inbox, pending, item, thread, addressed, ttl)
+  if redis.call('SET', delivery, '1', 'NX', 'EX', tonumber(ttl)) == false then return 'duplicate' end
+  if addressed ~= '1' and redis.call('SISMEMBER', known, thread) == 0 then return 'ignored' end
+  redis.call('SADD', known, thread)
+  redis.call('RPUSH', inbox, item)
+  redis.call('SADD', pending, thread)
+  return 'accepted'
+end
+`;
+
+const ACCEPT_SCRIPT = `${ACCEPT_FUNCTION}
+return accept_inbox_item(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+`;
+
+/** The same accept as a `ScriptStep` (its args in the order of `accept_inbox_item`'s parameters). */
+const ACCEPT_STEP_LUA = `${ACCEPT_FUNCTION}
+local function step(args)
+  return accept_inbox_item(args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8])
+end
 `;
 
 const PUSH_EVENT_SCRIPT = `
@@ -123,6 +137,32 @@ return 0
 
 export type AcceptResult = 'accepted' | 'ignored' | 'duplicate';
 
+const ACCEPT_RESULTS: ReadonlySet<string> = new Set<AcceptResult>(['accepted', 'ignored', 'duplicate']);
+
+/** The result of an accept script or step. */
+export function parseAcceptResult(raw: unknown): AcceptResult {
+  if (typeof raw === 'string' && ACCEPT_RESULTS.has(raw)) return raw as AcceptResult;
+  throw new Error(`unexpected inbox accept result: ${String(raw)}`);
+}
+
+// Stands for SCRIPT_NEW_ID while an item is JSON-encoded (JSON would escape the raw byte); random, so no
+// user text can spell it.
+const ID_HOLE_TOKEN = `id-hole-${randomBytes(16).toString('hex')}`;
+
+/** An item's JSON, with a message's `SCRIPT_NEW_ID` ids kept as the raw byte the host script replaces. */
+function encodeItem(item: InboxItem): string {
+  if (item.type !== 'message' || (item.messageId !== SCRIPT_NEW_ID && item.deliveryId !== SCRIPT_NEW_ID)) {
+    return JSON.stringify(item);
+  }
+  const hole = (id: string) => (id === SCRIPT_NEW_ID ? ID_HOLE_TOKEN : id);
+  const json = JSON.stringify({
+    ...item,
+    messageId: hole(item.messageId),
+    deliveryId: hole(item.deliveryId),
+  });
+  return json.replaceAll(`"${ID_HOLE_TOKEN}"`, `"${SCRIPT_NEW_ID}"`);
+}
+
 export interface TurnInbox {
   /** Records an inbound item; `ignored` when not addressed and the thread has no session. */
   accept(
@@ -130,6 +170,16 @@ export interface TurnInbox {
     item: InboxItem,
     options: { addressed: boolean; deliveryKey: string },
   ): Promise<AcceptResult>;
+  /**
+   * The same accept as a step of the caller's own script, for an adapter that stores the message in
+   * this Redis: one round trip for both. `SCRIPT_NEW_ID` in the thread id, the item's ids or the
+   * delivery key stands for the id the host script assigns. Read its result with `parseAcceptResult`.
+   */
+  acceptStep(
+    threadId: string,
+    item: InboxItem,
+    options: { addressed: boolean; deliveryKey: string },
+  ): ScriptStep;
   /** Appends a system event for a thread that already has a session (approval results, alerts). */
   pushEvent(threadId: string, item: InboxItem): Promise<void>;
   extendLock(threadId: string, token: string, leaseMs: number): Promise<boolean>;
@@ -160,14 +210,32 @@ export interface TurnInbox {
   stale(olderThanMs: number, now: number): Promise<Array<{ threadId: string; key: string }>>;
 }
 
+/** The inbox's Redis keys; this module owns them (thread state only reads whether the lock is taken). */
+export function turnInboxKeys(prefix: string) {
+  return {
+    /** Threads that have a session: unmentioned messages there are accepted. */
+    knownThreads: `${prefix}:sessions`,
+    inbox: (threadId: string) => `${prefix}:inbox:${threadId}`,
+    /** Taken while a turn runs in the thread. */
+    lock: (threadId: string) => `${prefix}:turn-lock:${threadId}`,
+    batch: (threadId: string) => `${prefix}:turn-batch:${threadId}`,
+    /** Threads whose inbox is not empty (what the sweeper looks at). */
+    pending: `${prefix}:inbox-pending`,
+    /** Seen platform deliveries (`<platform>:<delivery id>`), kept a day. */
+    delivery: (deliveryKey: string) => `${prefix}:delivery:${deliveryKey}`,
+  } as const;
+}
+
 export function createTurnInbox(options: { redis: Redis; prefix: string; deliveryTtlS?: number }): TurnInbox {
-  const { redis, prefix } = options;
+  const { redis } = options;
   const deliveryTtlS = options.deliveryTtlS ?? 24 * 3600;
-  const known = `${prefix}:sessions`;
-  const inboxKey = (threadId: string) => `${prefix}:inbox:${threadId}`;
-  const lockKey = (threadId: string) => `${prefix}:turn-lock:${threadId}`;
-  const batchKey = (threadId: string) => `${prefix}:turn-batch:${threadId}`;
-  const pending = `${prefix}:inbox-pending`;
+  const keys = turnInboxKeys(options.prefix);
+  const known = keys.knownThreads;
+  const inboxKey = keys.inbox;
+  const lockKey = keys.lock;
+  const batchKey = keys.batch;
+  const pending = keys.pending;
+  const deliveryKeyFor = keys.delivery;
   const runAccept = createScriptRunner(redis, ACCEPT_SCRIPT);
   const runPushEvent = createScriptRunner(redis, PUSH_EVENT_SCRIPT);
   const runClaim = createScriptRunner(redis, CLAIM_SCRIPT);
@@ -188,10 +256,25 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
   return {
     async accept(threadId, item, { addressed, deliveryKey }) {
       const result = await runAccept(
-        [`${prefix}:delivery:${deliveryKey}`, known, inboxKey(threadId), pending],
+        [deliveryKeyFor(deliveryKey), known, inboxKey(threadId), pending],
         [JSON.stringify(item), threadId, addressed ? '1' : '0', deliveryTtlS],
       );
-      return result as AcceptResult;
+      return parseAcceptResult(result);
+    },
+    acceptStep(threadId, item, { addressed, deliveryKey }) {
+      return {
+        lua: ACCEPT_STEP_LUA,
+        args: [
+          deliveryKeyFor(deliveryKey),
+          known,
+          inboxKey(threadId),
+          pending,
+          encodeItem(item),
+          threadId,
+          addressed ? '1' : '0',
+          String(deliveryTtlS),
+        ],
+      };
     },
     async pushEvent(threadId, item) {
       await runPushEvent([known, inboxKey(threadId), pending], [JSON.stringify(item), threadId]);
@@ -236,15 +319,21 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     length: (threadId) => redis.llen(inboxKey(threadId)),
     async stale(olderThanMs, now) {
       const threads = await redis.srandmember(pending, 200);
+      if (threads.length === 0) return [];
+      // Every inbox head in one round trip (the sweeper runs every 2 s, whatever the load).
+      const pipeline = redis.pipeline();
+      for (const threadId of threads) pipeline.lindex(inboxKey(threadId), 0);
+      const heads = (await pipeline.exec()) ?? [];
       const stale: Array<{ threadId: string; key: string }> = [];
-      for (const threadId of threads) {
-        const head = await redis.lindex(inboxKey(threadId), 0);
-        if (head === null) {
+      for (const [index, threadId] of threads.entries()) {
+        const [error, head] = heads[index] ?? [null, null];
+        if (error !== null && error !== undefined) continue;
+        if (head === null || head === undefined) {
           // Only if still empty: an item may have arrived since LINDEX.
           await redis.eval(FORGET_IF_EMPTY_SCRIPT, 2, inboxKey(threadId), pending, threadId);
           continue;
         }
-        const parsed = inboxItemSchema.safeParse(safeJson(head));
+        const parsed = inboxItemSchema.safeParse(safeJson(String(head)));
         const receivedAt = parsed.success ? parsed.data.receivedAt : 0;
         if (now - receivedAt < olderThanMs) continue;
         const key = parsed.success

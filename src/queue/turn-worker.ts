@@ -42,19 +42,53 @@ export function createTurnQueue(connection: Redis, prefix: string, logger?: Logg
   return queue;
 }
 
-/** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
-export async function requestTurn(queue: Queue, threadId: string, key: string): Promise<void> {
-  await queue.add(
-    'agent-turn',
-    { v: 1, threadId },
-    {
+/** The turn job for a thread; `key` makes the request idempotent (a delivery id). */
+function turnJob(threadId: string, key: string) {
+  return {
+    name: 'agent-turn',
+    data: { v: 1, threadId },
+    opts: {
       jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`,
       attempts: TURN_ATTEMPTS,
       backoff: { type: 'exponential', delay: 500 },
       removeOnComplete: { age: 3600, count: 10_000 },
       removeOnFail: { age: 24 * 3600 },
     },
-  );
+  };
+}
+
+/** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
+export async function requestTurn(queue: Queue, threadId: string, key: string): Promise<void> {
+  const job = turnJob(threadId, key);
+  await queue.add(job.name, job.data, job.opts);
+}
+
+/**
+ * `requestTurn` for the ack path: the requests made in one event-loop turn go out as one `addBulk` (one
+ * write and one round trip for all of them, instead of one per message).
+ */
+export function createTurnRequester(queue: Queue): (threadId: string, key: string) => Promise<void> {
+  let pending: Array<{ job: ReturnType<typeof turnJob>; settle: (error?: unknown) => void }> = [];
+  const flush = () => {
+    const batch = pending;
+    pending = [];
+    queue.addBulk(batch.map((entry) => entry.job)).then(
+      () => {
+        for (const entry of batch) entry.settle();
+      },
+      (error: unknown) => {
+        for (const entry of batch) entry.settle(error);
+      },
+    );
+  };
+  return (threadId, key) =>
+    new Promise<void>((resolve, reject) => {
+      if (pending.length === 0) setImmediate(flush);
+      pending.push({
+        job: turnJob(threadId, key),
+        settle: (error) => (error === undefined ? resolve() : reject(error)),
+      });
+    });
 }
 
 /**

@@ -1,6 +1,5 @@
 import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
-import { createKeys } from '../redis.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';
 import { ALLOWED_TRANSITIONS, type RunStatus } from './run-types.js';
 
@@ -51,13 +50,16 @@ export interface AuditLog {
   recent(count: number): Promise<AuditEntry[]>;
 }
 
+/** The capped Redis stream of run transitions. */
+export const auditStreamKey = (prefix: string) => `${prefix}:audit`;
+
 /** Every transition goes to the Redis stream `<prefix>:audit` (capped) and the run's `audit.jsonl`. */
 export function createAuditLog(options: {
   redis: Redis;
   prefix: string;
   runDir: (runId: string) => string;
 }): AuditLog {
-  const key = createKeys(options.prefix).auditStream;
+  const key = auditStreamKey(options.prefix);
 
   async function recordAttempt(entry: AttemptEntry): Promise<void> {
     const line = JSON.stringify(entry);

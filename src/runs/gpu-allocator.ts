@@ -1,5 +1,4 @@
 import type { Redis } from 'ioredis';
-import { createKeys } from '../redis.js';
 
 /**
  * GPU allocation in one Redis hash (gpu index → run id). Each change is a Lua script, so two processes
@@ -56,12 +55,15 @@ export interface GpuAllocator {
   freeCount(): Promise<number>;
 }
 
+/** The hash of GPU index → owning run. */
+export const gpuOwnersKey = (prefix: string) => `${prefix}:gpu-owners`;
+
 export function createGpuAllocator(options: {
   redis: Redis;
   prefix: string;
   inventory: readonly number[];
 }): GpuAllocator {
-  const key = createKeys(options.prefix).gpuOwners;
+  const key = gpuOwnersKey(options.prefix);
   const inventory = [...options.inventory];
 
   async function allocate(runId: string, count: number): Promise<AllocationResult> {

@@ -1,9 +1,9 @@
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatMessage } from '../../src/agent/messages.js';
-import { createSessionStore } from '../../src/agent/session-store.js';
+import { createSessionStore, type SessionStore, sessionKeys } from '../../src/agent/session-store.js';
 import { createLogger } from '../../src/logger.js';
-import { createKeys } from '../../src/redis.js';
+import { createTurnInbox } from '../../src/queue/turn-inbox.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 describe('session store (real Redis)', () => {
@@ -37,41 +37,67 @@ describe('session store (real Redis)', () => {
     { role: 'assistant', content: 'No runs yet.' },
   ];
 
-  it('round-trips history and survives a new connection', async () => {
+  /** Commits `messages` the way a finished turn does: the inbox trim and the append in one MULTI. */
+  async function commitTurn(prefix: string, store: SessionStore, turn: ChatMessage[], text = 'go') {
+    const inbox = createTurnInbox({ redis, prefix });
+    const accepted = await inbox.accept(
+      thread,
+      {
+        type: 'message',
+        messageId: `m-${text}`,
+        deliveryId: `d-${text}-${Math.random()}`,
+        user: { id: 'U1', name: 'alice' },
+        text,
+        addressed: true,
+        receivedAt: Date.now(),
+      },
+      { addressed: true, deliveryKey: `web:d-${text}-${Math.random()}` },
+    );
+    expect(accepted).toBe('accepted');
+    const batch = await inbox.claimBatch(thread, 50);
+    if (batch === undefined) throw new Error('no batch claimed');
+    await inbox.commitBatch(thread, batch, (multi) => store.appendInTransaction(multi, thread, turn));
+    expect(await inbox.length(thread)).toBe(0);
+  }
+
+  it('appends a turn together with its inbox commit, and survives a new connection', async () => {
     const prefix = newPrefix();
     const store = createSessionStore({ redis, prefix });
-    expect(await store.has(thread)).toBe(false);
     expect(await store.load(thread)).toEqual([]);
-    await store.append(thread, messages.slice(0, 1));
-    await store.append(thread, messages.slice(1));
-    await store.append(thread, []);
+    expect(await store.length(thread)).toBe(0);
+    await commitTurn(prefix, store, messages.slice(0, 1), 'a');
+    await commitTurn(prefix, store, messages.slice(1), 'b');
+    // A turn that produced nothing (a duplicate command, say) still commits its batch.
+    await commitTurn(prefix, store, [], 'c');
 
     const other = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
     try {
       const reopened = createSessionStore({ redis: other, prefix });
       expect(await reopened.load(thread)).toEqual(messages);
-      expect(await reopened.has(thread)).toBe(true);
+      expect(await reopened.length(thread)).toBe(messages.length);
+      expect(await createSessionStore({ redis: other, prefix: newPrefix() }).load(thread)).toEqual([]);
     } finally {
       other.disconnect();
     }
   });
 
-  it('marks threads known without history, scoped by prefix', async () => {
+  it('writes nothing when the transaction is discarded', async () => {
     const prefix = newPrefix();
     const store = createSessionStore({ redis, prefix });
-    await store.markKnown(thread);
-    expect(await store.has(thread)).toBe(true);
+    const multi = redis.multi();
+    store.appendInTransaction(multi, thread, messages);
+    multi.discard();
     expect(await store.load(thread)).toEqual([]);
-    expect(await createSessionStore({ redis, prefix: newPrefix() }).has(thread)).toBe(false);
   });
 
   it('skips corrupt entries', async () => {
     const prefix = newPrefix();
     const store = createSessionStore({ redis, prefix, logger: createLogger('silent') });
-    const key = createKeys(prefix).session(thread);
-    await store.append(thread, messages.slice(0, 1));
+    const key = sessionKeys(prefix).history(thread);
+    expect(store.historyKey(thread)).toBe(key);
+    await commitTurn(prefix, store, messages.slice(0, 1), 'a');
     await redis.rpush(key, '{not json', JSON.stringify({ role: 'robot', content: 'x' }));
-    await store.append(thread, messages.slice(3));
+    await commitTurn(prefix, store, messages.slice(3), 'b');
     expect(await store.load(thread)).toEqual([messages[0], messages[3]]);
   });
 
@@ -79,10 +105,15 @@ describe('session store (real Redis)', () => {
     const prefix = newPrefix();
     const store = createSessionStore({ redis, prefix, maxEntries: 5 });
     for (let index = 0; index < 4; index += 1) {
-      await store.append(thread, [
-        { role: 'user', author: 'bob', content: `q${index}` },
-        { role: 'assistant', content: `a${index}` },
-      ]);
+      await commitTurn(
+        prefix,
+        store,
+        [
+          { role: 'user', author: 'bob', content: `q${index}` },
+          { role: 'assistant', content: `a${index}` },
+        ],
+        `t${index}`,
+      );
     }
     const loaded = await store.load(thread);
     expect(loaded).toHaveLength(5);

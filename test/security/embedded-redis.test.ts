@@ -2,9 +2,9 @@ import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { sessionKeys } from '../../src/agent/session-store.js';
 import { ensureRedis } from '../../src/ensure-redis.js';
 import { createLogger } from '../../src/logger.js';
-import { createKeys } from '../../src/redis.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { freePort } from '../helpers/free-port.js';
@@ -53,7 +53,7 @@ describe('the embedded Redis keeps threads, sessions and a pending approval acro
     const card = cardsTitled(before, 'kept')[0];
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect(approve).toBeDefined();
-    const sessionKey = createKeys(prefix).session(`web:ml-runs:${threadId}`);
+    const sessionKey = sessionKeys(prefix).history(`web:ml-runs:${threadId}`);
     await expect
       .poll(async () => (await shepherd?.app.redis.llen(sessionKey)) ?? 0, { timeout: 10_000 })
       .toBeGreaterThan(0);

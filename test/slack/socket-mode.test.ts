@@ -22,13 +22,18 @@ let handlers: RecordingHandlers;
 
 interface Block {
   type: string;
-  text?: { text: string };
+  text?: { text: string } | string;
   fields?: Array<{ text: string }>;
   elements?: Array<{ action_id?: string; value?: string; text: { text: string } | string }>;
 }
 
 function blocksOf(params: Record<string, unknown>): Block[] {
   return (params.blocks ?? []) as Block[];
+}
+
+/** A block's text: a markdown block's string, or the text object's text. */
+function textOf(block: Block | undefined): string | undefined {
+  return typeof block?.text === 'string' ? block.text : block?.text?.text;
 }
 
 beforeAll(async () => {
@@ -97,7 +102,9 @@ describe('slack adapter over Socket Mode', () => {
     const posted = await adapter.postMessage(`slack:C1:${mention.ts}`, 'On it: **run** started');
     const call = emulator.callsTo('chat.postMessage').at(-1);
     expect(call?.params).toMatchObject({ channel: 'C1', thread_ts: mention.ts });
-    expect(blocksOf(call?.params ?? {})[0]?.text?.text).toBe('On it: *run* started');
+    // Agent text goes out as a markdown block, with the mrkdwn conversion as the fallback text.
+    expect(blocksOf(call?.params ?? {})).toEqual([{ type: 'markdown', text: 'On it: **run** started' }]);
+    expect(call?.params.text).toBe('On it: *run* started');
     expect(posted.messageId).toBe(emulator.messages.get(posted.messageId)?.ts);
 
     await adapter.editMessage(`slack:C1:${mention.ts}`, posted.messageId, 'Done');
@@ -218,9 +225,16 @@ describe('slack adapter over Socket Mode', () => {
       'files.completeUploadExternal',
       'chat.postEphemeral',
     ]);
-    for (const call of outbound) {
-      expect(call.params.channel ?? call.params.channel_id).toBe('D1');
-      expect(call.params).not.toHaveProperty('thread_ts');
+    // The card's chart is uploaded unshared and shown by an image block in the card's own message.
+    const [, chartUpload, ...shared] = outbound;
+    expect(chartUpload?.params).not.toHaveProperty('channel_id');
+    const chartId = ((chartUpload?.params.files ?? []) as Array<{ id: string }>)[0]?.id;
+    expect(emulator.messages.get(card.messageId)?.blocks).toEqual(
+      expect.arrayContaining([{ type: 'image', slack_file: { id: chartId }, alt_text: 'loss chart' }]),
+    );
+    for (const call of [outbound[0], ...shared]) {
+      expect(call?.params.channel ?? call?.params.channel_id).toBe('D1');
+      expect(call?.params).not.toHaveProperty('thread_ts');
     }
     expect(emulator.messages.get(posted.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });
     expect(emulator.messages.get(card.messageId)).toMatchObject({ channel: 'D1', threadTs: undefined });
@@ -502,8 +516,9 @@ describe('slack adapter over Socket Mode', () => {
       expect(blocks.length).toBeLessThanOrEqual(50);
       expect(call.params.thread_ts).toBe('1700000004.000004');
       for (const block of blocks) {
-        expect(block.text?.text.length ?? 0).toBeLessThanOrEqual(3000);
-        joined += `${block.text?.text}\n`;
+        expect(block.type).toBe('markdown');
+        expect(textOf(block)?.length ?? 0).toBeLessThanOrEqual(12_000);
+        joined += `${textOf(block)}\n`;
       }
       expect(JSON.stringify(call.params).length).toBeLessThan(40_000 + 10_000);
     }
@@ -536,7 +551,7 @@ describe('slack adapter over Socket Mode', () => {
     const [message] = await handlers.waitForMessages(1);
     const root = emulator.callsTo('chat.postMessage').find((call) => call.params.channel === 'C9');
     expect(root?.params.thread_ts).toBeUndefined();
-    expect(blocksOf(root?.params ?? {})[0]?.text?.text).toBe('<@UALICE> ran `/shepherd runs`');
+    expect(textOf(blocksOf(root?.params ?? {})[0])).toBe('<@UALICE> ran `/shepherd runs`');
     const rootTs = (root?.response as { ts?: string } | undefined)?.ts;
     expect(message).toMatchObject({
       threadId: `slack:C9:${rootTs}`,

@@ -1,9 +1,10 @@
-import type { Worker } from 'bullmq';
+import { Queue, type Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { ChatAdapter } from '../../src/bot/chat-adapter.js';
-import { PlatformError, RateLimitedError } from '../../src/errors.js';
+import { PlatformError, platformApiCode, RateLimitedError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
+import { QUEUE_NAMES } from '../../src/queue/jobs.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
@@ -57,7 +58,7 @@ describe('notify queue retries', () => {
 
   it('retries a failing post and delivers it on attempt 3 after about 1 s + 2 s', async () => {
     const failure = () => {
-      throw new PlatformError('slack', 'internal_error', 'HTTP 500', { retryable: true });
+      throw new PlatformError('slack', platformApiCode('internal_error'), 'HTTP 500', { retryable: true });
     };
     const { adapter, attempts } = scriptedAdapter([failure, failure, () => undefined]);
     setUp(adapter);
@@ -74,13 +75,31 @@ describe('notify queue retries', () => {
   it('does not retry an error that retrying cannot fix', async () => {
     const { adapter, attempts } = scriptedAdapter([
       () => {
-        throw new PlatformError('slack', 'channel_not_found', 'channel_not_found', { retryable: false });
+        throw new PlatformError('slack', platformApiCode('channel_not_found'), 'channel_not_found', {
+          retryable: false,
+        });
       },
     ]);
     setUp(adapter);
     await expect(notifier.post('slack:C404:1.2', 'hello')).rejects.toThrow(/channel_not_found/);
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(attempts).toHaveLength(1);
+  });
+
+  it('fails a post to a malformed thread id at once instead of retrying it', async () => {
+    const { adapter } = scriptedAdapter([]);
+    setUp(adapter);
+    const started = Date.now();
+    await expect(notifier.post('not-a-thread', 'hello')).rejects.toThrow(/thread_invalid|not a thread id/);
+    // Retrying would have taken 1 s + 2 s + 4 s of back-off.
+    expect(Date.now() - started).toBeLessThan(2500);
+    const queue = new Queue(QUEUE_NAMES.notify, { connection: redis, prefix });
+    try {
+      const failed = await queue.getFailed();
+      expect(failed.map((job) => job.attemptsMade)).toEqual([1]);
+    } finally {
+      await queue.close();
+    }
   });
 
   it('waits for Retry-After on a rate limit without spending an attempt', async () => {

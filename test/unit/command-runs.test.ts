@@ -146,6 +146,10 @@ describe('environments', () => {
     expect(apptainer).toContain(`export PATH='/v/bin':"$PATH"`);
     // A plain train.py run is unchanged.
     expect(renderJobScript(base)).toContain(`exec 'python3' -u 'train.py'`);
+    // A sweep trial's values follow the script, quoted, as the local launcher passes them.
+    expect(renderJobScript({ ...base, args: ['--lr', '3e-4', '--name', "it's"] })).toContain(
+      `exec 'python3' -u 'train.py' '--lr' '3e-4' '--name' 'it'\\''s'`,
+    );
   });
 });
 

@@ -64,12 +64,12 @@ export function classifySdkError(
 ): ClassifiedFailure {
   if (error instanceof classes.APIUserAbortError) throw new LlmAbortedError(error);
   if (error instanceof classes.APIConnectionTimeoutError) {
-    return { error: new LlmError(`${provider} request timed out`, { isRetryable: true, cause: error }) };
+    return { error: new LlmError(`${provider} request timed out`, { retryable: true, cause: error }) };
   }
   if (error instanceof classes.APIConnectionError) {
     const cause = error.cause instanceof Error ? `: ${error.cause.message}` : '';
     return {
-      error: new LlmError(`${provider} connection failed${cause}`, { isRetryable: true, cause: error }),
+      error: new LlmError(`${provider} connection failed${cause}`, { retryable: true, cause: error }),
     };
   }
   if (error instanceof classes.APIError && typeof error.status === 'number') {
@@ -78,7 +78,7 @@ export function classifySdkError(
     const retryAfterMs = retryAfterFromHeaders(error.headers);
     const failure: ClassifiedFailure = {
       error: new LlmError(`${provider} returned HTTP ${status}: ${shorten(error.message)}`, {
-        isRetryable: retryable,
+        retryable,
         status,
         cause: error,
       }),
@@ -89,7 +89,7 @@ export function classifySdkError(
   if (error instanceof LlmError) return { error };
   return {
     error: new LlmError(`${provider} call failed: ${shorten(errorMessage(error))}`, {
-      isRetryable: false,
+      retryable: false,
       cause: error,
     }),
   };
@@ -145,7 +145,7 @@ export async function withLlmRetries<T>(attempt: () => Promise<T>, options: Retr
     } catch (error) {
       if (options.signal?.aborted) throw new LlmAbortedError(options.signal.reason);
       const failure = options.classify(error);
-      const canRetry = failure.error.isRetryable && retry < options.policy.maxRetries;
+      const canRetry = failure.error.retryable && retry < options.policy.maxRetries;
       if (!canRetry) {
         options.logger.warn(
           {

@@ -33,6 +33,8 @@ export interface DiscordAdapterConfig {
   clock?: () => number;
   /** How long `start()` waits for the gateway to become ready. */
   readyTimeoutMs?: number;
+  /** How often the typing indicator is renewed while a turn works (Discord shows it ~10 s). */
+  typingIntervalMs?: number;
 }
 
 export interface DiscordAdapter extends ChatAdapter {
@@ -43,6 +45,8 @@ export interface DiscordAdapter extends ChatAdapter {
 
 /** More messages than this for one post and the text goes into a file instead of flooding the thread. */
 const MAX_CHUNKS = 5;
+/** The typing indicator never outlives a stuck turn by much. */
+const TYPING_MAX_MS = 10 * 60_000;
 /** Interaction tokens live 15 minutes; stop using them a little earlier. */
 const INTERACTION_TOKEN_MS = 14 * 60_000;
 /** Bot posts never ping anyone by accident (an LLM may write `@everyone`). */
@@ -77,6 +81,45 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
   });
   client.rest.setToken(config.token);
   const recentInteractions = new Map<string, { interaction: DeferredInteraction; expiresAt: number }>();
+
+  /*
+   * "Shepherd is typing…" while a turn works. The turn's status line is a card with a Cancel button
+   * (`cancel:turn`, see app.ts) that becomes the answer by an edit, so the adapter types from that card
+   * until the message is edited or something else is posted there; at most TYPING_MAX_MS.
+   */
+  const typing = new Map<string, { timer: NodeJS.Timeout; until: number }>();
+  const typingIntervalMs = config.typingIntervalMs ?? 8000;
+  function sendTyping(channelId: string): void {
+    client.rest
+      .post(Routes.channelTyping(channelId))
+      .catch((error: unknown) => logger.debug({ channelId, err: String(error) }, 'typing indicator failed'));
+  }
+  function startTyping(threadId: string): void {
+    const channelId = targetChannelId(threadId);
+    if (typing.has(channelId)) return;
+    sendTyping(channelId);
+    const until = clock() + TYPING_MAX_MS;
+    const timer = setInterval(() => {
+      if (clock() > until) stopTyping(threadId);
+      else sendTyping(channelId);
+    }, typingIntervalMs);
+    timer.unref();
+    typing.set(channelId, { timer, until });
+  }
+  function stopTyping(threadId: string): void {
+    let channelId: string;
+    try {
+      channelId = targetChannelId(threadId);
+    } catch {
+      return;
+    }
+    const entry = typing.get(channelId);
+    if (entry === undefined) return;
+    clearInterval(entry.timer);
+    typing.delete(channelId);
+  }
+  const isTurnStatus = (card: Card) =>
+    card.actions?.some((action) => action.actionId === 'cancel:turn') === true;
 
   function rememberInteraction(threadId: string, userId: string, interaction: DeferredInteraction): void {
     const now = clock();
@@ -129,6 +172,8 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
   }
 
   async function postMessage(threadId: string, text: string): Promise<PostedMessage> {
+    // A long answer is posted (not edited into the status line): the turn is done.
+    stopTyping(threadId);
     targetChannelId(threadId);
     const extracted = extractLongBlocks(text);
     const files = [...extracted.files];
@@ -233,12 +278,15 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
     async stop(): Promise<void> {
       recentInteractions.clear();
+      for (const entry of typing.values()) clearInterval(entry.timer);
+      typing.clear();
       await client.destroy();
     },
 
     postMessage,
 
     async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
+      stopTyping(threadId);
       // An edit cannot grow into several messages, so it is cut to one.
       const content = text.trim() === '' ? '\u200b' : truncate(text, DISCORD_LIMITS.content);
       // Plain text again: a status card's embed and Cancel button go.
@@ -253,6 +301,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
     async postCard(threadId: string, card: Card): Promise<PostedMessage> {
       const rendered = renderOrThrow(card);
+      if (isTurnStatus(card)) startTyping(threadId);
       const body = {
         embeds: rendered.embeds,
         components: rendered.components,
@@ -264,6 +313,8 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
     async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
       const rendered = renderOrThrow(card);
+      if (isTurnStatus(card)) startTyping(threadId);
+      else stopTyping(threadId);
       // API v10 edits keep exactly the attachments listed, so the chart is re-sent with the new embed.
       const body = {
         embeds: rendered.embeds,

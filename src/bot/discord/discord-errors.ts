@@ -1,5 +1,5 @@
 import { DiscordAPIError, HTTPError, RateLimitError } from 'discord.js';
-import { errorMessage, PlatformError, RateLimitedError } from '../../errors.js';
+import { errorMessage, PlatformError, type PlatformErrorCode, RateLimitedError } from '../../errors.js';
 
 /*
  * One place that turns discord.js / REST failures into the typed family the notify queue understands:
@@ -7,7 +7,7 @@ import { errorMessage, PlatformError, RateLimitedError } from '../../errors.js';
  */
 
 /** Discord JSON error codes that no retry can fix, with the stable `code` we log them under. */
-const FINAL_API_CODES: ReadonlyMap<number, string> = new Map([
+const FINAL_API_CODES: ReadonlyMap<number, PlatformErrorCode> = new Map<number, PlatformErrorCode>([
   [10003, 'unknown_channel'],
   [10008, 'unknown_message'],
   [10062, 'unknown_interaction'],

@@ -41,7 +41,26 @@ export interface ActionsBlock {
   elements: ButtonElement[];
 }
 
-export type SlackBlock = HeaderBlock | SectionBlock | ContextBlock | ActionsBlock;
+/** Standard Markdown that Slack renders itself (https://docs.slack.dev/reference/block-kit/blocks/markdown-block). */
+export interface MarkdownBlock {
+  type: 'markdown';
+  text: string;
+}
+
+/** An image Slack hosts: a file uploaded by the bot, referred to by id. */
+export interface ImageBlock {
+  type: 'image';
+  slack_file: { id: string };
+  alt_text: string;
+}
+
+export type SlackBlock =
+  | HeaderBlock
+  | SectionBlock
+  | ContextBlock
+  | ActionsBlock
+  | MarkdownBlock
+  | ImageBlock;
 
 /** One `chat.postMessage` / `chat.update` body (without channel and thread). */
 export interface SlackMessageBody {
@@ -62,6 +81,8 @@ export const SLACK_LIMITS = {
   actionId: 255,
   elementsPerActions: 25,
   contextText: 3000,
+  /** A markdown block's text; also the cumulative limit of markdown blocks in one message. */
+  markdownText: 12_000,
 } as const;
 
 /** The `block_id` of a card's buttons; a resolved card has no block with this id. */
@@ -186,4 +207,33 @@ export function renderTextMessages(markdown: string): SlackMessageBody[] {
   }
   flush();
   return messages;
+}
+
+/**
+ * Slack's `<…>` tokens (`<!channel>`, `<@U…>`, `<https://evil|https://good>`) must not ping or disguise a
+ * link in text Shepherd quotes: a zero-width space after each `<` keeps the text readable and inert.
+ */
+export function neutralizeSlackTokens(markdown: string): string {
+  return markdown.replace(/<(?=\S)/g, '<\u200B');
+}
+
+/**
+ * Agent text as Slack's `markdown` block (Slack renders headings, lists, tables and code itself), one
+ * block per message because its 12,000-character limit counts across the message. The fallback text
+ * (notifications, clients without markdown blocks) is the mrkdwn conversion.
+ */
+export function renderMarkdownMessages(markdown: string): SlackMessageBody[] {
+  const source = markdown.trim() === '' ? '_(empty message)_' : neutralizeSlackTokens(markdown);
+  return splitMrkdwn(source, SLACK_LIMITS.markdownText).map((chunk) => ({
+    text: truncate(markdownToMrkdwn(chunk), FALLBACK_CHARS),
+    blocks: [{ type: 'markdown', text: chunk }],
+  }));
+}
+
+/** A card's blocks with its image placed just above its buttons (or last), all in one message. */
+export function withImageBlock(body: SlackMessageBody, image: ImageBlock): SlackMessageBody {
+  const blocks = [...body.blocks];
+  const actions = blocks.findIndex((block) => block.type === 'actions');
+  blocks.splice(actions < 0 ? blocks.length : actions, 0, image);
+  return { text: body.text, blocks: blocks.slice(0, SLACK_LIMITS.blocksPerMessage) };
 }

@@ -10,7 +10,14 @@ import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
 import { createBoltLogger } from './bolt-logger.js';
-import { renderCard, renderTextMessages, type SlackMessageBody } from './cards.js';
+import {
+  type ImageBlock,
+  renderCard,
+  renderMarkdownMessages,
+  renderTextMessages,
+  type SlackMessageBody,
+  withImageBlock,
+} from './cards.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './inbound.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
@@ -83,6 +90,10 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const slackApiUrl = config.apiUrl ?? 'https://slack.com/api/';
   const slashCommand = config.slashCommand ?? '/shepherd';
   const maxMessages = Math.max(2, config.maxMessagesPerPost ?? DEFAULT_MAX_MESSAGES);
+  // Agent text goes out as a markdown block until Slack refuses one (then mrkdwn sections, see postMessage).
+  let markdownBlocks = true;
+  const isInvalidBlocks = (error: unknown) =>
+    error instanceof PlatformError && error.code === 'invalid_blocks';
   // Our own client: rate limits surface as errors so the notify queue (not the SDK) does the waiting.
   const client = new webApi.WebClient(config.botToken, {
     slackApiUrl,
@@ -164,6 +175,25 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
       return { messageId: fileId ?? '' };
     });
   }
+
+  /** Upload without sharing anywhere: the file is shown by an image block that refers to it. */
+  async function uploadForBlock(threadId: string, image: NonNullable<Card['image']>): Promise<ImageBlock> {
+    const fileId = await call('files.uploadV2', threadId, async () => {
+      const response = await client.files.uploadV2({
+        file: Buffer.from(image.png),
+        filename: image.filename,
+        title: image.alt,
+      });
+      return (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]?.files?.[0]?.id;
+    });
+    if (fileId === undefined)
+      throw new PlatformError('slack', 'upload_failed', 'slack upload returned no file id', {
+        retryable: true,
+      });
+    return { type: 'image', slack_file: { id: fileId }, alt_text: image.alt.slice(0, 2000) || 'chart' };
+  }
+  /** Image blocks of cards posted by this process, so an update (e.g. resolved) keeps the chart. */
+  const cardImages = new Map<string, ImageBlock>();
 
   async function postEphemeral(threadId: string, userId: string, text: string): Promise<void> {
     const { channel, threadTs } = slackThread(threadId);
@@ -277,15 +307,33 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
     async postMessage(threadId: string, text: string): Promise<PostedMessage> {
       const { channel, threadTs } = slackThread(threadId);
-      let messages = renderTextMessages(text);
-      const cut = messages.length > maxMessages;
+      let messages = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
+      let cut = messages.length > maxMessages;
       if (cut) {
         // Too long to read as chat: the first parts inline, the whole text as a file.
         messages = messages.slice(0, maxMessages - 1);
       }
       let firstTs: string | undefined;
-      for (const body of messages) {
-        const ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+      for (const [index, body] of messages.entries()) {
+        let ts: string;
+        try {
+          ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+        } catch (error) {
+          // A workspace that refuses markdown blocks gets the mrkdwn sections, now and from then on.
+          if (index > 0 || !markdownBlocks || !isInvalidBlocks(error)) throw error;
+          markdownBlocks = false;
+          logger.warn({ threadId }, 'slack refused a markdown block; posting mrkdwn sections instead');
+          messages = renderTextMessages(text);
+          cut = messages.length > maxMessages;
+          if (cut) messages = messages.slice(0, maxMessages - 1);
+          for (const fallback of messages) {
+            const posted = await call('chat.postMessage', threadId, () =>
+              postBody(channel, threadTs, fallback),
+            );
+            firstTs ??= posted;
+          }
+          break;
+        }
         firstTs ??= ts;
       }
       if (cut) {
@@ -302,7 +350,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
     async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
       const { channel } = slackThread(threadId);
-      const [first] = renderTextMessages(text);
+      const [first] = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
       if (first === undefined) return;
       await call('chat.update', threadId, () =>
         client.chat.update({ channel, ts: messageId, text: first.text, blocks: first.blocks }),
@@ -311,14 +359,10 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
 
     async postCard(threadId: string, card: Card): Promise<PostedMessage> {
       const { channel, threadTs } = slackThread(threadId);
+      let image: ImageBlock | undefined;
       if (card.image !== undefined) {
-        // The image goes into the thread first, so the card with its buttons stays the latest message.
-        await uploadFile(threadId, {
-          filename: card.image.filename,
-          data: card.image.png,
-          contentType: 'image/png',
-          title: card.image.alt,
-        });
+        // The chart and its buttons in one message: an image block referring to the uploaded file.
+        image = await uploadForBlock(threadId, card.image);
       }
       if (card.attachment !== undefined) {
         // The whole script behind a cut excerpt, as a file in the thread right above its card.
@@ -329,15 +373,33 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
           title: card.attachment.filename,
         });
       }
-      const ts = await call('chat.postMessage', threadId, () =>
-        postBody(channel, threadTs, renderCard(card)),
-      );
+      const body = renderCard(card);
+      let ts: string;
+      try {
+        ts = await call('chat.postMessage', threadId, () =>
+          postBody(channel, threadTs, image === undefined ? body : withImageBlock(body, image)),
+        );
+      } catch (error) {
+        if (image === undefined || !isInvalidBlocks(error) || card.image === undefined) throw error;
+        // Slack would not show the file in a block: the chart goes into the thread, then the card.
+        logger.warn({ threadId }, 'slack refused the image block; posting the chart above the card');
+        image = undefined;
+        await uploadFile(threadId, {
+          filename: card.image.filename,
+          data: card.image.png,
+          contentType: 'image/png',
+          title: card.image.alt,
+        });
+        ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
+      }
+      if (image !== undefined) cardImages.set(ts, image);
       return { messageId: ts };
     },
 
     async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
       const { channel } = slackThread(threadId);
-      const body = renderCard(card);
+      const image = cardImages.get(messageId);
+      const body = image === undefined ? renderCard(card) : withImageBlock(renderCard(card), image);
       await call('chat.update', threadId, () =>
         client.chat.update({ channel, ts: messageId, text: body.text, blocks: body.blocks }),
       );

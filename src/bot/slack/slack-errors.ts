@@ -4,7 +4,7 @@
  * Matches on the SDK's stable `code` strings rather than `instanceof`, so a second copy of
  * `@slack/web-api` in the tree cannot break the mapping.
  */
-import { PlatformError, RateLimitedError } from '../../errors.js';
+import { PlatformError, platformApiCode, RateLimitedError } from '../../errors.js';
 
 /** Slack error codes that another attempt cannot fix. Unknown platform errors count as permanent too. */
 const TRANSIENT_SLACK_ERRORS: ReadonlySet<string> = new Set([
@@ -36,7 +36,7 @@ export function toPlatformError(error: unknown, context: string): PlatformError 
     }
     case 'slack_webapi_platform_error': {
       const slackCode = typeof shape.data?.error === 'string' ? shape.data.error : 'unknown_error';
-      return new PlatformError('slack', slackCode, `slack ${context}: ${slackCode}`, {
+      return new PlatformError('slack', platformApiCode(slackCode), `slack ${context}: ${slackCode}`, {
         retryable: TRANSIENT_SLACK_ERRORS.has(slackCode),
         cause: error,
       });

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { PAGE_SCRIPT } from './page-script.js';
-import { PAGE_STYLE } from './page-style.js';
+import type { PageAssets } from './page-assets.js';
 
 function cspHash(source: string): string {
   return `'sha256-${createHash('sha256').update(source, 'utf8').digest('base64')}'`;
@@ -14,19 +13,26 @@ function escapeHtml(text: string): string {
  * The playground page, built once at start. The inline script and style are allowed by hash in the
  * Content-Security-Policy, so nothing else (no injected markup, no external asset) can run or load.
  */
-export function renderPage(options: { botName: string }): { html: string; contentSecurityPolicy: string } {
+export function renderPage(
+  options: { botName: string; extensions?: readonly string[] },
+  assets: PageAssets,
+): { html: string; contentSecurityPolicy: string } {
+  // `</script` inside the bundle would end the element early; esbuild escapes it, this keeps it so.
+  const script = assets.script.replace(/<\/(script)/gi, '<\\/$1');
+  const style = assets.style.replace(/<\/(style)/gi, '<\\/$1');
   const html = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>Shepherd playground</title>
-<style>${PAGE_STYLE}</style>
+<style>${style}</style>
 </head>
-<body data-bot-name="${escapeHtml(options.botName)}">
+<body data-bot-name="${escapeHtml(options.botName)}" data-extensions="${escapeHtml((options.extensions ?? []).join(' '))}">
 <header class="top">
   <div class="brand">Shepherd <span>playground · mention @${escapeHtml(options.botName)}</span></div>
-  <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name"></label>
+  <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name" list="recent-users" data-testid="who-am-i"></label>
+  <datalist id="recent-users"></datalist>
   <span id="connection" class="status">connecting…</span>
 </header>
 <div class="layout">
@@ -35,9 +41,16 @@ export function renderPage(options: { botName: string }): { html: string; conten
       <input id="new-channel-name" placeholder="new channel" maxlength="80" aria-label="new channel name">
       <button type="submit" class="action">Add</button>
     </form>
+    <section id="runs-panel" class="runs-panel" data-testid="runs-panel" aria-label="runs">
+      <h2>Runs</h2>
+      <div id="runs"></div>
+    </section>
+    <h2 class="side-title">Channels</h2>
     <div id="channels"></div>
   </nav>
   <main class="main">
+    <div id="run-view" class="run-view" hidden></div>
+    <div id="chat-view" class="chat-view">
     <div id="thread-head" class="thread-head"></div>
     <div id="messages" class="messages" aria-live="polite"></div>
     <form id="composer" class="composer">
@@ -45,16 +58,17 @@ export function renderPage(options: { botName: string }): { html: string; conten
       <button type="submit" class="send">Send</button>
     </form>
     <div id="composer-error" class="error" role="alert"></div>
+    </div>
   </main>
 </div>
-<script>${PAGE_SCRIPT}</script>
+<script>${script}</script>
 </body>
 </html>
 `;
   const contentSecurityPolicy = [
     "default-src 'none'",
-    `script-src ${cspHash(PAGE_SCRIPT)}`,
-    `style-src ${cspHash(PAGE_STYLE)}`,
+    `script-src ${cspHash(script)}`,
+    `style-src ${cspHash(style)}`,
     "img-src 'self'",
     "connect-src 'self'",
     "base-uri 'none'",

@@ -12,9 +12,11 @@ import {
   type Upload,
 } from '../chat-adapter.js';
 import { renderPage } from './page.js';
+import { loadPageAssets } from './page-assets.js';
 import { toWebCard } from './web-cards.js';
 import { createWebEventHub, type WebEventHub } from './web-events.js';
 import { createWebRequestHandler, WEB_BOT_USER } from './web-http.js';
+import type { WebRoute } from './web-json.js';
 import type { NewWebMessage, WebStore } from './web-store.js';
 
 export interface WebAdapterOptions {
@@ -43,6 +45,17 @@ export interface WebAdapter extends ChatAdapter {
   readonly platform: 'web';
   /** Where the playground listens; only valid after `start()`. */
   address(): WebAddress;
+  /** Adds routes kept in their own module (runs, turns); call before `start()`. */
+  extend(extension: WebExtension): void;
+}
+
+/** Routes outside web-http.ts, with an optional life cycle tied to the server's (live events). */
+export interface WebExtension {
+  /** Named on the page (`data-extensions`), so it only calls APIs that exist. */
+  name: string;
+  route: WebRoute;
+  start?(events: WebEventHub): void;
+  stop?(): void;
 }
 
 /** Resolve `web:<channel>:<root>`; an empty root means "a new top-level message in the channel". */
@@ -73,6 +86,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
   let server: Server | undefined;
   let events: WebEventHub | undefined;
   let bound: WebAddress | undefined;
+  const extensions: WebExtension[] = [];
 
   async function post(threadId: string, fields: Omit<NewWebMessage, 'channel' | 'threadId' | 'user'>) {
     const { channel, root } = resolveThread(threadId);
@@ -112,7 +126,11 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         events,
         botName: options.botName,
         logger,
-        page: renderPage({ botName: options.botName }),
+        page: renderPage(
+          { botName: options.botName, extensions: extensions.map((extension) => extension.name) },
+          await loadPageAssets(),
+        ),
+        routes: extensions.map((extension) => extension.route),
         enabled: options.playground?.enabled ?? true,
         guard: {
           host: options.host,
@@ -149,6 +167,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
         );
       }
       server = created;
+      for (const extension of extensions) if (events !== undefined) extension.start?.(events);
       const info = created.address() as AddressInfo;
       const urlHost = info.address.includes(':') ? `[${info.address}]` : info.address;
       bound = { host: info.address, port: info.port, url: `http://${urlHost}:${info.port}` };
@@ -157,9 +176,15 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
 
     isConnected: () => server?.listening === true,
 
+    extend(extension) {
+      if (server !== undefined) throw new Error('extend the web adapter before it starts');
+      extensions.push(extension);
+    },
+
     async stop() {
       const closing = server;
       server = undefined;
+      for (const extension of extensions) extension.stop?.();
       await events?.stop();
       events = undefined;
       if (closing !== undefined) {

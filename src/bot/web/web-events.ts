@@ -20,6 +20,8 @@ export interface WebEventHub {
   /** Attach an SSE response; it is detached when the client goes away. */
   addClient(response: ServerResponse): void;
   readonly clientCount: number;
+  /** Send an event to this process's page clients only (e.g. `{ kind: 'runs' }` when runs changed). */
+  publish(event: Record<string, unknown>): void;
   stop(): Promise<void>;
 }
 
@@ -80,6 +82,10 @@ export function createWebEventHub(options: {
       await subscriber.subscribe(channel);
       heartbeat = setInterval(() => broadcast(': ping\n\n'), HEARTBEAT_MS);
       heartbeat.unref();
+    },
+
+    publish(event) {
+      if (clients.size > 0) broadcast(`data: ${JSON.stringify(event)}\n\n`);
     },
 
     addClient(response) {

@@ -2,10 +2,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { decodeThreadId, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
+import { SCRIPT_NEW_ID } from '../../redis.js';
+import {
+  decodeThreadId,
+  encodeThreadId,
+  type InboundHandlers,
+  type InboundMessage,
+} from '../chat-adapter.js';
 import { isReservedName } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
 import { createWebGuard, type WebGuardOptions } from './web-guard.js';
+import type { WebRoute } from './web-json.js';
 import type { WebMessage, WebStore } from './web-store.js';
 
 /*
@@ -173,6 +180,8 @@ export interface WebRequestHandlerOptions {
   botName: string;
   logger: Logger;
   page: { html: string; contentSecurityPolicy: string };
+  /** Routes kept in their own modules (runs, turns); tried after the built-in ones. */
+  routes?: readonly WebRoute[];
   /** Host, Origin, content-type and token checks; see web-guard.ts. */
   guard: WebGuardOptions;
   /** `SHEPHERD_PLAYGROUND=off`: only `/healthz` answers (the server may still carry Slack's mount). */
@@ -204,30 +213,43 @@ export function createWebRequestHandler(
       }
       root = target.root;
     }
-    let stored: WebMessage;
+    const input = {
+      channel: body.channel,
+      user: body.user,
+      text: body.text,
+      ts: now(),
+      ...(root === undefined ? {} : { threadId: root }),
+    };
+    const inbound = (id: string, threadRoot: string): InboundMessage => ({
+      threadId: encodeThreadId({ platform: 'web', channel: body.channel, thread: threadRoot }),
+      messageId: id,
+      user: { id: body.user, name: body.user },
+      text: body.text,
+      addressed: mention.test(body.text),
+      startsThread: root === undefined,
+      deliveryId: id,
+      receivedAt: input.ts,
+    });
+    let stored: WebMessage | undefined;
     try {
-      stored = await store.createMessage({
-        channel: body.channel,
-        user: body.user,
-        text: body.text,
-        ...(root === undefined ? {} : { threadId: root }),
-      });
+      if (handlers.onMessageStored !== undefined) {
+        // The ack's one round trip: the message and its inbox entry in one script.
+        await handlers.onMessageStored(inbound(SCRIPT_NEW_ID, root ?? SCRIPT_NEW_ID), async (step) => {
+          const created = await store.createMessageWithStep(input, step);
+          stored = created.message;
+          return { messageId: created.message.id, stepResult: created.stepResult };
+        });
+      } else {
+        stored = await store.createMessage(input);
+        await handlers.onMessage(inbound(stored.id, stored.threadId));
+      }
     } catch (error) {
       if (error instanceof PlatformError && error.code === 'thread_unknown') {
         throw new HttpProblem(404, `threadId: no thread ${body.threadId ?? ''} in channel ${body.channel}`);
       }
       throw error;
     }
-    await handlers.onMessage({
-      threadId: encodeThreadId({ platform: 'web', channel: stored.channel, thread: stored.threadId }),
-      messageId: stored.id,
-      user: { id: body.user, name: body.user },
-      text: body.text,
-      addressed: mention.test(body.text),
-      startsThread: root === undefined,
-      deliveryId: stored.id,
-      receivedAt: stored.ts,
-    });
+    if (stored === undefined) throw new Error('the playground store did not run');
     sendJson(response, 202, { threadId: stored.threadId, messageId: stored.id });
   }
 
@@ -347,6 +369,7 @@ export function createWebRequestHandler(
     }
     const fileMatch = /^\/api\/files\/([^/]+)$/.exec(path);
     if (method === 'GET' && fileMatch?.[1] !== undefined) return await getFile(response, fileMatch[1]);
+    for (const extra of options.routes ?? []) if (await extra(request, response, method, path)) return;
     throw new HttpProblem(404, `no route ${method} ${path}`);
   }
 

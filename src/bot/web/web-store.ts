@@ -2,7 +2,13 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
-import { CREATE_MESSAGE_SCRIPT, createScriptRunner, EDIT_MESSAGE_SCRIPT } from './web-scripts.js';
+import type { ScriptStep } from '../../redis.js';
+import {
+  CREATE_MESSAGE_SCRIPT,
+  createMessageWithStepScript,
+  createScriptRunner,
+  EDIT_MESSAGE_SCRIPT,
+} from './web-scripts.js';
 
 /*
  * The playground's channels, threads and messages live in Redis, not in the HTTP server's memory, so
@@ -66,6 +72,8 @@ export interface NewWebMessage {
   images?: string[];
   files?: WebFileLink[];
   visibleTo?: string;
+  /** Milliseconds since the epoch; default now. */
+  ts?: number;
 }
 
 export interface WebThreadSummary {
@@ -106,6 +114,14 @@ export interface WebStore {
   readonly eventsChannel: string;
   /** Store a message (one atomic round trip). Throws `PlatformError` `thread_unknown` for a bad thread. */
   createMessage(input: NewWebMessage): Promise<WebMessage>;
+  /**
+   * Store a message and run `step` (another module's write, e.g. the inbox accept) in the same script:
+   * still one round trip; the step does not run when the message is refused.
+   */
+  createMessageWithStep(
+    input: NewWebMessage,
+    step: ScriptStep,
+  ): Promise<{ message: WebMessage; stepResult: unknown }>;
   /** Replace a message's text and/or card and set `editedAt`. Resolves `false` if there is no such message. */
   /** `card: null` removes the card (the message becomes plain text). */
   editMessage(messageId: string, patch: { text?: string; card?: WebCard | null }): Promise<boolean>;
@@ -127,10 +143,13 @@ export interface WebStoreOptions {
   redis: Redis;
   /** The deployment's key prefix (`SHEPHERD_QUEUE_PREFIX`); keys live under `<prefix>:web:`. */
   prefix: string;
+  /** `SHEPHERD_FILE_TTL_DAYS`: stored files expire this long after their last save (default 30). */
+  fileTtlDays?: number;
   now?: () => number;
 }
 
 const PREVIEW_LENGTH = 120;
+export const DEFAULT_FILE_TTL_DAYS = 30;
 
 function parseStoredJson<T>(raw: string | undefined, schema: z.ZodType<T>): T | undefined {
   if (raw === undefined) return undefined;
@@ -169,6 +188,7 @@ function redisFailure(operation: string, error: unknown): PlatformError {
 export function createWebStore(options: WebStoreOptions): WebStore {
   const { redis } = options;
   const now = options.now ?? Date.now;
+  const fileTtlSeconds = Math.max(1, Math.round((options.fileTtlDays ?? DEFAULT_FILE_TTL_DAYS) * 24 * 3600));
   const base = `${options.prefix}:web`;
   const eventsChannel = `${base}:events`;
   const keys = {
@@ -181,6 +201,16 @@ export function createWebStore(options: WebStoreOptions): WebStore {
   };
   const runCreate = createScriptRunner(redis, CREATE_MESSAGE_SCRIPT);
   const runEdit = createScriptRunner(redis, EDIT_MESSAGE_SCRIPT);
+  // One fused script per kind of step (in practice one: the inbox accept).
+  const stepRunners = new Map<string, ReturnType<typeof createScriptRunner>>();
+  const stepRunner = (stepLua: string) => {
+    let runner = stepRunners.get(stepLua);
+    if (runner === undefined) {
+      runner = createScriptRunner(redis, createMessageWithStepScript(stepLua));
+      stepRunners.set(stepLua, runner);
+    }
+    return runner;
+  };
 
   async function readMessages(ids: string[]): Promise<WebMessage[]> {
     if (ids.length === 0) return [];
@@ -197,56 +227,70 @@ export function createWebStore(options: WebStoreOptions): WebStore {
     return messages;
   }
 
+  /** Runs `create_message` (and `step` after it) in one script. */
+  async function create(
+    input: NewWebMessage,
+    step: ScriptStep | undefined,
+  ): Promise<{ message: WebMessage; stepResult: unknown }> {
+    const ts = input.ts ?? now();
+    const json = (value: unknown) => (value === undefined ? '' : JSON.stringify(value));
+    const args: Array<string | number> = [
+      base,
+      input.channel,
+      input.threadId ?? '',
+      input.user,
+      input.text,
+      ts,
+      json(input.card),
+      input.images?.length ? json(input.images) : '',
+      input.files?.length ? json(input.files) : '',
+      input.visibleTo ?? '',
+      eventsChannel,
+    ];
+    let id: unknown;
+    let stepResult: unknown;
+    try {
+      if (step === undefined) {
+        id = await runCreate([keys.counter], args);
+      } else {
+        const result = (await stepRunner(step.lua)([keys.counter], [...args, ...step.args])) as unknown[];
+        [id, stepResult] = result;
+      }
+    } catch (error) {
+      if (error instanceof Error && error.message.includes('ERR_THREAD_UNKNOWN')) {
+        throw new PlatformError(
+          'web',
+          'thread_unknown',
+          `no thread ${input.threadId ?? ''} in channel ${input.channel}`,
+          { retryable: false },
+        );
+      }
+      throw redisFailure('create', error);
+    }
+    const messageId = String(id);
+    const message: WebMessage = {
+      id: messageId,
+      channel: input.channel,
+      threadId: input.threadId ?? messageId,
+      user: input.user,
+      text: input.text,
+      ts,
+    };
+    if (input.card !== undefined) message.card = input.card;
+    if (input.images?.length) message.images = input.images;
+    if (input.files?.length) message.files = input.files;
+    if (input.visibleTo !== undefined) message.visibleTo = input.visibleTo;
+    return { message, stepResult };
+  }
+
   return {
     eventsChannel,
 
     async createMessage(input) {
-      const ts = now();
-      const json = (value: unknown) => (value === undefined ? '' : JSON.stringify(value));
-      let id: unknown;
-      try {
-        id = await runCreate(
-          [keys.counter],
-          [
-            base,
-            input.channel,
-            input.threadId ?? '',
-            input.user,
-            input.text,
-            ts,
-            json(input.card),
-            input.images?.length ? json(input.images) : '',
-            input.files?.length ? json(input.files) : '',
-            input.visibleTo ?? '',
-            eventsChannel,
-          ],
-        );
-      } catch (error) {
-        if (error instanceof Error && error.message.includes('ERR_THREAD_UNKNOWN')) {
-          throw new PlatformError(
-            'web',
-            'thread_unknown',
-            `no thread ${input.threadId ?? ''} in channel ${input.channel}`,
-            { retryable: false },
-          );
-        }
-        throw redisFailure('create', error);
-      }
-      const messageId = String(id);
-      const message: WebMessage = {
-        id: messageId,
-        channel: input.channel,
-        threadId: input.threadId ?? messageId,
-        user: input.user,
-        text: input.text,
-        ts,
-      };
-      if (input.card !== undefined) message.card = input.card;
-      if (input.images?.length) message.images = input.images;
-      if (input.files?.length) message.files = input.files;
-      if (input.visibleTo !== undefined) message.visibleTo = input.visibleTo;
-      return message;
+      return (await create(input, undefined)).message;
     },
+
+    createMessageWithStep: (input, step) => create(input, step),
 
     async editMessage(messageId, patch) {
       try {
@@ -331,11 +375,16 @@ export function createWebStore(options: WebStoreOptions): WebStore {
       // Content-addressed, so re-rendering a card with the same chart stores the bytes once.
       const id = createHash('sha256').update(file.data).digest('hex').slice(0, 32);
       try {
-        await redis.hset(keys.file(id), {
-          name: file.name,
-          contentType: file.contentType,
-          data: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.byteLength),
-        });
+        await redis
+          .multi()
+          .hset(keys.file(id), {
+            name: file.name,
+            contentType: file.contentType,
+            data: Buffer.from(file.data.buffer, file.data.byteOffset, file.data.byteLength),
+          })
+          // Saved again (the same chart re-rendered), the file lives on from now.
+          .expire(keys.file(id), fileTtlSeconds)
+          .exec();
       } catch (error) {
         throw redisFailure('file save', error);
       }

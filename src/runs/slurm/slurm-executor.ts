@@ -110,6 +110,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         environment,
         ...(meta.command === undefined && spec === undefined ? {} : { command: applied.argv }),
         ...(meta.cwd === undefined ? {} : { cwd: meta.cwd }),
+        ...(meta.args === undefined || meta.args.length === 0 ? {} : { args: meta.args }),
         srun: meta.command !== undefined || (meta.nodes ?? 1) > 1,
         pathPrefix: applied.pathPrefix,
         ...(applied.container === undefined

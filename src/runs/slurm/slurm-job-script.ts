@@ -24,6 +24,8 @@ export interface JobScriptInput {
   pathPrefix?: readonly string[];
   /** Container image: `apptainer exec` or pyxis's `srun --container-image`. */
   container?: { image: string; mode: 'apptainer' | 'pyxis' };
+  /** Extra arguments after the script or command (a sweep trial's `--key value` pairs). */
+  args?: readonly string[];
 }
 
 /**
@@ -54,6 +56,7 @@ export function renderJobScript(input: JobScriptInput): string {
     input.command === undefined
       ? [shellQuote(input.python), '-u', shellQuote(input.script)]
       : input.command.map(shellQuote);
+  words = words.concat((input.args ?? []).map(shellQuote));
   if (input.container?.mode === 'apptainer')
     words = ['apptainer', 'exec', input.container.image].map(shellQuote).concat(words);
   const pyxis = input.container?.mode === 'pyxis';

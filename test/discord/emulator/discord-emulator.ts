@@ -402,6 +402,8 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     if (at(0) === 'channels') {
       const channel = requireChannel(at(1));
       if (parts.length === 2 && method === 'GET') return channel;
+      // The typing indicator: 204, nothing stored (the call is in `calls`).
+      if (parts.length === 3 && at(2) === 'typing' && method === 'POST') return null;
       if (parts.length === 3 && at(2) === 'messages' && method === 'POST') {
         return storeMessage(botMessage(at(1), object, files), true);
       }

@@ -88,6 +88,8 @@ export interface SlackEmulatorOptions {
   users?: EmulatedUser[];
   /** Scopes reported in `x-oauth-scopes` on Web API answers to the bot token, as Slack does. */
   grantedScopes?: string[];
+  /** `false` emulates a workspace that refuses `markdown` blocks (`invalid_blocks`). Default true. */
+  markdownBlocks?: boolean;
 }
 
 export interface SlackEmulator {
@@ -248,6 +250,8 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     if (text !== undefined && text.length > 40_000) return 'msg_too_long';
     if (Array.isArray(blocks)) {
       if (blocks.length > 50) return 'invalid_blocks';
+      // Slack's markdown block limit (12,000 characters) counts across the message.
+      let markdownChars = 0;
       for (const block of blocks as Array<Record<string, unknown>>) {
         const blockText = (block.text as { text?: unknown } | undefined)?.text;
         if (block.type === 'section' && typeof blockText === 'string' && blockText.length > 3000)
@@ -256,6 +260,18 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
           return 'invalid_blocks';
         if (block.type === 'header' && typeof blockText === 'string' && blockText.length > 150)
           return 'invalid_blocks';
+        if (block.type === 'image') {
+          // Like Slack: an image block may refer to a file the bot uploaded (completed), by id.
+          const fileId = (block.slack_file as { id?: unknown } | undefined)?.id;
+          const upload = typeof fileId === 'string' ? uploads.get(fileId) : undefined;
+          if (typeof block.image_url !== 'string' && upload?.completed === undefined) return 'invalid_blocks';
+        }
+        if (block.type === 'markdown') {
+          if (options.markdownBlocks === false) return 'invalid_blocks';
+          if (typeof block.text !== 'string' || block.text.length === 0) return 'invalid_blocks';
+          markdownChars += block.text.length;
+          if (markdownChars > 12_000) return 'invalid_blocks';
+        }
       }
     }
     return undefined;
