@@ -377,6 +377,8 @@ export function createMonitor(options: MonitorOptions) {
             summary: `${meta.name} failed (${how})${stepText} — ${crash.label}.`,
             metrics: lossMetricNames(state).slice(0, 2),
             ...(rolling.lastStep === undefined ? {} : { step: rolling.lastStep }),
+            // The launch whose exit this is, even when none of its metric lines has been read yet.
+            launch,
             traceback: crash.traceback,
             crashClass: crash.crashClass,
             ...(crash.exitCode === undefined ? {} : { exitCode: crash.exitCode }),
