@@ -14,6 +14,7 @@ import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
+import { createRunsDirectory } from './bot/runs-directory.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
 import { createWebTurnsRoutes } from './bot/web/turns-api.js';
@@ -153,6 +154,8 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     onAlert: (kind) => ops.metrics.alert(kind),
     ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
   });
+  // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
+  handlers.runs = createRunsDirectory(features);
   web.extend(
     createWebRunsRoutes({
       source: createWebRunsSource(features),

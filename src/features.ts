@@ -15,7 +15,7 @@ import { createMonitor } from './monitor/monitor.js';
 import { detectorConfigFrom } from './monitor/types.js';
 import { createRunWatcher } from './monitor/watch-runs.js';
 import { createMetricsCharts } from './notify/metrics-chart.js';
-import type { Notifier } from './notify/notifier.js';
+import type { IdempotentNotifier } from './notify/notifier.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import { JOBS, schedule } from './queue/jobs.js';
 import type { InboxItem } from './queue/turn-inbox.js';
@@ -56,7 +56,7 @@ export interface FeatureDependencies {
   logger: Logger;
   redis: Redis;
   prefix: string;
-  notifier: Notifier;
+  notifier: IdempotentNotifier;
   actions: ActionRouter;
   pushEvent(threadId: string, eventId: string, text: string): Promise<void>;
   provider: LlmProvider;

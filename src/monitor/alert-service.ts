@@ -7,7 +7,7 @@ import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { codeBlock } from '../notify/code-block.js';
-import type { Notifier } from '../notify/notifier.js';
+import type { IdempotentNotifier } from '../notify/notifier.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
@@ -51,6 +51,8 @@ type Alert = z.infer<typeof alertSchema>;
 /** Incidents that are triaged by the LLM without anyone asking. */
 const AUTO_TRIAGE: ReadonlySet<Incident['kind']> = new Set(['crash', 'nan', 'divergence']);
 const KEEP_SECONDS = 30 * 24 * 3600;
+/** Longer than a slow delivery (a chart render plus a post waited out through its retries). */
+const CLAIM_MS = 5 * 60_000;
 const SHEPHERD: ChatUser = { id: 'shepherd', name: 'Shepherd' };
 
 export interface AlertServiceOptions {
@@ -61,7 +63,7 @@ export interface AlertServiceOptions {
   store: RunStore;
   executor: Executor;
   operations: RunOperations;
-  notifier: Notifier;
+  notifier: IdempotentNotifier;
   provider: LlmProvider;
   controlQueue: Queue;
   quickchartUrl: string;
@@ -158,21 +160,33 @@ export function createAlertService(options: AlertServiceOptions) {
     };
   }
 
-  /** Posts one alert card for an incident (the monitor delivers each episode once; the id de-duplicates retries). */
+  /**
+   * Posts one alert card for an incident. The monitor re-delivers an incident until it is acknowledged, so
+   * two ticks (or a tick after a restart) may hand over the same one: a SET NX claim on the alert id lets
+   * one delivery at a time through and is held until the card id is recorded, and the card itself is a
+   * keyed notify job, so a delivery retried after a post that landed (but whose wait failed) reuses that
+   * post instead of making a second card.
+   */
   async function onIncident(incident: Incident, meta: RunMeta): Promise<void> {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     const existing = await loadAlert(id);
     if (existing?.cardMessageId !== undefined) return;
-    // The next tick re-delivers an incident not yet acknowledged; while this delivery is still posting
-    // (a first chart render is slow), that one must wait rather than post a second card.
-    const claimed = await redis.set(claimKey(id), String(process.pid), 'PX', 120_000, 'NX');
+    const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
+    const claimed = await redis.set(claimKey(id), token, 'PX', CLAIM_MS, 'NX');
     if (claimed !== 'OK')
       throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
+      // Checked again under the claim: a delivery that finished between the first read and the claim.
+      if ((await loadAlert(id))?.cardMessageId !== undefined) return;
       await deliver(id, incident, meta);
-    } catch (error) {
-      await redis.del(claimKey(id));
-      throw error;
+    } finally {
+      // Released only by its owner; a retry is safe because the card post is keyed by the alert id.
+      await redis.eval(
+        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
+        1,
+        claimKey(id),
+        token,
+      );
     }
   }
 
@@ -206,7 +220,8 @@ export function createAlertService(options: AlertServiceOptions) {
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
     const watched = meta.watch !== undefined;
-    const posted = await notifier.postCard(
+    const posted = await notifier.postCardOnce(
+      `alert-card:${prefix}:${id}`,
       meta.threadId,
       alertCard(alert, incident, png, checkpoint, watched),
     );

@@ -355,7 +355,7 @@ function observeEnd(
   } else if (!isEpisodeActive(state.episodes, `crash:${launch}`)) {
     const crash = detectCrash(meta, processState, context.crashLogTail ?? '');
     if (crash !== undefined && observeEpisode(state.episodes, `crash:${launch}`, true)) {
-      raise('crash', `crash:${launch}`, crashText(meta.name, crash, rolling.lastStep, metrics));
+      raise('crash', `crash:${launch}`, crashText(meta.name, crash, rolling.lastStep, metrics, launch));
     }
   }
 }

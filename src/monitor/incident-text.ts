@@ -106,6 +106,7 @@ export function crashText(
   crash: CrashFinding,
   lastStep: number | undefined,
   metrics: string[],
+  launch: number,
 ): IncidentText {
   const how = crash.signal === undefined ? `exit ${crash.exitCode}` : `signal ${crash.signal}`;
   return definedOnly({
@@ -113,6 +114,8 @@ export function crashText(
     summary: `${run} failed (${how})${stepSuffix(lastStep)} — ${crash.label}.`,
     metrics,
     step: lastStep,
+    // The launch whose exit this is, even when none of its metric lines has been read yet.
+    launch,
     traceback: crash.traceback,
     crashClass: crash.crashClass,
     exitCode: crash.exitCode,

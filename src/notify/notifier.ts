@@ -16,6 +16,11 @@ export interface Notifier {
   ephemeral(threadId: string, userId: string, text: string): Promise<void>;
 }
 
+/** A notifier whose card posts can be made idempotent: the same `key` never posts a second card. */
+export interface IdempotentNotifier extends Notifier {
+  postCardOnce(key: string, threadId: string, card: Card): Promise<PostedMessage>;
+}
+
 export type AdapterLookup = (platform: Platform) => ChatAdapter | undefined;
 
 export function adapterForThread(lookup: AdapterLookup, threadId: string): ChatAdapter {

@@ -5,7 +5,7 @@ import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { type AdapterLookup, adapterForThread, type Notifier } from '../notify/notifier.js';
+import { type AdapterLookup, adapterForThread, type IdempotentNotifier } from '../notify/notifier.js';
 import { logQueueErrors } from './job-payload.js';
 import { createJobWorker } from './job-worker.js';
 import {
@@ -71,7 +71,7 @@ export interface QueueNotifierOptions {
   logger?: Logger;
 }
 
-export interface QueueNotifier extends Notifier {
+export interface QueueNotifier extends IdempotentNotifier {
   /** Like the Notifier methods, but a deterministic `key` makes a repeated request (after a crash) a no-op. */
   postOnce(key: string, threadId: string, text: string): Promise<PostedMessage>;
   /** The message an earlier `postOnce` with this key posted (e.g. before a crash), if any. */
@@ -97,6 +97,11 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
   async function send(raw: NotifyJob, jobId?: string): Promise<unknown> {
     const data = redactNotifyJob(raw);
     await ready;
+    if (jobId !== undefined) {
+      // A keyed post whose earlier job gave up is tried again as that same job, never as a second post.
+      const earlier = await Job.fromId(queue, jobId);
+      if (earlier !== undefined && (await earlier.isFailed())) await earlier.retry('failed');
+    }
     const job = await enqueue(queue, JOBS.notify, data, definedOnly({ jobId }));
     return job.waitUntilFinished(events, waitTimeoutMs);
   }

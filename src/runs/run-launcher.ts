@@ -47,6 +47,9 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
       indices = allocation.indices;
     }
     const launching: RunMeta = { ...meta, launchCount: meta.launchCount + 1, gpuIndices: indices };
+    // Taken before the spawn: every line the new process writes is stamped later than this, which is how
+    // the monitor tells the new launch's lines from the old one's (a slow spawn must not blur the two).
+    const startedAt = now().toISOString();
     let handle: Awaited<ReturnType<Executor['launch']>>;
     try {
       await options.beforeLaunch?.(launching);
@@ -66,7 +69,7 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
     const running = await setStatus(launching, 'running', {
       by,
       reason: `launch ${launching.launchCount}`,
-      patch: { ...handle, startedAt: now().toISOString() },
+      patch: { ...handle, startedAt },
       clear: [
         'exitCode',
         'exitSignal',

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import type { Card } from '../../src/bot/chat-adapter.js';
 import { createDiscordAdapter, type DiscordAdapter } from '../../src/bot/discord/discord-adapter.js';
 import { PlatformError } from '../../src/errors.js';
-import { type DiscordEmulator, startDiscordEmulator } from './emulator/discord-emulator.js';
+import { type DiscordEmulator, GLOBAL, startDiscordEmulator } from './emulator/discord-emulator.js';
 import type { Json } from './emulator/payloads.js';
 import { createCapturingLogger, createRecordingHandlers } from './helpers.js';
 
@@ -77,13 +77,35 @@ describe('Discord adapter against the wire-level emulator', () => {
     return { mention, inbound, threadChannelId };
   }
 
-  test('identifies with the four intents and registers /shepherd in the guild', () => {
+  test('identifies with the four intents and registers /shepherd globally and in the dev guild', () => {
     const identify = emulator.gateway.frames.find((frame) => frame.op === 2);
     // Guilds (1) + GuildMessages (512) + DirectMessages (4096) + MessageContent (32768)
     expect((identify?.d as { intents?: number } | undefined)?.intents).toBe(1 + 512 + 4096 + 32768);
-    const registered = emulator.commands.get(emulator.guildId) as Json[];
-    expect(registered.map((command) => command.name)).toEqual(['shepherd']);
-    expect(registered[0]?.options).toMatchObject([{ name: 'text', type: 3, required: true }]);
+    const globalCall = emulator.calls.find(
+      (call) => call.method === 'PUT' && call.path === `/applications/${emulator.applicationId}/commands`,
+    );
+    expect(globalCall).toBeDefined();
+    const global = emulator.commands.get(GLOBAL) as Json[];
+    expect(global.map((command) => command.name)).toEqual(['shepherd']);
+    const command = global[0] as Json;
+    // Usable in servers and in the bot's DMs.
+    expect(command).toMatchObject({ contexts: [0, 1], dm_permission: true });
+    const subcommands = (command.options as Json[]).map((option) => [option.name, option.type]);
+    expect(subcommands).toEqual(
+      expect.arrayContaining(
+        ['run', 'runs', 'status', 'pause', 'resume', 'stop', 'chart'].map((name) => [name, 1]),
+      ),
+    );
+    const pause = (command.options as Json[]).find((option) => option.name === 'pause') as Json;
+    expect(pause.options).toMatchObject([{ name: 'run', type: 3, required: true, autocomplete: true }]);
+    // DISCORD_GUILD_IDS also registers it per server, where changes show at once.
+    const inGuild = emulator.commands.get(emulator.guildId) as Json[];
+    expect(inGuild.map((entry) => entry.name)).toEqual(['shepherd']);
+    const guildCopy = inGuild[0] as Json;
+    expect(guildCopy.contexts).toBeUndefined();
+    expect((guildCopy.options as Json[]).map((option) => option.name)).toEqual(
+      (command.options as Json[]).map((option) => option.name),
+    );
     expect(adapter.botUserId()).toBe(emulator.bot.id);
   });
 
@@ -372,7 +394,7 @@ describe('Discord adapter against the wire-level emulator', () => {
   test('/shepherd is deferred, echoed, opens a thread and reaches onMessage', async () => {
     const interaction = emulator.runSlashCommand({
       channelId: emulator.channelId,
-      text: 'runs',
+      subcommand: 'runs',
       user: emulator.users.bob,
     });
     const inbound = await emulator.waitFor(() =>
@@ -477,8 +499,9 @@ describe('without the Message Content intent', () => {
       ).toHaveLength(1);
       // Empty messages carry nothing to answer, so they are not passed on.
       expect(recorded.messages).toHaveLength(1);
-      // With no guild list, commands are registered in every guild the bot is in.
-      expect(emulator.commands.has(emulator.guildId)).toBe(true);
+      // With no guild list, the command is registered once, globally (no per-server copies).
+      expect((emulator.commands.get(GLOBAL) as Json[]).map((command) => command.name)).toEqual(['shepherd']);
+      expect(emulator.commands.has(emulator.guildId)).toBe(false);
     } finally {
       await adapter.stop();
       await emulator.close();

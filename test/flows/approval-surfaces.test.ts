@@ -125,11 +125,23 @@ describe('approval cards and quoted text on Slack', () => {
       threadId,
       card: { title: 'exp failed', text: HOSTILE_LOG, fields: [{ label: 'Last line', value: HOSTILE_LOG }] },
     });
+    let markdownBlocks = 0;
     for (const id of [posted.messageId, card.messageId]) {
       const stored = JSON.stringify(emulator.messages.get(id ?? ''));
       expect(stored).toContain('&lt;!channel&gt;');
       expect(stored).not.toMatch(/<!(?:channel|here)>|<@U02ADMIN>|<https:\/\/evil\.example\|/);
+      // Nor in Slack's markdown block: a link labelled as another address shows its real target.
+      const blocks = (emulator.messages.get(id ?? '')?.blocks ?? []) as Array<{
+        type: string;
+        text?: unknown;
+      }>;
+      for (const block of blocks.filter((entry) => entry.type === 'markdown')) {
+        markdownBlocks += 1;
+        expect(String(block.text)).not.toContain('[https://good.example](https://evil.example)');
+        expect(String(block.text)).toContain('[https://evil.example](https://evil.example)');
+      }
     }
+    expect(markdownBlocks).toBeGreaterThan(0);
   });
 });
 

@@ -34,8 +34,11 @@ for step in range(1, 121):
 shepherd.finish()
 `;
 
-const STEADY = `import math, time, shepherd
-for step in range(1, 181):
+/** A healthy run that keeps training until the gate file exists (the test opens it after 60 ticks). */
+const steady = (gate: string) => `import math, os, time, shepherd
+step = 0
+while not os.path.exists(${JSON.stringify(gate)}) and step < 5000:
+    step += 1
     shepherd.log_metrics(step=step, loss=3.0 / math.sqrt(1 + step / 10.0), lr=3e-4)
     time.sleep(0.04)
 shepherd.finish()
@@ -78,7 +81,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     workspace = mkdtempSync(join(tmpdir(), 'shepherd-follow-'));
     writeFileSync(join(workspace, 'followed.py'), gated(join(workspace, 'followed.go'), false));
     writeFileSync(join(workspace, 'failing.py'), gated(join(workspace, 'failing.go'), true));
-    writeFileSync(join(workspace, 'steady.py'), STEADY);
+    writeFileSync(join(workspace, 'steady.py'), steady(join(workspace, 'steady.go')));
     writeFileSync(join(workspace, 'chain.py'), gated(join(workspace, 'chain.go'), false));
     writeFileSync(join(workspace, 'spiky.py'), spiky(join(workspace, 'spiky.go')));
     shepherd = await startTestApp({
@@ -136,13 +139,20 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     try {
       const steadyThread = await shepherd.mention('run steady.py --gpus 0 --name steady', 'carol');
       await approve(shepherd, steadyThread, 'steady');
+      const steadyRun = await shepherd.app.features.runs.service.findRun('steady');
+      const steadyTicks = () => tickJobs.filter((jobId) => jobId.includes(steadyRun.id)).length;
+      // Counted in ticks the monitor really ran, not wall time: under load ticks come slower.
+      await waitFor(() => steadyTicks() >= 60, 90_000);
+      expect(
+        botMessages(await shepherd.messages(steadyThread)).some((m) => /finished/.test(m.card?.title ?? '')),
+      ).toBe(false);
+      writeFileSync(join(workspace, 'steady.go'), '');
       await shepherd.waitForMessages(
         steadyThread,
         (all) => botMessages(all).some((m) => m.card?.title === 'steady finished'),
         60_000,
       );
-      const steady = await shepherd.app.features.runs.service.findRun('steady');
-      expect(tickJobs.filter((jobId) => jobId.includes(steady.id)).length).toBeGreaterThanOrEqual(60);
+      expect(steadyTicks()).toBeGreaterThanOrEqual(60);
     } finally {
       await events.close();
       redis.disconnect();

@@ -19,10 +19,20 @@ describe('slack/manifest.yaml', () => {
     ]) {
       expect(manifest).toMatch(new RegExp(`^\\s+- ${scope}$`, 'm'));
     }
-    for (const event of ['app_mention', 'message.channels', 'message.groups', 'message.im', 'message.mpim']) {
+    for (const event of [
+      'app_mention',
+      'app_home_opened',
+      'message.channels',
+      'message.groups',
+      'message.im',
+      'message.mpim',
+    ]) {
       expect(manifest).toMatch(new RegExp(`^\\s+- ${event.replace('.', '\\.')}$`, 'm'));
     }
     expect(manifest).toMatch(/command: \/shepherd/);
+    // `/shepherd` shows how to use it, and the Home tab the App Home publishes into is on.
+    expect(manifest).toMatch(/usage_hint: ".*help.*status <run>.*stop <run>.*"/);
+    expect(manifest).toMatch(/home_tab_enabled: true/);
     expect(manifest).toMatch(/socket_mode_enabled: true/);
     expect(manifest).toMatch(/interactivity:\n\s+is_enabled: true/);
     expect(manifest).not.toMatch(/\t/);

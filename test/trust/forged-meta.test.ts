@@ -64,19 +64,28 @@ describe('a run cannot forge its records (issue 10 item 11)', () => {
     const alert = botMessages(messages).find((m) => m.card?.title === 'forger failed');
     expect(alert?.card?.text).toMatch(/boom after forging meta.json/);
 
-    // The monitor raises the crash on its own tick; the run's record is ended by the periodic refresh
-    // (every 2 s), which may come just after the triage is posted.
-    const findRun = () => shepherd.app.features.runs.service.findRun('forger');
-    await expect.poll(async () => (await findRun()).status, { timeout: 10_000 }).toBe('failed');
-    const run = await findRun();
-    // The forged meta.json was really written by the run…
-    const mirror = readFileSync(join(shepherd.dataDir, 'runs', run.id, 'meta.json'), 'utf8');
+    // The monitor reads the crash within a tick; the run's record learns of the exit on the run refresh
+    // (every 2 s), which also rewrites the forged mirror (record first, mirror just after): wait for both.
+    const mirrorOf = (runId: string) =>
+      JSON.parse(readFileSync(join(shepherd.dataDir, 'runs', runId, 'meta.json'), 'utf8')) as {
+        status?: string;
+        threadId?: string;
+      };
+    const deadline = Date.now() + 15_000;
+    let run = await shepherd.app.features.runs.service.findRun('forger');
+    while ((run.status === 'running' || mirrorOf(run.id).status !== run.status) && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      run = await shepherd.app.features.runs.service.findRun('forger');
+    }
+    const mirror = mirrorOf(run.id);
     expect(run.requester).toEqual({ id: 'alice', name: 'alice' });
     expect(run.threadId).toBe(`web:ml-runs:${own}`);
     expect(run.status).toBe('failed');
     expect(run.maxHours).toBe(24);
-    // …and Shepherd rewrote its mirror from the authoritative record afterwards.
-    expect(JSON.parse(mirror).threadId).toBe(`web:ml-runs:${own}`);
+    // The run forged its meta.json (status "completed", another thread); Shepherd rewrote the mirror
+    // from the authoritative record afterwards.
+    expect(mirror.status).toBe('failed');
+    expect(mirror.threadId).toBe(`web:ml-runs:${own}`);
 
     const victimMessages = await shepherd.messages(victim);
     expect(victimMessages.some((m) => /forger/.test(`${m.text} ${m.card?.title ?? ''}`))).toBe(false);

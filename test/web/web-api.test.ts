@@ -63,6 +63,29 @@ describe('POST /api/messages', () => {
     ]);
   });
 
+  it('a DM channel (dm.<name>) is one session addressed without a mention', async () => {
+    const first = await playground.post('/api/messages', {
+      channel: 'dm.carol',
+      user: 'carol',
+      text: 'runs',
+    });
+    const second = await playground.post('/api/messages', {
+      channel: 'dm.carol',
+      user: 'carol',
+      text: 'and how is qwen doing?',
+    });
+    expect(first.status).toBe(202);
+    expect(second.status).toBe(202);
+    // The second top-level message continues the DM's thread instead of opening another.
+    expect(second.body.threadId).toBe(first.body.threadId);
+    const threadId = `web:dm.carol:${String(first.body.threadId)}`;
+    expect(playground.handlers.messages).toEqual([
+      expect.objectContaining({ threadId, addressed: true, startsThread: true, text: 'runs' }),
+      expect.objectContaining({ threadId, addressed: true, startsThread: false }),
+    ]);
+    expect(await threadMessages(first.body.threadId as string)).toHaveLength(2);
+  });
+
   it('stores a top-level message without a mention but marks it unaddressed', async () => {
     const response = await playground.post('/api/messages', {
       channel: 'random',

@@ -121,4 +121,38 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     expect(pageErrors).toEqual([]);
     await page.context().close();
   });
+
+  it('DM mode: the toggle opens a conversation with the bot where every message, unmentioned, is one session', async () => {
+    const { adapter, handlers } = playground;
+    handlers.onMessageHook = (message) => {
+      if (!message.addressed) return;
+      setTimeout(() => void adapter.postMessage(message.threadId, `echo: ${message.text}`), 20);
+    };
+    const { page, pageErrors } = await openPage(browser);
+    await page.goto(`${playground.url}/`);
+    await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.fill('#user-name', 'Dana Q');
+    await page.click('[data-testid="dm-toggle"]');
+    expect(await page.getAttribute('[data-testid="dm-toggle"]', 'aria-pressed')).toBe('true');
+    expect(await page.locator('#thread-head').textContent()).toContain('DM with @shepherd');
+
+    for (const text of ['runs', 'status please']) {
+      await page.fill('#composer-text', text);
+      await page.press('#composer-text', 'Enter');
+      await page.locator('.message.bot .text', { hasText: `echo: ${text}` }).waitFor({ timeout: 10_000 });
+    }
+    const direct = handlers.messages.filter((message) => message.threadId.startsWith('web:dm.dana-q:'));
+    expect(direct.map((message) => [message.text, message.addressed])).toEqual([
+      ['runs', true],
+      ['status please', true],
+    ]);
+    expect(new Set(direct.map((message) => message.threadId)).size).toBe(1);
+
+    // Toggling off goes back to a channel; toggling on again reopens the same conversation.
+    await page.click('[data-testid="dm-toggle"]');
+    expect(await page.getAttribute('[data-testid="dm-toggle"]', 'aria-pressed')).toBe('false');
+    await page.click('[data-testid="dm-toggle"]');
+    await page.locator('.message.bot .text', { hasText: 'echo: status please' }).waitFor({ timeout: 10_000 });
+    expect(pageErrors).toEqual([]);
+  });
 });

@@ -15,7 +15,7 @@ import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
 import { DISCORD_LIMITS, type DiscordFile, renderCard, safeFilename, truncate } from './cards.js';
-import { registerGuildCommands } from './discord-commands.js';
+import { registerCommands } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
 import { createDiscordInbound } from './discord-inbound.js';
 import { targetChannelId } from './discord-threads.js';
@@ -266,12 +266,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         { user: readyClient.user.tag, guilds: readyClient.guilds.cache.size },
         'connected to Discord',
       );
-      const guildIds = config.guildIds.length > 0 ? config.guildIds : [...readyClient.guilds.cache.keys()];
-      await registerGuildCommands(readyClient, guildIds, config.botName, logger);
-      client.on(Events.GuildCreate, (guild) => {
-        if (config.guildIds.length === 0)
-          void registerGuildCommands(readyClient, [guild.id], config.botName, logger);
-      });
+      await registerCommands(readyClient, config.guildIds, config.botName, logger);
     },
 
     isConnected: () => client.isReady() && client.ws.status === Status.Ready,

@@ -2,50 +2,185 @@ import { type Client, Routes } from 'discord.js';
 import type { Logger } from '../../logger.js';
 import { toPlatformError } from './discord-errors.js';
 
-/** The `/shepherd text:<…>` command: the same plain commands and questions as a mention. */
+/*
+ * `/shepherd <subcommand>`: each subcommand is one of the plain chat commands (or a free request), turned
+ * back into the text a person would have typed, so the core parses and authorizes it exactly as chat.
+ */
 export const COMMAND_NAME = 'shepherd';
-export const COMMAND_OPTION = 'text';
 
-/** The raw application-command JSON (type 1 = chat input, option type 3 = string). */
+/** Option names (kept short: Discord shows them next to the command). */
+export const OPTION = { request: 'request', run: 'run', metrics: 'metrics' } as const;
+
+// Discord's numeric enums, spelled out so the JSON below reads like the API reference.
+const SUB_COMMAND = 1;
+const STRING = 3;
+const CHAT_INPUT = 1;
+/** Interaction contexts: a server and the bot's DM (group DMs need a user install, which Shepherd is not). */
+const CONTEXTS = [0, 1];
+const GUILD_INSTALL = 0;
+
+const runOption = (required: boolean, description: string) => ({
+  type: STRING,
+  name: OPTION.run,
+  description,
+  required,
+  autocomplete: true,
+  max_length: 100,
+});
+
+/** The raw application-command JSON. */
 export function commandDefinition(botName: string) {
   return {
     name: COMMAND_NAME,
-    type: 1,
-    description: `Ask ${botName} or run a plain command (runs, status, stop, chart …)`.slice(0, 100),
+    type: CHAT_INPUT,
+    description: `Talk to ${botName}: launch, list, watch and control training runs`.slice(0, 100),
+    // Usable in the bot's DMs as well as in servers (`dm_permission` for older clients).
+    contexts: CONTEXTS,
+    integration_types: [GUILD_INSTALL],
+    dm_permission: true,
     options: [
       {
-        type: 3,
-        name: COMMAND_OPTION,
-        description: 'What to ask or do, e.g. "status qwen-gsm8k-sft"',
-        required: true,
-        max_length: 2000,
+        type: SUB_COMMAND,
+        name: 'run',
+        description: 'Launch a run: "train.py --gpus 2" or in words, "fine-tune Qwen on gsm8k"',
+        options: [
+          {
+            type: STRING,
+            name: OPTION.request,
+            description: 'A script with options, or what to train in plain words',
+            required: true,
+            max_length: 2000,
+          },
+        ],
       },
+      { type: SUB_COMMAND, name: 'runs', description: 'List the runs' },
+      {
+        type: SUB_COMMAND,
+        name: 'status',
+        description: "A run's status (all runs when none is given)",
+        options: [runOption(false, 'Run name or id')],
+      },
+      {
+        type: SUB_COMMAND,
+        name: 'pause',
+        description: 'Pause a run (it can be resumed from its checkpoint)',
+        options: [runOption(true, 'Run name or id')],
+      },
+      {
+        type: SUB_COMMAND,
+        name: 'resume',
+        description: 'Resume a paused run',
+        options: [runOption(true, 'Run name or id')],
+      },
+      {
+        type: SUB_COMMAND,
+        name: 'stop',
+        description: 'Stop a run',
+        options: [runOption(true, 'Run name or id')],
+      },
+      {
+        type: SUB_COMMAND,
+        name: 'chart',
+        description: "Chart a run's metrics",
+        options: [
+          runOption(true, 'Run name or id'),
+          {
+            type: STRING,
+            name: OPTION.metrics,
+            description: 'Metric names separated by spaces (default: loss)',
+            required: false,
+            max_length: 200,
+          },
+        ],
+      },
+      {
+        type: SUB_COMMAND,
+        name: 'ask',
+        description: `Ask ${botName} anything`.slice(0, 100),
+        options: [
+          {
+            type: STRING,
+            name: OPTION.request,
+            description: 'Your question or request',
+            required: true,
+            max_length: 2000,
+          },
+        ],
+      },
+      { type: SUB_COMMAND, name: 'help', description: 'What I can do' },
     ],
   };
 }
 
+/** The values a subcommand was given, by option name. */
+export type CommandValues = Partial<Record<(typeof OPTION)[keyof typeof OPTION], string>>;
+
+/** The chat text a subcommand stands for; `undefined` for a subcommand this version does not know. */
+export function commandText(subcommand: string, values: CommandValues): string | undefined {
+  const run = values.run?.trim() ?? '';
+  const request = values.request?.trim() ?? '';
+  switch (subcommand) {
+    case 'run':
+      return `run ${request}`;
+    case 'ask':
+      return request;
+    case 'runs':
+    case 'help':
+      return subcommand;
+    case 'status':
+      return run === '' ? 'status' : `status ${run}`;
+    case 'pause':
+    case 'resume':
+    case 'stop':
+      return `${subcommand} ${run}`;
+    case 'chart': {
+      const metrics = values.metrics?.trim() ?? '';
+      return metrics === '' ? `chart ${run}` : `chart ${run} ${metrics}`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+function warnRegistration(logger: Logger, error: unknown, guildId: string | undefined): void {
+  const failure = toPlatformError(error, 'command registration');
+  logger.warn(
+    { ...(guildId === undefined ? {} : { guildId }), code: failure.code, err: failure },
+    guildId === undefined
+      ? 'could not register the global /shepherd command'
+      : 'could not register /shepherd in this server (was the bot invited with the applications.commands scope?)',
+  );
+}
+
 /**
- * Register `/shepherd` in each guild (guild commands appear at once; global ones take up to an hour).
- * `PUT` replaces the guild's command list, so repeating it on every start is idempotent. Failures (most
- * often a missing `applications.commands` scope) are logged, not fatal: mentions still work.
+ * Registers `/shepherd` globally (every server the bot is in, and its DMs). `PUT` replaces the list, so
+ * repeating it on every start is idempotent. Global changes can take a while to reach clients, so while
+ * developing `DISCORD_GUILD_IDS` also registers it per server, where updates appear at once. Failures are
+ * logged, not fatal: mentions still work.
  */
-export async function registerGuildCommands(
+export async function registerCommands(
   client: Client<true>,
   guildIds: readonly string[],
   botName: string,
   logger: Logger,
 ): Promise<void> {
-  const body = [commandDefinition(botName)];
+  const definition = commandDefinition(botName);
+  try {
+    await client.rest.put(Routes.applicationCommands(client.application.id), { body: [definition] });
+    logger.info('registered the global /shepherd command');
+  } catch (error) {
+    warnRegistration(logger, error, undefined);
+  }
+  // Where a command may be used is a global command's property only; a server's copy leaves it out.
+  const { contexts: _contexts, integration_types: _types, dm_permission: _dm, ...inServer } = definition;
   for (const guildId of guildIds) {
     try {
-      await client.rest.put(Routes.applicationGuildCommands(client.application.id, guildId), { body });
-      logger.info({ guildId }, 'registered /shepherd');
+      await client.rest.put(Routes.applicationGuildCommands(client.application.id, guildId), {
+        body: [inServer],
+      });
+      logger.info({ guildId }, 'registered /shepherd in the server');
     } catch (error) {
-      const failure = toPlatformError(error, 'command registration');
-      logger.warn(
-        { guildId, code: failure.code, err: failure },
-        'could not register /shepherd in this server (was the bot invited with the applications.commands scope?)',
-      );
+      warnRegistration(logger, error, guildId);
     }
   }
 }

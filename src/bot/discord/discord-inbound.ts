@@ -1,4 +1,5 @@
 import {
+  type AutocompleteInteraction,
   type ButtonInteraction,
   type Channel,
   type ChatInputCommandInteraction,
@@ -15,7 +16,7 @@ import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { redactSecrets } from '../../monitor/redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
-import { COMMAND_NAME, COMMAND_OPTION } from './discord-commands.js';
+import { COMMAND_NAME, type CommandValues, commandText, OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
 import { dmSessionId, threadSessionId } from './discord-threads.js';
 import { mentionsUser, readableMentions, threadNameFrom } from './inbound-text.js';
@@ -186,8 +187,47 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     }
   }
 
+  /** The subcommand as chat text (`/shepherd pause run:x` → `pause x`); undefined for an unknown one. */
+  function requestOf(interaction: ChatInputCommandInteraction): string | undefined {
+    const values: CommandValues = {};
+    for (const name of Object.values(OPTION)) {
+      const value = interaction.options.getString(name, false);
+      if (value !== null) values[name] = value;
+    }
+    return commandText(interaction.options.getSubcommand(false) ?? '', values);
+  }
+
   /**
-   * `/shepherd text:…` behaves like a mention. The deferred reply is edited to echo the request, so the
+   * Run names matching what the person typed so far (at most 25, Discord's limit), newest first. Answered
+   * at once, without deferring: autocomplete cannot be deferred, and a late answer is simply not shown.
+   */
+  async function handleAutocomplete(interaction: AutocompleteInteraction): Promise<void> {
+    const typed = String(interaction.options.getFocused()).trim().toLowerCase();
+    let choices: Array<{ name: string; value: string }> = [];
+    try {
+      const runs = (await handlers.runs?.list()) ?? [];
+      choices = runs
+        .filter((run) => typed === '' || run.name.toLowerCase().includes(typed) || run.id.startsWith(typed))
+        // Names that start with the typed text come first.
+        .sort(
+          (a, b) =>
+            Number(b.name.toLowerCase().startsWith(typed)) - Number(a.name.toLowerCase().startsWith(typed)),
+        )
+        .slice(0, 25)
+        .map((run) => ({
+          name: `${run.name} (${run.status.replace('_', ' ')})`.slice(0, 100),
+          value: run.name,
+        }));
+    } catch (error) {
+      logger.warn({ interactionId: interaction.id, err: error }, 'could not list runs for autocomplete');
+    }
+    await interaction.respond(choices).catch((error: unknown) => {
+      logger.debug({ interactionId: interaction.id, err: String(error) }, 'autocomplete answer failed');
+    });
+  }
+
+  /**
+   * `/shepherd <subcommand>` behaves like a mention with the command's text. The deferred reply is edited to echo the request, so the
    * channel shows who asked what; in a server channel a thread is opened on that reply and becomes the
    * session, inside a thread or DM the current conversation continues.
    */
@@ -200,7 +240,13 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     }
     const member = interaction.inCachedGuild() ? interaction.member : null;
     const user = chatUser(interaction.user, member);
-    const request = interaction.options.getString(COMMAND_OPTION, true).trim();
+    const request = requestOf(interaction);
+    if (request === undefined) {
+      await interaction
+        .editReply({ content: 'This subcommand is not known here; try `/shepherd help`.' })
+        .catch(() => undefined);
+      return;
+    }
     try {
       const channel = interaction.channel ?? (await client.channels.fetch(interaction.channelId));
       const echo = await interaction.editReply({
@@ -243,6 +289,12 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
   }
 
   async function handleInteraction(interaction: Interaction): Promise<void> {
+    if (interaction.isAutocomplete()) {
+      if (interaction.commandName !== COMMAND_NAME) return;
+      if (allowedGuild(interaction.guildId)) await handleAutocomplete(interaction);
+      else await interaction.respond([]).catch(() => undefined);
+      return;
+    }
     if (!interaction.isButton() && !interaction.isChatInputCommand()) return;
     if (interaction.isChatInputCommand() && interaction.commandName !== COMMAND_NAME) return;
     if (!allowedGuild(interaction.guildId)) {

@@ -3,7 +3,13 @@
  * Pure: no SDK, no I/O. Block shapes follow https://docs.slack.dev/reference/block-kit/blocks.
  */
 import type { Card, CardAction } from '../chat-adapter.js';
-import { escapeMrkdwn, markdownToMrkdwn, SECTION_TEXT_LIMIT, splitMrkdwn } from './mrkdwn.js';
+import {
+  escapeMrkdwn,
+  markdownToMrkdwn,
+  SECTION_TEXT_LIMIT,
+  splitMrkdwn,
+  undisguiseMarkdownLinks,
+} from './mrkdwn.js';
 
 export interface TextObject {
   type: 'plain_text' | 'mrkdwn';
@@ -223,10 +229,12 @@ export function neutralizeSlackTokens(markdown: string): string {
  * (notifications, clients without markdown blocks) is the mrkdwn conversion.
  */
 export function renderMarkdownMessages(markdown: string): SlackMessageBody[] {
-  const source = markdown.trim() === '' ? '_(empty message)_' : neutralizeSlackTokens(markdown);
+  const source = markdown.trim() === '' ? '_(empty message)_' : markdown;
+  // The fallback is converted from the original (mrkdwn escapes `<` itself); the block gets inert tokens
+  // and undisguised links.
   return splitMrkdwn(source, SLACK_LIMITS.markdownText).map((chunk) => ({
     text: truncate(markdownToMrkdwn(chunk), FALLBACK_CHARS),
-    blocks: [{ type: 'markdown', text: chunk }],
+    blocks: [{ type: 'markdown', text: neutralizeSlackTokens(undisguiseMarkdownLinks(chunk)) }],
   }));
 }
 

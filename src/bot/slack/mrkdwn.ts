@@ -51,6 +51,16 @@ function convertInline(text: string): string {
   );
 }
 
+/**
+ * Markdown links for Slack's `markdown` block: a label that looks like another address shows the real
+ * target instead (`[https://good](https://evil)` → `[https://evil](https://evil)`), as in mrkdwn.
+ */
+export function undisguiseMarkdownLinks(markdown: string): string {
+  return markdown.replace(MARKDOWN_LINK, (match, label: string, url: string) =>
+    looksLikeAddress(label) ? `[${url}](${url})` : match,
+  );
+}
+
 /** A label that reads like a URL or domain could disguise where a link goes. */
 function looksLikeAddress(label: string): boolean {
   return /:\/\/|(?:^|\s)[\w-]+(?:\.[\w-]+)+(?:[/:?#]|\s|$)|@/.test(label.trim());

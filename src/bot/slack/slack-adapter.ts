@@ -9,6 +9,7 @@ import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import { registerAppHome } from './app-home.js';
 import { createBoltLogger } from './bolt-logger.js';
 import {
   type ImageBlock,
@@ -272,6 +273,15 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
           ),
         slashCommand,
         botName: config.botName,
+      });
+      registerAppHome(app, handlers, {
+        logger,
+        chatUser,
+        publish: async (userId, view) => {
+          await call('views.publish', `slack:home:${userId}`, () =>
+            client.views.publish({ user_id: userId, view }),
+          );
+        },
       });
       if (receiver instanceof SocketModeReceiver) receiverClient = receiver.client;
       if (receiver instanceof HTTPReceiver) {

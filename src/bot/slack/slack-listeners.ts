@@ -88,7 +88,8 @@ export function registerListeners(
   target.event('app_mention', onEvent);
   target.event('message', onEvent);
 
-  target.action(/.*/, async ({ ack, body }) => {
+  // Every click except the App Home's own buttons (app-home.ts).
+  target.action(/^(?!home:)/, async ({ ack, body }) => {
     await ack();
     const parsed = blockActionsSchema.safeParse(body);
     if (!parsed.success) {
@@ -148,7 +149,8 @@ export function registerListeners(
           : encodeThreadId({ platform: 'slack', channel: command.channel_id, thread: rootTs }),
         messageId: rootTs,
         user: await chatUser(command.user_id),
-        text: command.text,
+        // A bare `/shepherd` asks what it can do.
+        text: command.text.trim() === '' ? 'help' : command.text,
         addressed: true,
         startsThread: !inDirectMessage,
         deliveryId: `slash:${command.trigger_id}`,

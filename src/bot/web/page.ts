@@ -33,6 +33,7 @@ export function renderPage(
   <div class="brand">Shepherd <span>playground · mention @${escapeHtml(options.botName)}</span></div>
   <label class="who">You are <input id="user-name" value="alice" autocomplete="off" maxlength="80" aria-label="your user name" list="recent-users" data-testid="who-am-i"></label>
   <datalist id="recent-users"></datalist>
+  <button id="dm-toggle" type="button" class="action dm-toggle" aria-pressed="false" data-testid="dm-toggle">DM @${escapeHtml(options.botName)}</button>
   <span id="connection" class="status">connecting…</span>
 </header>
 <div class="layout">

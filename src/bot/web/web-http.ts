@@ -35,6 +35,14 @@ const userName = z
   .max(80)
   .regex(/^[^\p{Cc}:]+$/u, 'no control characters or ":"');
 
+/**
+ * Direct-message channels (`dm.<name>`, the playground's DM mode): like a Slack or Discord DM, every
+ * message is addressed to the bot without a mention, and the conversation is one session: a message
+ * without a thread continues the channel's thread instead of starting another.
+ */
+export const WEB_DM_PREFIX = 'dm.';
+export const isDirectMessageChannel = (channel: string) => channel.startsWith(WEB_DM_PREFIX);
+
 /** The name bot messages carry in the playground API. */
 export const WEB_BOT_USER = 'shepherd';
 
@@ -213,6 +221,8 @@ export function createWebRequestHandler(
       }
       root = target.root;
     }
+    const direct = isDirectMessageChannel(body.channel);
+    if (direct && root === undefined) root = await store.latestThread(body.channel);
     const input = {
       channel: body.channel,
       user: body.user,
@@ -225,7 +235,7 @@ export function createWebRequestHandler(
       messageId: id,
       user: { id: body.user, name: body.user },
       text: body.text,
-      addressed: mention.test(body.text),
+      addressed: direct || mention.test(body.text),
       startsThread: root === undefined,
       deliveryId: id,
       receivedAt: input.ts,

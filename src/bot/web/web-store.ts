@@ -129,6 +129,8 @@ export interface WebStore {
   /** All messages of a thread, root first; `undefined` if `rootId` is not a thread root. */
   getThread(rootId: string): Promise<WebMessage[] | undefined>;
   listChannels(options?: { threadLimit?: number }): Promise<WebChannelSummary[]>;
+  /** The root id of the channel's most recently active thread. */
+  latestThread(channel: string): Promise<string | undefined>;
   addChannel(channel: string): Promise<void>;
   /** Store file bytes under a content hash; throws `PlatformError` `file_too_large` above the cap. */
   saveFile(file: {
@@ -357,6 +359,11 @@ export function createWebStore(options: WebStoreOptions): WebStore {
           ];
         }),
       }));
+    },
+
+    async latestThread(channel) {
+      const [root] = await redis.zrevrange(keys.threads(channel), 0, 0);
+      return root;
     },
 
     async addChannel(channel) {

@@ -82,6 +82,7 @@ export interface DiscordEmulator {
   readonly channelId: string;
   readonly calls: RecordedCall[];
   readonly gateway: EmulatorGateway;
+  /** Commands registered per guild, by guild id; global ones (`PUT /applications/:id/commands`) under `GLOBAL`. */
   readonly commands: Map<string, unknown[]>;
   readonly interactions: Map<string, InteractionRecord>;
   /** Messages stored in a channel, oldest first (ephemeral interaction replies included, flagged 64). */
@@ -98,12 +99,29 @@ export interface DiscordEmulator {
   /** Opens (or returns) the DM channel between the bot and `user`. */
   openDm(user: EmulatorUser): string;
   clickButton(options: { messageId: string; customId: string; user: EmulatorUser }): InteractionRecord;
-  runSlashCommand(options: { channelId: string; text: string; user: EmulatorUser }): InteractionRecord;
+  /** `/shepherd <subcommand> [option:value …]`, as registered (the guild's copy, else the global one). */
+  runSlashCommand(options: {
+    channelId: string;
+    subcommand: string;
+    options?: Record<string, string>;
+    user: EmulatorUser;
+  }): InteractionRecord;
+  /** The person is typing `focused` into option `option` of a subcommand: an autocomplete interaction (type 4). */
+  autocomplete(options: {
+    channelId: string;
+    subcommand: string;
+    option: string;
+    typed: string;
+    user: EmulatorUser;
+  }): InteractionRecord;
   failNext(rule: FaultRule): void;
   /** Polls until `predicate` holds (default 5 s). */
   waitFor<T>(predicate: () => T | undefined | false, timeoutMs?: number): Promise<T>;
   close(): Promise<void>;
 }
+
+/** The `commands` key of the global (all guilds and DMs) command list. */
+export const GLOBAL = 'global';
 
 class HttpFailure extends Error {
   constructor(
@@ -373,6 +391,45 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     return record;
   }
 
+  /** The registered `/shepherd` a person would see in this channel: the guild's copy first, else the global. */
+  function registeredCommand(channelIdValue: string): Json | undefined {
+    const guildId = guildOf(requireChannel(channelIdValue));
+    const find = (list: unknown[] | undefined) =>
+      (list ?? []).map(asObject).find((entry) => entry.name === 'shepherd');
+    return (guildId === undefined ? undefined : find(commands.get(guildId))) ?? find(commands.get(GLOBAL));
+  }
+
+  /** `data` of a command interaction; like Discord, refuses a subcommand or option not registered. */
+  function commandData(
+    channelIdValue: string,
+    subcommand: string,
+    values: Record<string, string>,
+    focused: string | undefined,
+  ): Json {
+    const command = registeredCommand(channelIdValue);
+    if (command === undefined) throw new Error('/shepherd is not registered for this channel');
+    const sub = (Array.isArray(command.options) ? command.options : [])
+      .map(asObject)
+      .find((entry) => entry.type === 1 && entry.name === subcommand);
+    if (sub === undefined) throw new Error(`/shepherd has no subcommand ${subcommand}`);
+    const known = (Array.isArray(sub.options) ? sub.options : []).map(asObject);
+    const options = Object.entries(values).map(([name, value]) => {
+      const definition = known.find((entry) => entry.name === name);
+      if (definition === undefined) throw new Error(`/shepherd ${subcommand} has no option ${name}`);
+      if (name === focused && definition.autocomplete !== true)
+        throw new Error(`option ${name} does not autocomplete`);
+      return { name, type: 3, value, ...(name === focused ? { focused: true } : {}) };
+    });
+    const guildId = guildOf(requireChannel(channelIdValue));
+    return {
+      id: String(command.id),
+      name: 'shepherd',
+      type: 1,
+      ...(guildId === undefined || command.guild_id === undefined ? {} : { guild_id: guildId }),
+      options: [{ name: subcommand, type: 1, options }],
+    };
+  }
+
   async function route(
     method: string,
     path: string,
@@ -437,6 +494,14 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       if (record.callbacks.length > 0)
         throw new HttpFailure(400, 40060, 'Interaction has already been acknowledged.');
       const type = Number(object.type);
+      // Autocomplete (4) is answered only with choices (8), and choices only answer autocomplete.
+      if ((record.type === 4) !== (type === 8))
+        throw new HttpFailure(400, 40004, 'Interaction callback type does not match the interaction');
+      if (type === 8) {
+        const choices = asObject(object.data).choices;
+        if (!Array.isArray(choices) || choices.length > 25)
+          throw new HttpFailure(400, 50035, 'Invalid Form Body: choices (at most 25)');
+      }
       record.callbacks.push({ type, data: object.data, at: Date.now() });
       if (type === 4 || type === 5) {
         const data = asObject(object.data);
@@ -480,6 +545,20 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       }
     }
 
+    if (at(0) === 'applications' && at(2) === 'commands' && parts.length === 3) {
+      if (at(1) !== applicationId) throw new HttpFailure(403, 50001, 'Missing Access');
+      if (method === 'PUT') {
+        const list = (Array.isArray(body) ? body : []).map((command) => ({
+          ...asObject(command),
+          id: snowflake(),
+          application_id: applicationId,
+          version: snowflake(),
+        }));
+        commands.set(GLOBAL, list);
+        return list;
+      }
+      if (method === 'GET') return commands.get(GLOBAL) ?? [];
+    }
     if (at(0) === 'applications' && at(2) === 'guilds' && at(4) === 'commands') {
       if (at(1) !== applicationId) throw new HttpFailure(403, 50001, 'Missing Access');
       if (method === 'PUT') {
@@ -620,19 +699,15 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       });
     },
 
-    runSlashCommand({ channelId: target, text, user }) {
-      const guildId = guildOf(requireChannel(target));
-      const command = (guildId === undefined ? [] : (commands.get(guildId) ?? []))
-        .map(asObject)
-        .find((entry) => entry.name === 'shepherd');
+    runSlashCommand({ channelId: target, subcommand, options = {}, user }) {
       return createInteraction(2, target, user, {
-        data: {
-          id: typeof command?.id === 'string' ? command.id : snowflake(),
-          name: 'shepherd',
-          type: 1,
-          ...(guildId === undefined ? {} : { guild_id: guildId }),
-          options: [{ name: 'text', type: 3, value: text }],
-        },
+        data: commandData(target, subcommand, options, undefined),
+      });
+    },
+
+    autocomplete({ channelId: target, subcommand, option, typed, user }) {
+      return createInteraction(4, target, user, {
+        data: commandData(target, subcommand, { [option]: typed }, option),
       });
     },
 

@@ -112,6 +112,8 @@ export interface SlackEmulator {
   readonly uploads: Map<string, StoredUpload>;
   /** Bodies POSTed to `response_url`s handed out by `responseUrl()`. */
   readonly responses: Array<{ id: string; body: unknown }>;
+  /** The App Home view last published (`views.publish`) for each user, by user id. */
+  readonly homeViews: Map<string, { blocks: unknown[]; publishedAt: number }>;
   callsTo(method: string): RecordedCall[];
   waitForCall(
     method: string,
@@ -141,7 +143,7 @@ export interface SlackEmulator {
   close(): Promise<void>;
 }
 
-const JSON_FIELDS = new Set(['blocks', 'attachments', 'files', 'metadata']);
+const JSON_FIELDS = new Set(['blocks', 'attachments', 'files', 'metadata', 'view']);
 
 function parseParams(raw: string, contentType: string | undefined): Record<string, unknown> {
   if (raw === '') return {};
@@ -198,6 +200,7 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
   const messages = new Map<string, StoredMessage>();
   const uploads = new Map<string, StoredUpload>();
   const responses: Array<{ id: string; body: unknown }> = [];
+  const homeViews = new Map<string, { blocks: unknown[]; publishedAt: number }>();
   const faults = new Map<string, Fault[]>();
   const callWaiters = new Set<() => void>();
   const tickets = new Set<string>();
@@ -395,6 +398,28 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
         }
         return { ok: true, files: completed };
       }
+      case 'views.publish': {
+        // Like Slack: a known user, a `home` view, at most 100 blocks, buttons with action ids.
+        const userId = string(params, 'user_id');
+        if (userId === undefined || !users.has(userId)) return { ok: false, error: 'user_not_found' };
+        const view = params.view as { type?: unknown; blocks?: unknown } | undefined;
+        if (typeof view !== 'object' || view === null || view.type !== 'home')
+          return { ok: false, error: 'invalid_arguments' };
+        if (!Array.isArray(view.blocks) || view.blocks.length > 100)
+          return { ok: false, error: 'invalid_blocks' };
+        for (const block of view.blocks as Array<Record<string, unknown>>) {
+          if (block.type === 'actions') {
+            const elements = Array.isArray(block.elements)
+              ? (block.elements as Array<Record<string, unknown>>)
+              : [];
+            if (elements.length === 0 || elements.length > 25) return { ok: false, error: 'invalid_blocks' };
+            if (elements.some((element) => typeof element.action_id !== 'string'))
+              return { ok: false, error: 'invalid_blocks' };
+          }
+        }
+        homeViews.set(userId, { blocks: view.blocks, publishedAt: Date.now() });
+        return { ok: true, view: { id: `V${userId}`, type: 'home', blocks: view.blocks } };
+      }
       case 'files.upload':
         // Retired by Slack; answering with an error proves the adapter never uses it.
         return { ok: false, error: 'method_deprecated' };
@@ -553,6 +578,7 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     messages,
     uploads,
     responses,
+    homeViews,
     callsTo: (method) => calls.filter((call) => call.method === method),
     waitForCall(method, predicate = () => true, timeoutMs = 5000) {
       const find = (): RecordedCall | undefined =>

@@ -12,11 +12,13 @@ export {
   startSlackEmulator,
 } from './emulator.js';
 export {
+  appHomeOpenedEvent,
   type BlockActionInput,
   blockActionsPayload,
   encodeDelivery,
   eventCallback,
   type HttpDelivery,
+  homeBlockActionsPayload,
   type MessageEventInput,
   messageEvent,
   type SlashCommandInput,

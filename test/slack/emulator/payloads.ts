@@ -117,6 +117,46 @@ export function blockActionsPayload(input: BlockActionInput): Record<string, unk
   };
 }
 
+/** The `app_home_opened` event Slack sends when a person opens the app's Home (or Messages) tab. */
+export function appHomeOpenedEvent(
+  userId: string,
+  tab: 'home' | 'messages' = 'home',
+): Record<string, unknown> {
+  return {
+    type: 'app_home_opened',
+    user: userId,
+    channel: `D${userId}`,
+    tab,
+    event_ts: `${Math.floor(Date.now() / 1000)}.${String(++sequence).padStart(6, '0')}`,
+  };
+}
+
+/** A `block_actions` payload for a button on the App Home tab (a view, no channel or message). */
+export function homeBlockActionsPayload(input: {
+  userId: string;
+  actionId: string;
+}): Record<string, unknown> {
+  return {
+    type: 'block_actions',
+    user: { id: input.userId, username: input.userId, name: input.userId, team_id: 'T0EMULATOR' },
+    api_app_id: 'A0EMULATOR',
+    token: 'verification-token-unused',
+    container: { type: 'view', view_id: `V${input.userId}` },
+    trigger_id: nextId('trigger.'),
+    team: { id: 'T0EMULATOR', domain: 'emulator' },
+    view: { id: `V${input.userId}`, type: 'home', team_id: 'T0EMULATOR', app_id: 'A0EMULATOR' },
+    actions: [
+      {
+        type: 'button',
+        action_id: input.actionId,
+        block_id: 'run-actions',
+        text: { type: 'plain_text', text: 'button' },
+        action_ts: `${Date.now() / 1000}`,
+      },
+    ],
+  };
+}
+
 export interface SlashCommandInput {
   userId: string;
   channel: string;

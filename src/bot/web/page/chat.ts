@@ -28,6 +28,33 @@ export function userName(): string {
   return byId<HTMLInputElement>('user-name').value.trim() || 'alice';
 }
 
+/** DM mode's channels (see web-http.ts): no mention needed, one session per channel. */
+const DM_PREFIX = 'dm.';
+export const isDirectMessage = (channel: string) => channel.startsWith(DM_PREFIX);
+
+/** The DM channel of a person: their name reduced to what channel names allow. */
+export function dmChannelFor(name: string): string {
+  const slug = name
+    .toLowerCase()
+    .replace(/[^a-z0-9_.-]+/g, '-')
+    .replace(/^[^a-z0-9]+/, '')
+    .slice(0, 80 - DM_PREFIX.length);
+  return `${DM_PREFIX}${slug || 'someone'}`;
+}
+
+/** DM mode on: the current person's conversation with the bot (its one thread, once it has one). Off: back to #general. */
+export function toggleDirectMessage(): void {
+  if (isDirectMessage(state.channel)) {
+    selectChannel('general');
+    return;
+  }
+  const channel = dmChannelFor(userName());
+  if (!state.extraChannels.includes(channel)) state.extraChannels.push(channel);
+  const thread = state.channels.find((item) => item.channel === channel)?.threads[0]?.threadId;
+  if (thread === undefined) selectChannel(channel);
+  else selectThread(channel, thread);
+}
+
 export function saveLocation(): void {
   const hash = `#${encodeURIComponent(state.channel)}${state.thread ? `/${encodeURIComponent(state.thread)}` : ''}`;
   if (location.hash !== hash) history.replaceState(null, '', hash);
@@ -130,8 +157,16 @@ export function renderChannels(): void {
 
 export function renderThread(errorText?: string): void {
   const head = byId('thread-head');
-  head.replaceChildren(make('span', null, `# ${state.channel}`));
-  head.append(make('span', 'sub', state.thread ? `thread ${state.thread}` : 'new thread'));
+  const direct = isDirectMessage(state.channel);
+  byId('dm-toggle').setAttribute('aria-pressed', String(direct));
+  head.replaceChildren(make('span', null, direct ? `DM with @${BOT_NAME}` : `# ${state.channel}`));
+  head.append(
+    make(
+      'span',
+      'sub',
+      direct ? 'one session, no mention needed' : state.thread ? `thread ${state.thread}` : 'new thread',
+    ),
+  );
   if (state.thread) {
     // The thread's session command, as a button: the agent forgets the thread's history, runs stay.
     const reset = make('button', 'action reset', 'Reset session');
@@ -141,9 +176,11 @@ export function renderThread(errorText?: string): void {
     reset.addEventListener('click', () => void postInThread(`@${BOT_NAME} reset`));
     head.append(reset);
   }
-  byId<HTMLTextAreaElement>('composer-text').placeholder = state.thread
-    ? 'Reply in the thread'
-    : `Start a thread in #${state.channel} (mention @${BOT_NAME} to ask Shepherd)`;
+  byId<HTMLTextAreaElement>('composer-text').placeholder = direct
+    ? `Message @${BOT_NAME}`
+    : state.thread
+      ? 'Reply in the thread'
+      : `Start a thread in #${state.channel} (mention @${BOT_NAME} to ask Shepherd)`;
   const box = byId('messages');
   const nearBottom = box.scrollHeight - box.scrollTop - box.clientHeight < 80;
   box.replaceChildren();
@@ -156,7 +193,9 @@ export function renderThread(errorText?: string): void {
       make(
         'p',
         'hint',
-        `Pick a thread on the left, or write a message below to start one. Mention @${BOT_NAME} and Shepherd joins the thread.`,
+        direct
+          ? `Write to @${BOT_NAME}: everything here is one conversation.`
+          : `Pick a thread on the left, or write a message below to start one. Mention @${BOT_NAME} and Shepherd joins the thread.`,
       ),
     );
     return;

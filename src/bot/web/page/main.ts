@@ -8,6 +8,7 @@ import {
   restoreLocation,
   sendMessage,
   state,
+  toggleDirectMessage,
   userName,
 } from './chat.js';
 import { byId } from './dom.js';
@@ -94,6 +95,7 @@ byId('composer-text').addEventListener('keydown', (event) => {
   }
 });
 byId('new-channel').addEventListener('submit', (event) => void addChannel(event));
+byId('dm-toggle').addEventListener('click', toggleDirectMessage);
 /** `#run/<id>` shows a run's page in place of the chat; any other hash is a channel or thread. */
 function route(): void {
   const match = /^#run\/(.+)$/.exec(location.hash);
