@@ -1,4 +1,5 @@
 import { definedOnly } from '../defined-only.js';
+import type { AlertRule } from './alert-rules.js';
 import type { CrashFinding } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { plateauSuggestion } from './detectors/plateau.js';
@@ -121,6 +122,88 @@ export function crashText(
     exitCode: crash.exitCode,
     signal: crash.signal,
   });
+}
+
+export function gradNormText(
+  run: string,
+  metric: string,
+  value: number,
+  step: number,
+  median: number,
+  points: number,
+  metrics: string[],
+): IncidentText {
+  return {
+    title: `${run}: ${metric} is exploding`,
+    summary: `${run}: ${metric} is ${formatMetricValue(value)} at step ${step}, ${points} points in a row far above its usual ${formatMetricValue(median)} — this usually comes before a NaN. Lower the learning rate or clip gradients.`,
+    metrics,
+    step,
+    highlightSteps: [step, step],
+  };
+}
+
+export function overfittingText(
+  run: string,
+  metric: string,
+  best: { step: number; value: number },
+  now: { step: number; value: number },
+  evaluations: number,
+  metrics: string[],
+): IncidentText {
+  return {
+    title: `${run}: ${metric} is rising while the training loss falls`,
+    summary: `${run}: ${metric} rose for ${evaluations} evaluations, from ${formatMetricValue(best.value)} at step ${best.step} to ${formatMetricValue(now.value)} at step ${now.step}, while the training loss kept falling — the model is overfitting. The checkpoint near step ${best.step} is the one to keep; stop early, add data or regularise.`,
+    metrics,
+    step: now.step,
+    highlightSteps: [best.step, now.step],
+  };
+}
+
+export function throughputText(
+  run: string,
+  rate: number,
+  median: number | undefined,
+  ticks: number,
+  lastStep: number | undefined,
+  metrics: string[],
+): IncidentText {
+  return definedOnly({
+    title: `${run}: throughput dropped`,
+    summary: `${run}: ${formatMetricValue(rate)} steps/s for ${ticks} ticks, under half the usual ${formatMetricValue(median ?? Number.NaN)} (step ${lastStep}). A straggler node, a throttled GPU or a starving data loader are the usual causes.`,
+    metrics,
+    step: lastStep,
+  });
+}
+
+export function idleGpuText(
+  run: string,
+  gpuIndices: readonly number[],
+  utilPercent: number,
+  idleMs: number,
+  lastStep: number | undefined,
+  metrics: string[],
+): IncidentText {
+  return definedOnly({
+    title: `${run}: GPUs idle`,
+    summary: `${run}: GPU ${gpuIndices.join(', ')} under ${utilPercent} % utilisation for ${formatDuration(idleMs)} while the process is alive — it may be waiting on data, a lock or a hung collective.`,
+    metrics,
+    step: lastStep,
+  });
+}
+
+export function ruleText(
+  rule: AlertRule,
+  run: string,
+  step: number | undefined,
+  value: number,
+  lossMetrics: string[],
+): IncidentText {
+  return {
+    title: `${run}: rule "${rule.text}"`,
+    summary: `${run}: ${rule.metric} is ${formatMetricValue(value)}${stepSuffix(step)} — your rule \`when ${rule.text}\` (set by ${rule.createdBy.name}).`,
+    metrics: rule.metric === 'step' ? lossMetrics.slice(0, 1) : [rule.metric],
+    ...(step === undefined ? {} : { step, highlightSteps: [step, step] as [number, number] }),
+  };
 }
 
 function stepSuffix(step: number | undefined): string {

@@ -2,7 +2,6 @@ import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
-import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
 import {
@@ -14,6 +13,7 @@ import {
 } from './detectors/overfitting.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
+import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
 import type { MetricPoint } from './metric-line.js';
 import { isLossMetric } from './robust.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
@@ -89,13 +89,10 @@ export function runTickExtras(input: {
         raised.push({
           kind: 'grad_norm',
           key: `grad_norm:${metric}`,
-          fields: {
-            title: `${name}: ${metric} is exploding`,
-            summary: `${name}: ${metric} is ${formatMetricValue(value)} at step ${point.step}, ${settings.gradNormPoints} points in a row far above its usual ${formatMetricValue(verdict.median)} — this usually comes before a NaN. Lower the learning rate or clip gradients.`,
-            metrics: [metric, ...input.lossMetrics.slice(0, 1)],
-            step: point.step,
-            highlightSteps: [point.step, point.step],
-          },
+          fields: gradNormText(name, metric, value, point.step, verdict.median, settings.gradNormPoints, [
+            metric,
+            ...input.lossMetrics.slice(0, 1),
+          ]),
         });
       }
       if (Number.isFinite(value)) {
@@ -126,13 +123,10 @@ export function runTickExtras(input: {
         raised.push({
           kind: 'overfitting',
           key: `overfitting:${metric}`,
-          fields: {
-            title: `${name}: ${metric} is rising while the training loss falls`,
-            summary: `${name}: ${metric} rose for ${settings.overfitEvals} evaluations, from ${formatMetricValue(best.value)} at step ${best.step} to ${formatMetricValue(value)} at step ${point.step}, while the training loss kept falling — the model is overfitting. The checkpoint near step ${best.step} is the one to keep; stop early, add data or regularise.`,
-            metrics: [metric, ...input.lossMetrics.filter(isTrainLoss).slice(0, 1)],
-            step: point.step,
-            highlightSteps: [best.step, point.step],
-          },
+          fields: overfittingText(name, metric, best, { step: point.step, value }, settings.overfitEvals, [
+            metric,
+            ...input.lossMetrics.filter(isTrainLoss).slice(0, 1),
+          ]),
         });
       }
     }
@@ -171,12 +165,14 @@ export function runTickExtras(input: {
       raised.push({
         kind: 'throughput',
         key: 'throughput',
-        fields: {
-          title: `${name}: throughput dropped`,
-          summary: `${name}: ${formatMetricValue(verdict.rate)} steps/s for ${settings.throughputTicks} ticks, under half the usual ${formatMetricValue(verdict.median ?? Number.NaN)} (step ${input.lastStep}). A straggler node, a throttled GPU or a starving data loader are the usual causes.`,
-          metrics: input.lossMetrics.slice(0, 1),
-          ...(input.lastStep === undefined ? {} : { step: input.lastStep }),
-        },
+        fields: throughputText(
+          name,
+          verdict.rate,
+          verdict.median,
+          settings.throughputTicks,
+          input.lastStep,
+          input.lossMetrics.slice(0, 1),
+        ),
       });
     }
   }
@@ -190,12 +186,14 @@ export function runTickExtras(input: {
       raised.push({
         kind: 'idle_gpu',
         key: 'idle_gpu',
-        fields: {
-          title: `${name}: GPUs idle`,
-          summary: `${name}: GPU ${meta.gpuIndices.join(', ')} under ${settings.idleGpuUtilPercent} % utilisation for ${formatDuration(verdict.idleMs)} while the process is alive — it may be waiting on data, a lock or a hung collective.`,
-          metrics: input.lossMetrics.slice(0, 1),
-          ...(input.lastStep === undefined ? {} : { step: input.lastStep }),
-        },
+        fields: idleGpuText(
+          name,
+          meta.gpuIndices,
+          settings.idleGpuUtilPercent,
+          verdict.idleMs,
+          input.lastStep,
+          input.lossMetrics.slice(0, 1),
+        ),
       });
     }
   }
@@ -223,15 +221,5 @@ function ruleRaise(
   value: number,
   lossMetrics: string[],
 ): Raise {
-  const at = step === undefined ? '' : ` at step ${step}`;
-  return {
-    kind: 'rule',
-    key: `rule:${rule.id}`,
-    fields: {
-      title: `${name}: rule "${rule.text}"`,
-      summary: `${name}: ${rule.metric} is ${formatMetricValue(value)}${at} — your rule \`when ${rule.text}\` (set by ${rule.createdBy.name}).`,
-      metrics: rule.metric === 'step' ? lossMetrics.slice(0, 1) : [rule.metric],
-      ...(step === undefined ? {} : { step, highlightSteps: [step, step] as [number, number] }),
-    },
-  };
+  return { kind: 'rule', key: `rule:${rule.id}`, fields: ruleText(rule, name, step, value, lossMetrics) };
 }
