@@ -116,6 +116,20 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
     })()`);
     expect(drawn).toBeGreaterThan(100);
 
+    // Dragging across the chart zooms to those steps; "reset zoom" shows them all again.
+    const box = await chart.boundingBox();
+    if (box === null) throw new Error('chart has no box');
+    expect(await chart.getAttribute('data-zoom')).toBeNull();
+    await page.mouse.move(box.x + box.width * 0.35, box.y + box.height / 2);
+    await page.mouse.down();
+    await page.mouse.move(box.x + box.width * 0.65, box.y + box.height / 2, { steps: 5 });
+    await page.mouse.up();
+    const zoom = /^(-?\d+)\.\.(-?\d+)$/.exec((await chart.getAttribute('data-zoom')) ?? '');
+    expect(zoom).not.toBeNull();
+    expect(Number(zoom?.[1])).toBeLessThan(Number(zoom?.[2]));
+    await page.locator('[data-testid="zoom-reset"]').click();
+    expect(await chart.getAttribute('data-zoom')).toBeNull();
+
     // Picking a second metric redraws with both.
     await page.locator('input[data-metric="lr"]').check();
     await page

@@ -26,6 +26,54 @@ interface RunView {
   selected: Set<string>;
   note?: { kind: 'ok' | 'error'; text: string };
   seq: number;
+  /** The step range the person zoomed to (drag across the chart); kept across live refreshes. */
+  zoom?: { min: number; max: number };
+}
+
+/** A drag shorter than this many pixels is a click, not a zoom. */
+const ZOOM_MIN_DRAG_PX = 6;
+
+/** Drag across the chart to zoom to those steps; double-click or "reset zoom" shows them all again. */
+function enableZoom(
+  canvas: HTMLCanvasElement,
+  chart: Chart,
+  current: RunView,
+  reset: HTMLButtonElement,
+): void {
+  const show = () => {
+    const scale = chart.options.scales?.x;
+    if (scale !== undefined) {
+      scale.min = current.zoom?.min;
+      scale.max = current.zoom?.max;
+    }
+    chart.update('none');
+    if (current.zoom === undefined) delete canvas.dataset.zoom;
+    else canvas.dataset.zoom = `${Math.round(current.zoom.min)}..${Math.round(current.zoom.max)}`;
+    reset.hidden = current.zoom === undefined;
+  };
+  let startX: number | undefined;
+  canvas.addEventListener('mousedown', (event) => {
+    startX = event.offsetX;
+  });
+  canvas.addEventListener('mouseup', (event) => {
+    const from = startX;
+    startX = undefined;
+    if (from === undefined || Math.abs(event.offsetX - from) < ZOOM_MIN_DRAG_PX) return;
+    const x = chart.scales.x;
+    if (x === undefined) return;
+    const a = x.getValueForPixel(Math.min(from, event.offsetX));
+    const b = x.getValueForPixel(Math.max(from, event.offsetX));
+    if (a === undefined || b === undefined || !(b > a)) return;
+    current.zoom = { min: a, max: b };
+    show();
+  });
+  const clear = () => {
+    delete current.zoom;
+    show();
+  };
+  canvas.addEventListener('dblclick', clear);
+  reset.addEventListener('click', clear);
+  show();
 }
 
 let view: RunView | undefined;
@@ -190,8 +238,12 @@ function renderChart(box: HTMLElement, metrics: MetricsResponse): void {
   const holder = make('div', 'chart-holder');
   const canvas = make('canvas');
   canvas.dataset.testid = 'run-chart';
+  canvas.title = 'drag across the chart to zoom to those steps; double-click to reset';
   holder.append(canvas);
-  box.append(holder);
+  const reset = make('button', 'zoom-reset', 'reset zoom');
+  reset.type = 'button';
+  reset.dataset.testid = 'zoom-reset';
+  box.append(holder, reset);
   const { sets, nan } = datasets(metrics, current.selected);
   current.chart?.destroy();
   current.chart = new Chart(canvas, {
@@ -207,6 +259,7 @@ function renderChart(box: HTMLElement, metrics: MetricsResponse): void {
       plugins: { legend: { display: true } },
     },
   });
+  enableZoom(canvas, current.chart, current, reset);
   // What was drawn, for people reading the page source and for tests.
   canvas.dataset.metrics = [...current.selected].sort().join(',');
   canvas.dataset.points = String(sets.reduce((total, set) => total + set.data.length, 0));
