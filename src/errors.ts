@@ -167,10 +167,19 @@ export type RunErrorCode =
   | 'name_taken'
   | 'busy';
 
+/** Run errors that pass by themselves (a lock held by another change, a scheduler hiccup): worth a retry. */
+const TRANSIENT_RUN_ERRORS: ReadonlySet<RunErrorCode> = new Set([
+  'run_busy',
+  'busy',
+  'slurm_unavailable',
+  'slurm_command_failed',
+  'terminate_failed',
+]);
+
 /** A run operation failed (unknown run, illegal transition, executor failure). */
 export class RunError extends BotError<RunErrorCode> {
   constructor(code: RunErrorCode, message: string, options?: { cause?: unknown }) {
-    super(code, message, options);
+    super(code, message, { ...options, retryable: TRANSIENT_RUN_ERRORS.has(code) });
     this.name = 'RunError';
   }
 }
