@@ -46,7 +46,12 @@ export function createJobWorker<Data, Result>(
       try {
         return await handler(data, job, token);
       } catch (error) {
-        if (isFinalError(error)) throw new UnrecoverableError(`${error.code}: ${error.message}`);
+        if (isFinalError(error)) {
+          // BullMQ only knows UnrecoverableError; the typed code rides along for the 'failed' log line.
+          throw Object.assign(new UnrecoverableError(`${error.code}: ${error.message}`), {
+            code: error.code,
+          });
+        }
         throw error;
       }
     },
@@ -69,6 +74,8 @@ export function createJobWorker<Data, Result>(
       attempt: job?.attemptsMade,
       final,
       ...safeDescribe(options.describe, raw),
+      // The typed code says why (e.g. Slack's `channel_not_found`), which the message may not.
+      ...codeOf(error),
       err: error.message,
     };
     if (final) logger.error(fields, `${queue} job failed`);
@@ -87,4 +94,10 @@ function safeDescribe<Data>(
   } catch {
     return {};
   }
+}
+
+/** The typed code a failure carries (a BotError, or the UnrecoverableError made from one), for the log line. */
+function codeOf(error: Error): { code?: string } {
+  const code: unknown = (error as Error & { code?: unknown }).code;
+  return typeof code === 'string' ? { code } : {};
 }

@@ -400,7 +400,8 @@ describe('Slack over Socket Mode → real core', () => {
     expect(
       logLines.some(
         (line) =>
-          line.msg === 'platform refused a post; not retrying' &&
+          line.msg === 'notify job failed' &&
+          line.final === true &&
           line.threadId === threadId &&
           line.code === 'channel_not_found',
       ),
