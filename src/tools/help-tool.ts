@@ -20,6 +20,7 @@ function sections(
       'It can also search the model hub for models and datasets, look inside a dataset and estimate GPU memory',
       "when planning a fine-tune, read a run's script, log, metrics and checkpoints, and come back to",
       'the thread when a run it follows finishes, fails, alerts or stalls ("when it is done, evaluate it").',
+      'It runs grids of trials (sweeps) behind one approval card, compares runs on one chart, and reports GPU spend.',
     ].join(' '),
     runs: [
       'Runs: describe what to train (model, data, method, GPUs, max hours) or point at a script,',
