@@ -1,3 +1,4 @@
+import type { RunFlags } from '../tools/run-operations.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so
  * that natural language ("stop the run if the loss explodes") goes to the agent, not to a command.
@@ -18,14 +19,8 @@ export type PlainCommand =
   | { name: 'unmute'; run: string; detector: string }
   | { name: 'invalid'; command: string; error: string };
 
-export interface RunCommandFlags {
-  gpus?: number;
-  runName?: string;
-  maxHours?: number;
-  env?: string;
-  cwd?: string;
-  nodes?: number;
-}
+/** The flags of `run`, as the run operations take them. */
+export type RunCommandFlags = RunFlags;
 
 export type WatchTarget = { kind: 'slurm'; jobId: string } | { kind: 'log'; path: string; pid?: number };
 

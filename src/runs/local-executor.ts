@@ -8,8 +8,13 @@ import { z } from 'zod';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
-import { groupExistsBySignal, hasProcFs, liveProcessGroups, readProcessStat } from './process-table.js';
-import { killDescendants } from './process-tree.js';
+import {
+  groupExistsBySignal,
+  hasProcFs,
+  killDescendants,
+  liveProcessGroups,
+  readProcessStat,
+} from './process-table.js';
 import { chownTree, type RunUser } from './run-as-user.js';
 import { applyEnvironment, type Environments } from './run-environments.js';
 import { appendRunFile, RUN_FILES } from './run-store.js';

@@ -7,6 +7,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 
 export interface ProcessStat {
   state: string;
+  /** Parent pid (field 4). */
+  ppid: number;
   pgid: number;
   /** Field 22 of /proc/<pid>/stat: start time in clock ticks since boot. */
   startTime: string;
@@ -22,10 +24,12 @@ export function parseProcStat(text: string): ProcessStat | undefined {
     .trim()
     .split(/\s+/);
   const state = fields[0];
+  const ppid = fields[1];
   const pgid = fields[2];
   const startTime = fields[19];
-  if (state === undefined || pgid === undefined || startTime === undefined) return undefined;
-  return { state, pgid: Number(pgid), startTime };
+  if (state === undefined || ppid === undefined || pgid === undefined || startTime === undefined)
+    return undefined;
+  return { state, ppid: Number(ppid), pgid: Number(pgid), startTime };
 }
 
 export function hasProcFs(): boolean {
@@ -45,15 +49,68 @@ export function readProcessStat(pid: number): ProcessStat | undefined {
   }
 }
 
+const isLive = (stat: ProcessStat) => stat.state !== 'Z' && stat.state !== 'X';
+
+/** Every process in /proc with its stat (processes that vanish meanwhile are left out). */
+function allProcesses(): Array<{ pid: number; stat: ProcessStat }> {
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return [];
+  }
+  const found: Array<{ pid: number; stat: ProcessStat }> = [];
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = readProcessStat(Number(entry));
+    if (stat !== undefined) found.push({ pid: Number(entry), stat });
+  }
+  return found;
+}
+
 /** Process group ids that have at least one live (non-zombie) member. */
 export function liveProcessGroups(): Set<number> {
   const groups = new Set<number>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    const stat = readProcessStat(Number(entry));
-    if (stat !== undefined && stat.state !== 'Z' && stat.state !== 'X') groups.add(stat.pgid);
-  }
+  for (const { stat } of allProcesses()) if (isLive(stat)) groups.add(stat.pgid);
   return groups;
+}
+
+/**
+ * Live descendants of a process from /proc parent links. The launcher is a child subreaper, so while it
+ * lives every process its run started — even one that called setsid() and was orphaned — is below it.
+ */
+export function liveDescendants(rootPid: number): number[] {
+  const children = new Map<number, Array<{ pid: number; stat: ProcessStat }>>();
+  for (const entry of allProcesses()) {
+    const list = children.get(entry.stat.ppid);
+    if (list === undefined) children.set(entry.stat.ppid, [entry]);
+    else list.push(entry);
+  }
+  const found: number[] = [];
+  const pending = [rootPid];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    for (const child of children.get(next) ?? []) {
+      pending.push(child.pid);
+      if (isLive(child.stat)) found.push(child.pid);
+    }
+  }
+  return found;
+}
+
+/** SIGKILL a process's whole subtree (not the process itself), again while new orphans turn up. */
+export async function killDescendants(rootPid: number, rounds = 20): Promise<void> {
+  for (let round = 0; round < rounds; round += 1) {
+    const left = liveDescendants(rootPid);
+    if (left.length === 0) return;
+    for (const pid of left) {
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** Without /proc (macOS dev machines): signal 0 to the group tells whether any member exists. */

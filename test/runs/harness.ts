@@ -1,4 +1,3 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,6 +5,7 @@ import { Redis } from 'ioredis';
 import { type Config, loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createRunsRuntime, type RunsRuntime } from '../../src/runs/create-runs.js';
+import { liveProcessGroups } from '../../src/runs/process-table.js';
 import type { RunEvent } from '../../src/runs/run-events.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
@@ -106,18 +106,7 @@ export async function waitFor<T>(
  * this test process stays a zombie until Node reaps it on a later event-loop turn.
  */
 export function groupExists(pgid: number): boolean {
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-    } catch {
-      continue;
-    }
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (Number(fields[2]) === pgid && fields[0] !== 'Z') return true;
-  }
-  return false;
+  return liveProcessGroups().has(pgid);
 }
 
 export function metricSteps(text: string): number[] {
