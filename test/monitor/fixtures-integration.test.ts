@@ -13,6 +13,7 @@ import type { Incident } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { testRunMeta } from '../helpers/run-meta.js';
 
 /*
  * Real Python fixtures as child processes, a real BullMQ job scheduler ticking every second, real Redis.
@@ -46,24 +47,7 @@ const runs = new Map<string, RunHandle>();
 const ticksByRun = new Map<string, number>();
 
 function makeMeta(id: string): RunMeta {
-  const now = new Date().toISOString();
-  return {
-    schemaVersion: 1,
-    id,
-    name: `fixture-${id}`,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 0,
-    gpuIndices: [],
-    maxHours: 1,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
-    createdAt: now,
-    updatedAt: now,
-    startedAt: now,
-  };
+  return testRunMeta(id, { name: `fixture-${id}` });
 }
 
 async function launch(id: string, script: string, env: Record<string, string>): Promise<RunHandle> {

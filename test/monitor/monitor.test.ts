@@ -8,6 +8,7 @@ import { renderTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { testRunMeta } from '../helpers/run-meta.js';
 
 let root: string;
 let redis: Redis;
@@ -15,23 +16,7 @@ const prefix = uniquePrefix('monitor');
 const alive: ProcessState = { kind: 'alive' };
 
 function makeMeta(id: string): RunMeta {
-  return {
-    schemaVersion: 1,
-    id,
-    name: `run-${id}`,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 1,
-    gpuIndices: [0],
-    maxHours: 1,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
-    createdAt: new Date(0).toISOString(),
-    updatedAt: new Date(0).toISOString(),
-    startedAt: new Date(0).toISOString(),
-  };
+  return testRunMeta(id, { gpus: 1, gpuIndices: [0], createdAt: new Date(0).toISOString() });
 }
 
 function line(step: number, loss: number | string, extra = ''): string {

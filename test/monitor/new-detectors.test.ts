@@ -12,6 +12,7 @@ import { createMonitor } from '../../src/monitor/monitor.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { testRunMeta } from '../helpers/run-meta.js';
 
 const settings = DEFAULT_DETECTOR_CONFIG;
 
@@ -131,24 +132,13 @@ describe('idle GPUs through the monitor with a fake nvidia-smi on PATH', () => {
   });
 
   function meta(id: string, gpuIndices: number[]): RunMeta {
-    const at = new Date(0).toISOString();
-    return {
-      schemaVersion: 1,
-      id,
+    return testRunMeta(id, {
       name: id,
-      threadId: 'web:c:t',
-      requester: { id: 'u', name: 'u' },
-      status: 'running',
       gpus: gpuIndices.length,
       gpuIndices,
       maxHours: 24,
-      scriptVersion: 1,
-      executor: 'local',
-      launchCount: 1,
-      createdAt: at,
-      updatedAt: at,
-      startedAt: at,
-    };
+      createdAt: new Date(0).toISOString(),
+    });
   }
 
   async function runTicks(runId: string, gpus: number[], utilisation: string, minutes: number) {

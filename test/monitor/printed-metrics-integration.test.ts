@@ -15,6 +15,7 @@ import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { compileMetricPattern } from '../../src/runs/stdout-metrics/custom-pattern.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { testRunMeta } from '../helpers/run-meta.js';
 
 /*
  * Scripts that never import the `shepherd` helper and only print their metrics, each in one of the
@@ -48,24 +49,7 @@ const runs = new Map<string, RunHandle>();
 const ticksByRun = new Map<string, number>();
 
 function makeMeta(id: string): RunMeta {
-  const now = new Date().toISOString();
-  return {
-    schemaVersion: 1,
-    id,
-    name: `printed-${id}`,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 0,
-    gpuIndices: [],
-    maxHours: 1,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
-    createdAt: now,
-    updatedAt: now,
-    startedAt: now,
-  };
+  return testRunMeta(id, { name: `printed-${id}` });
 }
 
 async function launch(id: string, script: string, env: Record<string, string>): Promise<RunHandle> {
