@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createMonitor } from '../src/monitor/monitor.js';
 import type { RunMeta } from '../src/runs/run-types.js';
+import { testRunMeta } from '../test/helpers/run-meta.js';
 
 /** Benchmarks print `name=value` lines on stdout. */
 function print(line: string): void {
@@ -28,24 +29,7 @@ const redis = new Redis(redisUrl, { maxRetriesPerRequest: null });
 const root = await mkdtemp(join(tmpdir(), 'shepherd-bench-monitor-'));
 
 function meta(id: string): RunMeta {
-  const now = new Date().toISOString();
-  return {
-    schemaVersion: 1,
-    id,
-    name: id,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 1,
-    gpuIndices: [0],
-    maxHours: 1,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
-    createdAt: now,
-    updatedAt: now,
-    startedAt: now,
-  };
+  return testRunMeta(id, { name: id, gpus: 1, gpuIndices: [0] });
 }
 
 function healthyLine(step: number): string {

@@ -16,6 +16,7 @@ import { Redis } from 'ioredis';
 import { createMonitor } from '../src/monitor/monitor.js';
 import type { RunMeta } from '../src/runs/run-types.js';
 import { createStdoutParser, createStdoutParseState } from '../src/runs/stdout-metrics/stdout-parser.js';
+import { testRunMeta } from '../test/helpers/run-meta.js';
 
 function print(line: string): void {
   process.stdout.write(`${line}\n`);
@@ -92,24 +93,7 @@ const redisUrl = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const prefix = `bench-stdout-${process.pid}`;
 
 function meta(id: string): RunMeta {
-  const now = new Date().toISOString();
-  return {
-    schemaVersion: 1,
-    id,
-    name: id,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 1,
-    gpuIndices: [0],
-    maxHours: 1,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
-    createdAt: now,
-    updatedAt: now,
-    startedAt: now,
-  };
+  return testRunMeta(id, { name: id, gpus: 1, gpuIndices: [0] });
 }
 
 function lines(from: number, count: number): string {

@@ -4,7 +4,7 @@ import type { Redis } from 'ioredis';
 import { createMonitor, type MonitorOptions } from '../../src/monitor/monitor.js';
 import type { Incident } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { testRunMeta } from '../../test/helpers/run-meta.js';
 
 /**
  * Replays a curve of the alert-quality corpus (test/fixtures/curves) through the real monitor on a
@@ -73,24 +73,12 @@ export async function replayCurve(
     clock: () => now,
     ...(options.detectors === undefined ? {} : { detectors: options.detectors }),
   });
-  const meta: RunMeta = {
-    schemaVersion: 1,
-    id: runId,
+  const meta = testRunMeta(runId, {
     name: entry.name,
-    threadId: 'web:c:t',
-    requester: { id: 'u', name: 'u' },
-    status: 'running',
-    gpus: 0,
-    gpuIndices: [],
     maxHours: 24,
-    scriptVersion: 1,
-    executor: 'local',
-    launchCount: 1,
     config: entry.config,
     createdAt: new Date(startMs).toISOString(),
-    updatedAt: new Date(startMs).toISOString(),
-    startedAt: new Date(startMs).toISOString(),
-  };
+  });
   const lastTs = times.at(-1) ?? startMs;
   const endMs = lastTs + entry.aliveAfterEndS * 1000;
   const stallS = options.detectors?.stallS ?? 300;
