@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
-import { readFile, rm } from 'node:fs/promises';
+import { chmod, cp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,7 +22,22 @@ import type { RunMeta } from './run-types.js';
 
 /** Directory holding `shepherd.py` and the launcher; prepended to every run's PYTHONPATH. */
 export const PYTHON_RUNTIME_DIR = fileURLToPath(new URL('./python/', import.meta.url));
-const LAUNCHER = path.join(PYTHON_RUNTIME_DIR, 'shepherd_launcher.py');
+const LAUNCHER_FILE = 'shepherd_launcher.py';
+
+/** Copy a directory tree where any user can read it (directories 0755, files 0644); returns the copy. */
+async function readableCopy(from: string, to: string): Promise<string> {
+  await cp(from, to, { recursive: true, force: true, filter: (source) => !source.includes('__pycache__') });
+  const open = async (directory: string): Promise<void> => {
+    await chmod(directory, 0o755);
+    for (const entry of await readdir(directory, { withFileTypes: true })) {
+      const target = path.join(directory, entry.name);
+      if (entry.isDirectory()) await open(target);
+      else await chmod(target, 0o644);
+    }
+  };
+  await open(to);
+  return to;
+}
 
 const exitStatusSchema = z.object({
   launch: z.number().int(),
@@ -108,6 +123,17 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 export function createLocalExecutor(options: LocalExecutorOptions): Executor {
   const procAvailable = hasProcFs();
   const runDirOf = (runId: string) => path.join(options.runsDir, runId);
+  // The run user may not be able to read the bot's install (a root-only checkout): it gets a readable
+  // copy of the launcher and helper beside the run directories, made once.
+  let runtimeDir: Promise<string> | undefined;
+  const runtimeFor = (runAs: RunUser | undefined): Promise<string> => {
+    if (runAs === undefined) return Promise.resolve(PYTHON_RUNTIME_DIR);
+    runtimeDir ??= readableCopy(
+      PYTHON_RUNTIME_DIR,
+      path.join(path.dirname(options.runsDir), 'python-runtime'),
+    );
+    return runtimeDir;
+  };
 
   async function readExitStatus(runId: string): Promise<ExitStatus | undefined> {
     try {
@@ -159,6 +185,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       `=== launch ${launchNumber} at ${new Date().toISOString()} (${meta.command === undefined ? `script v${meta.scriptVersion}` : 'command'}, ${gpuLabel(gpuIndices)}${meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`}) ===`,
     );
     const inherited = options.environment.PYTHONPATH;
+    const runtime = await runtimeFor(options.runAs);
     const environment: Record<string, string> = {};
     for (const [key, value] of Object.entries(options.environment)) {
       if (value !== undefined) environment[key] = value;
@@ -171,7 +198,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       SHEPHERD_RUN_ARGS: JSON.stringify(meta.args ?? []),
       SHEPHERD_LAUNCH: String(launchNumber),
       CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
-      PYTHONPATH: inherited ? `${PYTHON_RUNTIME_DIR}${path.delimiter}${inherited}` : PYTHON_RUNTIME_DIR,
+      PYTHONPATH: inherited ? `${runtime}${path.delimiter}${inherited}` : runtime,
       PYTHONUNBUFFERED: '1',
     });
     Object.assign(environment, plan.variables);
@@ -191,7 +218,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     const deadlineMs = Date.now() + meta.maxHours * 3600 * 1000;
     const launcherArguments = [
       '-u',
-      LAUNCHER,
+      path.join(runtime, LAUNCHER_FILE),
       String(launchNumber),
       plan.argv === undefined ? RUN_FILES.script : '--command',
       (deadlineMs / 1000).toFixed(3),
