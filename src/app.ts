@@ -2,6 +2,7 @@ import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmProvider } from './agent/create-llm-provider.js';
+import { createLlmCallCounter, type LlmCallCounter } from './agent/llm-call-counter.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
@@ -13,7 +14,6 @@ import { createTurnRunner } from './agent/turn-runner.js';
 import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createConfiguredAdapters } from './bot/create-adapters.js';
-import { createActionRouter, createInboundHandlers, pushSystemEvent } from './bot/inbound.js';
 import { createRunsDirectory } from './bot/runs-directory.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
@@ -22,15 +22,16 @@ import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
 import type { Config } from './config.js';
+import { definedOnly } from './defined-only.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
-import { createLlmCallCounter, type LlmCallCounter } from './monitor/llm-call-counter.js';
-import { registerSecretValues } from './monitor/redact.js';
 import { createOps, type Ops } from './ops/create-ops.js';
 import { instrumentProvider } from './ops/instrumented-provider.js';
+import { createActionRouter, createInboundHandlers, pushSystemEvent } from './queue/chat-intake.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from './queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from './queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
+import { registerSecretValues } from './redact.js';
 import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
 
@@ -152,7 +153,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     provider,
     runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
     onAlert: (kind) => ops.metrics.alert(kind),
-    ...(overrides.executor === undefined ? {} : { executor: overrides.executor }),
+    ...definedOnly({ executor: overrides.executor }),
   });
   // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
   handlers.runs = createRunsDirectory(features);
@@ -233,7 +234,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
         maxToolRounds: config.llm.maxToolRounds,
         onProgress,
         cancelledBy: () => threadState.cancelRequested(threadId),
-        ...(model === undefined ? {} : { model }),
+        ...definedOnly({ model }),
         defaultModel: config.llm.model,
         onTrace: (step) => steps.push(step),
         logger: logger.child({ threadId }),

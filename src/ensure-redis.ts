@@ -2,6 +2,7 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Redis } from 'ioredis';
+import { definedOnly } from './defined-only.js';
 import { ServiceError } from './errors.js';
 import type { Logger } from './logger.js';
 
@@ -80,7 +81,7 @@ export async function ensureRedis(
   }
   return {
     url,
-    ...(child.pid === undefined ? {} : { pid: child.pid }),
+    ...definedOnly({ pid: child.pid }),
     async stop() {
       if (child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return;
       // SIGTERM makes redis-server fsync the AOF and exit; wait for it so nothing is cut short.

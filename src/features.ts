@@ -3,9 +3,10 @@ import type { Redis } from 'ioredis';
 import type { LlmProvider } from './agent/llm-provider.js';
 import { type ApprovalService, createApprovalService } from './approvals/approval-service.js';
 import { createApprovalStore } from './approvals/approval-store.js';
-import type { ActionRouter } from './bot/inbound.js';
+import type { IdempotentNotifier } from './bot/notifier.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
+import { definedOnly } from './defined-only.js';
 import type { Logger } from './logger.js';
 import { createAlertPolicyStore } from './monitor/alert-policy.js';
 import { createAlertRuleOperations } from './monitor/alert-rule-operations.js';
@@ -15,7 +16,7 @@ import { createMonitor } from './monitor/monitor.js';
 import { detectorConfigFrom } from './monitor/types.js';
 import { createRunWatcher } from './monitor/watch-runs.js';
 import { createMetricsCharts } from './notify/metrics-chart.js';
-import type { IdempotentNotifier } from './notify/notifier.js';
+import type { ActionRouter } from './queue/chat-intake.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import { JOBS, schedule } from './queue/jobs.js';
 import type { InboxItem } from './queue/turn-inbox.js';
@@ -24,6 +25,7 @@ import type { Executor } from './runs/executor.js';
 import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
 import { createRunFollows, type RunFollows } from './runs/run-follows.js';
+import { createRunOperations, type RunOperations } from './runs/run-operations.js';
 import { createRunCommand } from './runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
@@ -46,7 +48,6 @@ import { createMemoryNotes, createMemoryTool } from './tools/memory-tool.js';
 import { createPlaybooks, createReadPlaybookTool, type Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 import { createRunInspectTools } from './tools/run-inspect-tools.js';
-import { createRunOperations, type RunOperations } from './tools/run-operations.js';
 import { createRunTools } from './tools/run-tools.js';
 import { createScriptChecks } from './tools/script-checks.js';
 import { createWatchOperations } from './tools/watch-operations.js';
@@ -130,7 +131,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     logger: logger.child({ component: 'runs' }),
     environment: dependencies.runEnvironment,
     onEvent: onRunEvent,
-    ...(executor === undefined ? {} : { executor }),
+    ...definedOnly({ executor }),
   });
 
   follows = createRunFollows({
@@ -216,7 +217,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     python: config.runs.python,
     maxHours: config.runs.maxHours,
     checkSyntax: scriptChecks.checkSyntax,
-    ...(scriptChecks.preflight === undefined ? {} : { preflight: scriptChecks.preflight }),
+    ...definedOnly({ preflight: scriptChecks.preflight }),
     notify: async (threadId, text) => {
       await notifier.post(threadId, text);
     },

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { redactDeep, redactSecrets } from './monitor/redact.js';
+import { redactDeep, redactSecrets } from './redact.js';
 
 export type { Logger };
 

@@ -3,7 +3,7 @@ import { type Config, loadConfig } from './config.js';
 import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
-import { registerSecretValues } from './monitor/redact.js';
+import { registerSecretValues } from './redact.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 

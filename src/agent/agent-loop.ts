@@ -1,6 +1,7 @@
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, LlmError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { redactedHead } from '../monitor/redact.js';
+import { redactedHead } from '../redact.js';
 import type { ToolContext, ToolRegistry } from '../tools/registry.js';
 import type { LlmProvider } from './llm-provider.js';
 import type { AssistantMessage, ChatMessage, UserMessage } from './messages.js';
@@ -114,8 +115,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         messages: trimHistory(working),
         tools: registry.specs(),
         reason: rounds === 0 ? 'turn' : 'tool_round',
-        ...(options.model === undefined ? {} : { model: options.model }),
-        ...(context.signal === undefined ? {} : { signal: context.signal }),
+        ...definedOnly({ model: options.model, signal: context.signal }),
       });
     } catch (error) {
       options.onTrace?.({

@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { LlmProvider } from './llm-provider.js';
 import { createAnthropicProvider } from './providers/anthropic-provider.js';
@@ -32,7 +33,7 @@ export function createLlmProvider(
     timeoutMs: llm.timeoutMs,
     retry,
     logger,
-    ...(options.onCall === undefined ? {} : { onCall: options.onCall }),
+    ...definedOnly({ onCall: options.onCall }),
   };
   if (llm.provider === 'anthropic') return createAnthropicProvider({ ...common, baseUrl: llm.baseUrl });
   return createOpenAiProvider({ ...common, baseUrl: llm.baseUrl });

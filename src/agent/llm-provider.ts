@@ -1,4 +1,5 @@
-import type { ChatMessage, ToolCall, ToolSpec } from './messages.js';
+import type { ToolCall, ToolSpec } from '../tools/tool-call.js';
+import type { ChatMessage } from './messages.js';
 
 export interface LlmRequest {
   system: string;

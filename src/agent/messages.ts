@@ -1,23 +1,10 @@
 import { z } from 'zod';
+import type { ToolCall } from '../tools/tool-call.js';
 
 /**
  * The neutral conversation model. Providers map it to their wire format; the session store keeps it
  * in Redis. Several people share one thread, so user messages carry their author.
  */
-
-/** One tool invocation requested by the model. `arguments` is the raw JSON text the model produced. */
-export interface ToolCall {
-  id: string;
-  name: string;
-  arguments: string;
-}
-
-/** A tool as the model sees it: name, description and a JSON schema of its input. */
-export interface ToolSpec {
-  name: string;
-  description: string;
-  parameters: Record<string, unknown>;
-}
 
 export interface UserMessage {
   role: 'user';

@@ -1,4 +1,4 @@
-import type { ToolCall } from './messages.js';
+import type { ToolCall } from '../tools/tool-call.js';
 
 /**
  * Detects a model stuck in a loop: the same tool call (name, arguments and result) three times in a

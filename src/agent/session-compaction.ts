@@ -1,3 +1,4 @@
+import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LlmProvider } from './llm-provider.js';
@@ -92,7 +93,7 @@ export async function compactSession(
       ],
       tools: [],
       reason: 'compaction',
-      ...(model === undefined ? {} : { model }),
+      ...definedOnly({ model }),
     });
     const text = response.text.trim().slice(0, MAX_SUMMARY_CHARS);
     if (text === '') throw new Error('the model returned an empty summary');

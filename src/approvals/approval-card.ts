@@ -1,6 +1,8 @@
 import type { Card, CardAttachment } from '../bot/chat-adapter.js';
-import { redactSecrets } from '../monitor/redact.js';
+import { definedOnly } from '../defined-only.js';
 import { codeBlock } from '../notify/code-block.js';
+import { redactSecrets } from '../redact.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import type { Approval, Decision } from './approval-store.js';
 
 /** Longest script excerpt a card shows; the rest is cut with a note (platform limits are far above it). */
@@ -92,7 +94,7 @@ export function approvalCard(approval: Approval): Card {
       : approval.command !== undefined
         ? 'Script'
         : approval.kind === 'start' || approval.kind === 'sweep'
-          ? 'train.py'
+          ? RUN_FILES.script
           : 'Script';
   let attachment: CardAttachment | undefined;
   if (approval.scriptExcerpt.trim() !== '') {
@@ -103,7 +105,7 @@ export function approvalCard(approval: Approval): Card {
   return {
     title: `${KIND_TITLE[approval.kind]}: ${approval.runName}`,
     text: lines.join('\n'),
-    ...(attachment === undefined ? {} : { attachment }),
+    ...definedOnly({ attachment }),
     fields,
     actions: [
       { actionId: `approve:${approval.id}`, label: 'Approve', style: 'primary' },

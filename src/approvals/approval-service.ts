@@ -1,8 +1,9 @@
 import type { Queue } from 'bullmq';
 import type { ActionOutcome, ChatUser, InboundAction } from '../bot/chat-adapter.js';
+import type { Notifier } from '../bot/notifier.js';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Notifier } from '../notify/notifier.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -131,8 +132,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         reason: input.summary,
         scriptExcerpt: input.scriptExcerpt,
         origin: input.origin,
-        ...(budget === undefined ? {} : { budget }),
-        ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
+        ...definedOnly({ budget, toolCall: input.toolCall }),
       },
       options.ttlMs,
       now(),
@@ -156,15 +156,16 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         costUsd,
         scriptExcerpt: input.scriptExcerpt,
         origin: input.origin,
-        ...(input.proposedScript === undefined ? {} : { proposedScript: input.proposedScript }),
-        ...(input.reason === undefined ? {} : { reason: input.reason }),
-        ...(input.preflight === undefined ? {} : { preflight: input.preflight }),
-        ...(input.memory === undefined ? {} : { memory: input.memory }),
-        ...(input.command === undefined ? {} : { command: input.command }),
-        ...(input.environment === undefined ? {} : { environment: input.environment }),
+        ...definedOnly({
+          proposedScript: input.proposedScript,
+          reason: input.reason,
+          preflight: input.preflight,
+          memory: input.memory,
+          command: input.command,
+          environment: input.environment,
+        }),
         ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
-        ...(input.toolCall === undefined ? {} : { toolCall: input.toolCall }),
-        ...(budget === undefined ? {} : { budget }),
+        ...definedOnly({ toolCall: input.toolCall, budget }),
       },
       options.ttlMs,
       now(),

@@ -1,5 +1,6 @@
 import type { RequestListener } from 'node:http';
 import type { Config } from '../config.js';
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { ChatAdapter } from './chat-adapter.js';
 import { createDiscordAdapter } from './discord/discord-adapter.js';
@@ -18,9 +19,11 @@ export function createConfiguredAdapters(config: Config, logger: Logger): Config
   if (config.slack.botToken !== undefined) {
     const slack = createSlackAdapter({
       botToken: config.slack.botToken,
-      ...(config.slack.appToken === undefined ? {} : { appToken: config.slack.appToken }),
-      ...(config.slack.signingSecret === undefined ? {} : { signingSecret: config.slack.signingSecret }),
-      ...(config.slack.apiUrl === undefined ? {} : { apiUrl: config.slack.apiUrl }),
+      ...definedOnly({
+        appToken: config.slack.appToken,
+        signingSecret: config.slack.signingSecret,
+        apiUrl: config.slack.apiUrl,
+      }),
       allowBots: config.slack.allowBots,
       botName: config.botName,
       logger: logger.child({ component: 'slack' }),

@@ -1,7 +1,8 @@
 import { join } from 'node:path';
+import { definedOnly } from '../defined-only.js';
 import type { Features } from '../features.js';
 import { readLastMetrics } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-store.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunOverview, RunsDirectory } from './chat-adapter.js';
 
@@ -30,8 +31,7 @@ export function createRunsDirectory(features: Pick<Features, 'runs' | 'operation
       gpus: meta.gpus,
       threadId: meta.threadId,
       createdAt: meta.createdAt,
-      ...(step === undefined ? {} : { step }),
-      ...(loss === undefined ? {} : { loss }),
+      ...definedOnly({ step, loss }),
     };
   }
 

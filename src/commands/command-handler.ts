@@ -1,9 +1,10 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import { RunAccessError } from '../runs/run-access.js';
-import type { RunOperations } from '../tools/run-operations.js';
-import { userFacingError } from '../tools/run-operations.js';
+import type { RunOperations } from '../runs/run-operations.js';
+import { userFacingError } from '../runs/run-operations.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 
 export interface ChartRequest {
@@ -69,7 +70,7 @@ export function createCommandHandler(options: CommandHandlerOptions) {
           run: command.run,
           metrics: command.metrics,
           threadId,
-          ...(command.steps === undefined ? {} : { steps: command.steps }),
+          ...definedOnly({ steps: command.steps }),
         });
         return '';
       case 'alert':

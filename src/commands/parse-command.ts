@@ -1,4 +1,5 @@
-import type { RunFlags } from '../tools/run-operations.js';
+import { definedOnly } from '../defined-only.js';
+import type { RunFlags } from '../runs/run-operations.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so
  * that natural language ("stop the run if the loss explodes") goes to the agent, not to a command.
@@ -196,8 +197,8 @@ function parseWatch(tokens: string[]): PlainCommand | undefined {
   const watchTarget: WatchTarget =
     slurm !== null
       ? { kind: 'slurm', jobId: slurm[1] as string }
-      : { kind: 'log', path: target, ...(pid === undefined ? {} : { pid }) };
-  return { name: 'watch', target: watchTarget, ...(runName === undefined ? {} : { runName }) };
+      : { kind: 'log', path: target, ...definedOnly({ pid }) };
+  return { name: 'watch', target: watchTarget, ...definedOnly({ runName }) };
 }
 
 function parseChart(tokens: string[]): PlainCommand | undefined {
@@ -222,7 +223,7 @@ function parseChart(tokens: string[]): PlainCommand | undefined {
       return undefined;
     }
   }
-  return { name: 'chart', run, metrics, ...(steps === undefined ? {} : { steps }) };
+  return { name: 'chart', run, metrics, ...definedOnly({ steps }) };
 }
 
 /**

@@ -3,21 +3,22 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
+import type { IdempotentNotifier } from '../bot/notifier.js';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { codeBlock } from '../notify/code-block.js';
-import type { IdempotentNotifier } from '../notify/notifier.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
+import { redactedHead } from '../redact.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
 import { type RunAccess, RunAccessError } from '../runs/run-access.js';
+import type { RunOperations } from '../runs/run-operations.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
-import type { RunOperations } from '../tools/run-operations.js';
 import type { Monitor } from './monitor.js';
-import { redactedHead } from './redact.js';
 import { checkPythonSyntax, triage } from './triage.js';
 import type { Incident } from './types.js';
 
@@ -107,7 +108,7 @@ export function createAlertService(options: AlertServiceOptions) {
       const series = await options.monitor.series(runId, metrics);
       if (Object.values(series).every((points) => points.length === 0)) return undefined;
       return await renderChart(
-        { runName, series, ...(highlight === undefined ? {} : { highlightSteps: highlight }) },
+        { runName, series, ...definedOnly({ highlightSteps: highlight }) },
         { quickchartUrl: options.quickchartUrl },
       );
     } catch (error) {
@@ -207,10 +208,12 @@ export function createAlertService(options: AlertServiceOptions) {
       title: incident.title,
       summary: incident.summary,
       metrics: incident.metrics,
-      ...(incident.traceback === undefined ? {} : { traceback: incident.traceback }),
-      ...(incident.crashClass === undefined ? {} : { crashClass: incident.crashClass }),
-      ...(incident.step === undefined ? {} : { step: incident.step }),
-      ...(firstBadStep === undefined ? {} : { firstBadStep }),
+      ...definedOnly({
+        traceback: incident.traceback,
+        crashClass: incident.crashClass,
+        step: incident.step,
+        firstBadStep,
+      }),
       launch,
       createdAt: Date.now(),
     };
@@ -376,18 +379,18 @@ export function createAlertService(options: AlertServiceOptions) {
       summary: alert.summary,
       metrics: alert.metrics,
       at: alert.createdAt,
-      ...(alert.traceback === undefined ? {} : { traceback: alert.traceback }),
+      ...definedOnly({ traceback: alert.traceback }),
       ...(alert.crashClass === undefined
         ? {}
         : { crashClass: alert.crashClass as NonNullable<Incident['crashClass']> }),
-      ...(alert.step === undefined ? {} : { step: alert.step }),
+      ...definedOnly({ step: alert.step }),
     };
     // Triage is told which detector fired and what it saw.
     const snapshot = await options.monitor.snapshot({
       meta,
       processState,
       incident,
-      ...(script === undefined ? {} : { script }),
+      ...definedOnly({ script }),
     });
     let result: Awaited<ReturnType<typeof triage>>;
     try {
@@ -462,7 +465,7 @@ export function createAlertService(options: AlertServiceOptions) {
         fix: count,
         maxFixes: options.maxAutofix,
         kind: alert.kind,
-        ...(resume === undefined ? {} : { resume }),
+        ...definedOnly({ resume }),
       });
       const proposal = await options.operations.updateScript(
         meta.id,

@@ -1,4 +1,6 @@
+import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
+import { type MetricPoint, recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { type AlertPolicy, isMuted } from './alert-policy.js';
 import { detectCrash } from './detectors/crash.js';
@@ -18,10 +20,8 @@ import {
   spikeText,
   stallText,
 } from './incident-text.js';
-import { type MetricPoint, recordMalformed } from './metric-line.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
 import { type createPrintedMetricsReader, plannedStepsOf } from './printed-metrics.js';
-import { redactedTail, redactSecrets } from './redact.js';
 import { isLossMetric } from './robust.js';
 import { addPoint, chartSeries, medianStepIntervalMs, type RollingLimits } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import type { MalformedBook } from '../runs/metric-line.js';
 import type { EpisodeBook } from './episodes.js';
-import type { MalformedBook } from './metric-line.js';
 import type { PrintedMetricsState } from './printed-metrics.js';
 import {
   createRollingState,

@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { evaluate, needsCrashLog } from './evaluate.js';
@@ -99,10 +100,10 @@ export function createMonitor(options: MonitorOptions) {
         ? cached.state
         : parseMonitorState(await redis.hget(stateKey(runId), 'state'));
     const runDir = options.runDir(meta);
-    const logPath = join(runDir, 'output.log');
+    const logPath = join(runDir, RUN_FILES.output);
     const policy = await options.policy?.load(runId);
     const metricsChunk = await readNewLines(
-      join(runDir, 'metrics.jsonl'),
+      join(runDir, RUN_FILES.metrics),
       parseCursor(metricsCursorRaw),
       maxBytes,
     );
@@ -245,7 +246,7 @@ export function createMonitor(options: MonitorOptions) {
       const state = await loadState(input.meta.id);
       let logTail = state.logTail;
       if (input.processState.kind === 'exited' || input.processState.kind === 'signaled') {
-        logTail = await readFileTail(join(options.runDir(input.meta), 'output.log'), CRASH_LOG_BYTES);
+        logTail = await readFileTail(join(options.runDir(input.meta), RUN_FILES.output), CRASH_LOG_BYTES);
       }
       const snapshot = buildTriageSnapshot({ ...input, rolling: state.rolling, logTail, now: clock() });
       if (metricsSourceOf(state) === 'stdout') snapshot.metricsSource = 'stdout';

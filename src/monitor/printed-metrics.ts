@@ -1,12 +1,12 @@
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
+import { parseMetricLine } from '../runs/metric-line.js';
 import { appendDerived, formatDerivedLine } from '../runs/stdout-metrics/derived-file.js';
 import {
   createStdoutParser,
   type StdoutParser,
   type StdoutParseState,
 } from '../runs/stdout-metrics/stdout-parser.js';
-import { parseMetricLine } from './metric-line.js';
 import type { MonitorState } from './monitor-state.js';
 import { addPoint, createRollingState, type RollingLimits } from './rolling-stats.js';
 
@@ -35,9 +35,7 @@ export interface IncomingPoint {
 export type MetricsSource = 'helper' | 'stdout';
 
 export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?: Logger }) {
-  const parser: StdoutParser = createStdoutParser(
-    options.pattern === undefined ? {} : { pattern: options.pattern },
-  );
+  const parser: StdoutParser = createStdoutParser(definedOnly({ pattern: options.pattern }));
 
   return {
     /**

@@ -1,4 +1,4 @@
-import type { MetricPoint } from './metric-line.js';
+import type { MetricPoint } from '../runs/metric-line.js';
 import { median } from './robust.js';
 
 /**

@@ -1,4 +1,5 @@
 import type { ProcessState } from '../runs/executor.js';
+import type { MetricPoint } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
@@ -14,7 +15,6 @@ import {
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
 import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
-import type { MetricPoint } from './metric-line.js';
 import { isLossMetric } from './robust.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 

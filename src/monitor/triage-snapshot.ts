@@ -1,9 +1,9 @@
 import { untrustedBlock } from '../agent/untrusted.js';
+import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
-import { redactedTail, redactSecrets } from './redact.js';
 import { finiteOnly, median } from './robust.js';
 import type { RollingState } from './rolling-stats.js';
 import type { Incident } from './types.js';

@@ -3,7 +3,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { LlmCallCounter } from './llm-call-counter.js';
+import type { LlmCallCounter } from '../agent/llm-call-counter.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import { renderTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 
 /**
@@ -135,7 +136,7 @@ export async function checkPythonSyntax(
   environment: Readonly<Record<string, string | undefined>> = { PATH: '/usr/local/bin:/usr/bin:/bin' },
 ): Promise<SyntaxCheck> {
   const directory = await mkdtemp(join(tmpdir(), 'shepherd-syntax-'));
-  const file = join(directory, 'train.py');
+  const file = join(directory, RUN_FILES.script);
   try {
     await writeFile(file, source, 'utf8');
     return await new Promise<SyntaxCheck>((resolve) => {
@@ -148,7 +149,7 @@ export async function checkPythonSyntax(
           else
             resolve({
               ok: false,
-              error: (stderr || error.message).replaceAll(file, 'train.py').trim().slice(-2000),
+              error: (stderr || error.message).replaceAll(file, RUN_FILES.script).trim().slice(-2000),
             });
         },
       );

@@ -1,9 +1,9 @@
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
+import type { Notifier } from '../bot/notifier.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
-import type { Notifier } from '../notify/notifier.js';
 import type { Executor, ProcessState } from '../runs/executor.js';
 import type { RunStore } from '../runs/run-store.js';
 import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';

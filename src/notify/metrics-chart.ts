@@ -1,11 +1,11 @@
 import { createReadStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { parseMetricLine } from '../monitor/metric-line.js';
+import type { Notifier } from '../bot/notifier.js';
+import { parseMetricLine } from '../runs/metric-line.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import { metricsFileOf } from '../runs/stdout-metrics/derived-file.js';
 import { renderChart } from './charts/render-chart.js';
-import type { Notifier } from './notifier.js';
 
 export interface ChartRequest {
   run: string;

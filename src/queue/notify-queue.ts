@@ -2,10 +2,10 @@ import { createHash } from 'node:crypto';
 import { DelayedError, Job, Queue, QueueEvents, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Card, PostedMessage, Upload } from '../bot/chat-adapter.js';
+import { type AdapterLookup, adapterForThread, type IdempotentNotifier } from '../bot/notifier.js';
 import { definedOnly } from '../defined-only.js';
 import { RateLimitedError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { type AdapterLookup, adapterForThread, type IdempotentNotifier } from '../notify/notifier.js';
 import { logQueueErrors } from './job-payload.js';
 import { createJobWorker } from './job-worker.js';
 import {
@@ -52,7 +52,7 @@ export function payloadToCard(payload: CardPayload): Card {
     card.actions = rest.actions.map((action) => ({
       actionId: action.actionId,
       label: action.label,
-      ...(action.style === undefined ? {} : { style: action.style }),
+      ...definedOnly({ style: action.style }),
     }));
   }
   if (image !== undefined) {

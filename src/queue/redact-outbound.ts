@@ -1,4 +1,4 @@
-import { redactSecrets } from '../monitor/redact.js';
+import { redactSecrets } from '../redact.js';
 import type { CardPayload, NotifyJob } from './jobs.js';
 
 /**

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
-import { appendRunFile, RUN_FILES } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
+import { appendRunFile } from './run-store.js';
 import { ALLOWED_TRANSITIONS, type RunStatus } from './run-types.js';
 
 /** Who caused a transition: a person, or Shepherd itself (exit detected, restart reconcile, …). */

@@ -3,7 +3,8 @@ import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { writeFileAtomic } from './atomic-file.js';
-import { appendRunFile, RUN_FILES } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
+import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
 /**

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { RunError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
-import { RUN_FILES } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
 import type { RunMeta } from './run-types.js';
 
 /**

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { type AuditLog, createAuditLog } from './audit-log.js';
 import { type CheckpointHistory, createCheckpointHistory } from './checkpoint-history.js';
@@ -82,8 +83,7 @@ export async function createRunsRuntime(options: {
     store,
     audit,
     logger,
-    ...(options.clock === undefined ? {} : { clock: options.clock }),
-    ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+    ...definedOnly({ clock: options.clock, onEvent: options.onEvent }),
   });
   return { service, store, audit, allocator, executor, gpus, checkpoints };
 }

@@ -1,5 +1,5 @@
 import { open } from 'node:fs/promises';
-import { parseMetricLine as parseMetricPoint } from '../monitor/metric-line.js';
+import { parseMetricLine as parseMetricPoint } from './metric-line.js';
 
 /**
  * Reading the end of run files (metrics.jsonl, output.log) without reading the whole file: a run's

@@ -17,7 +17,8 @@ import {
 } from './process-table.js';
 import { chownTree, type RunUser } from './run-as-user.js';
 import { applyEnvironment, type Environments } from './run-environments.js';
-import { appendRunFile, RUN_FILES } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
+import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
 /** Directory holding `shepherd.py` and the launcher; prepended to every run's PYTHONPATH. */

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseMetricLine } from './file-tail.js';
 import { PYTHON_RUNTIME_DIR } from './local-executor.js';
+import { RUN_FILES } from './run-files.js';
 
 /**
  * The CPU pre-flight: before a GPU job is put on an approval card, run its script for a few steps on
@@ -75,13 +76,13 @@ export async function runPreflight(
   const directory = await mkdtemp(path.join(tmpdir(), 'shepherd-preflight-'));
   const started = Date.now();
   try {
-    await writeFile(path.join(directory, 'train.py'), script, 'utf8');
-    const logFile = path.join(directory, 'output.log');
+    await writeFile(path.join(directory, RUN_FILES.script), script, 'utf8');
+    const logFile = path.join(directory, RUN_FILES.output);
     const logFd = openSync(logFile, 'w');
     let timedOut = false;
     const exit = await new Promise<{ code: number | null; signal: NodeJS.Signals | null; error?: Error }>(
       (resolve) => {
-        const child = spawn(options.python, ['-u', 'train.py'], {
+        const child = spawn(options.python, ['-u', RUN_FILES.script], {
           cwd: directory,
           env: preflightEnvironment(options.environment, directory, options.steps, config),
           // Its own process group, so a timeout ends the script and anything it started.
@@ -121,7 +122,7 @@ export async function runPreflight(
     const output = await readFile(logFile, 'utf8').catch(() => '');
     const losses: number[] = [];
     let steps = 0;
-    const metrics = await readFile(path.join(directory, 'metrics.jsonl'), 'utf8').catch(() => '');
+    const metrics = await readFile(path.join(directory, RUN_FILES.metrics), 'utf8').catch(() => '');
     for (const line of metrics.split('\n')) {
       const record = parseMetricLine(line);
       if (record === undefined) continue;

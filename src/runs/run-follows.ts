@@ -1,11 +1,12 @@
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import type { Notifier } from '../bot/notifier.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Notifier } from '../notify/notifier.js';
 import { readLastMetrics } from './file-tail.js';
-import { RUN_FILES, type RunStore } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
+import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
 /**

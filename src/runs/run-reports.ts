@@ -4,7 +4,8 @@ import path from 'node:path';
 import type { ClusterInfo, Executor, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
-import { RUN_FILES, type RunStore } from './run-store.js';
+import { RUN_FILES } from './run-files.js';
+import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 import { metricsFileOf } from './stdout-metrics/derived-file.js';
 

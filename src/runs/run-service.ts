@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { Config } from '../config.js';
+import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
@@ -11,6 +12,7 @@ import type { Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { createRunEndings, type ReconcileReport } from './run-endings.js';
 import { plural, type RunEventHandler } from './run-events.js';
+import { RUN_FILES } from './run-files.js';
 import { createRunLauncher } from './run-launcher.js';
 import { createRunLock } from './run-lock.js';
 import {
@@ -20,7 +22,7 @@ import {
   type RunStatusReport,
   readResume,
 } from './run-reports.js';
-import { RUN_FILES, type RunStore, type ScriptUpdate } from './run-store.js';
+import type { RunStore, ScriptUpdate } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 import { checkMaxHours } from './time-limit.js';
@@ -133,7 +135,7 @@ export function createRunService(options: RunServiceOptions): RunService {
     allocator,
     transitions,
     graceMs,
-    ...(options.beforeLaunch === undefined ? {} : { beforeLaunch: options.beforeLaunch }),
+    ...definedOnly({ beforeLaunch: options.beforeLaunch }),
   });
   const endings = createRunEndings({
     store,
@@ -187,10 +189,12 @@ export function createRunService(options: RunServiceOptions): RunService {
             gpus: request.gpus,
             maxHours,
             executor: executor.kind,
-            ...(request.modelId === undefined ? {} : { modelId: request.modelId }),
-            ...(request.config === undefined ? {} : { config: request.config }),
-            ...(request.args === undefined ? {} : { args: request.args }),
-            ...(request.launch === undefined ? {} : { launch: request.launch }),
+            ...definedOnly({
+              modelId: request.modelId,
+              config: request.config,
+              args: request.args,
+              launch: request.launch,
+            }),
           },
           now(),
         ),
@@ -234,7 +238,7 @@ export function createRunService(options: RunServiceOptions): RunService {
           launchCount: 1,
           startedAt: at,
           updatedAt: at,
-          ...(request.jobId === undefined ? {} : { jobId: request.jobId }),
+          ...definedOnly({ jobId: request.jobId }),
         };
         await store.writeMeta(running);
         return running;
@@ -271,7 +275,7 @@ export function createRunService(options: RunServiceOptions): RunService {
       const rejected = await setStatus(meta, 'rejected', {
         by,
         reason: reason ?? 'rejected',
-        ...(reason === undefined ? {} : { statusReason: reason }),
+        ...definedOnly({ statusReason: reason }),
         patch: { endedAt: now().toISOString() },
       });
       const who = by === 'system' ? 'Shepherd' : by.name;
@@ -285,7 +289,7 @@ export function createRunService(options: RunServiceOptions): RunService {
       const pending = await setStatus(meta, 'pending_approval', {
         by,
         reason: reason ?? 'approval requested',
-        ...(reason === undefined ? {} : { statusReason: reason }),
+        ...definedOnly({ statusReason: reason }),
       });
       await emit('run-status', pending, `${meta.name} is waiting for approval`);
       return pending;
@@ -334,7 +338,7 @@ export function createRunService(options: RunServiceOptions): RunService {
       const stopped = await setStatus(meta, 'stopped', {
         by,
         reason: reason ?? 'stopped',
-        ...(reason === undefined ? {} : { statusReason: reason }),
+        ...definedOnly({ statusReason: reason }),
         patch: { gpuIndices: [], endedAt: now().toISOString(), ...(await lastStepOf(store, meta)) },
       });
       const who = by === 'system' ? 'Shepherd' : by.name;

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from './atomic-file.js';
+import { RUN_FILES } from './run-files.js';
 import { parseRunMeta } from './run-meta-schema.js';
 import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
 
@@ -16,17 +17,6 @@ import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
  * status, approvals' effects — and `meta.json` is only a mirror Shepherd writes for people and tools.
  * A run that rewrites its `meta.json` changes nothing Shepherd routes by.
  */
-
-export const RUN_FILES = {
-  meta: 'meta.json',
-  metrics: 'metrics.jsonl',
-  output: 'output.log',
-  script: 'train.py',
-  audit: 'audit.jsonl',
-  resume: 'resume.json',
-  exitStatus: 'exit_status.json',
-  finish: 'finish.json',
-} as const;
 
 /** What `createRun` needs; the store fills id, timestamps and bookkeeping. */
 export interface NewRunInput {

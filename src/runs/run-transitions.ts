@@ -1,3 +1,4 @@
+import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
@@ -69,7 +70,7 @@ export function createRunTransitions(options: RunTransitionsOptions): RunTransit
       from: meta.status,
       to,
       by: change.by,
-      ...(change.reason === undefined ? {} : { reason: change.reason }),
+      ...definedOnly({ reason: change.reason }),
     });
     return next;
   }

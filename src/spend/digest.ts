@@ -1,5 +1,5 @@
 import type { Queue } from 'bullmq';
-import type { Notifier } from '../notify/notifier.js';
+import type { Notifier } from '../bot/notifier.js';
 import { JOBS, schedule } from '../queue/jobs.js';
 import type { SpendReports } from './spend-report.js';
 

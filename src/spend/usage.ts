@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { AuditEntry } from '../runs/audit-log.js';
-import { RUN_FILES } from '../runs/run-store.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 
 /**

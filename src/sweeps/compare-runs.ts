@@ -1,6 +1,6 @@
+import type { Notifier } from '../bot/notifier.js';
 import { RunError } from '../errors.js';
 import { renderChart } from '../notify/charts/render-chart.js';
-import type { Notifier } from '../notify/notifier.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';

@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { readMetricSeries } from '../notify/metrics-chart.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import { table } from '../spend/usage.js';
 import { describeValues } from './sweep-grid.js';
 import type { Sweep, Trial } from './sweep-store.js';
@@ -35,7 +36,7 @@ export function summarise(
 }
 
 export async function readMetric(runDir: string, metric: string, steps?: { from: number; to: number }) {
-  const series = await readMetricSeries(join(runDir, 'metrics.jsonl'), [metric], steps);
+  const series = await readMetricSeries(join(runDir, RUN_FILES.metrics), [metric], steps);
   return series[metric] ?? [];
 }
 

@@ -1,8 +1,9 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { splitCommandLine, stripLeadingMention } from '../commands/parse-command.js';
+import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
+import { userFacingError } from '../runs/run-operations.js';
 import type { SpendReports } from '../spend/spend-report.js';
-import { userFacingError } from '../tools/run-operations.js';
 import type { CompareRuns } from './compare-runs.js';
 import { parseSweepTokens } from './sweep-grid.js';
 import type { SweepService } from './sweep-service.js';
@@ -78,7 +79,7 @@ function parse(text: string, botName: string): Command | undefined {
         return references.length === 0
           ? undefined
           : { name: 'invalid', command: 'compare', error: 'name at least two runs' };
-      return { name: 'compare', references, ...(steps === undefined ? {} : { steps }) };
+      return { name: 'compare', references, ...definedOnly({ steps }) };
     }
     case 'spend': {
       let days = 30;
@@ -135,7 +136,7 @@ export function createSweepCommands(options: {
         return options.compare({
           references: command.references,
           threadId,
-          ...(command.steps === undefined ? {} : { steps: command.steps }),
+          ...definedOnly({ steps: command.steps }),
         });
       case 'spend':
         return options.spend.report(command.days, command.by);

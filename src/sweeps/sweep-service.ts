@@ -4,19 +4,20 @@ import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Approval, Decision } from '../approvals/approval-store.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
+import type { Notifier } from '../bot/notifier.js';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { redactSecrets } from '../monitor/redact.js';
 import type { Incident } from '../monitor/types.js';
 import { renderChart } from '../notify/charts/render-chart.js';
-import type { Notifier } from '../notify/notifier.js';
+import { redactSecrets } from '../redact.js';
 import type { RunAccess } from '../runs/run-access.js';
+import { resolveWorkspaceScript } from '../runs/run-operations.js';
 import type { Actor, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
 import { formatCommand, prepareCommand } from '../tools/command-launch.js';
-import { resolveWorkspaceScript } from '../tools/run-operations.js';
 import {
   formatValue,
   type LeaderboardRow,
@@ -91,7 +92,7 @@ export function createSweepService(options: SweepServiceOptions) {
         : {
             command: prepared.argv,
             cwd: prepared.cwd,
-            ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
+            ...definedOnly({ scriptPath: prepared.scriptPath }),
           };
     if (script.trim() !== '') {
       const syntaxError = await options.checkSyntax?.(script);
@@ -123,7 +124,7 @@ export function createSweepService(options: SweepServiceOptions) {
         requester: actor,
         config: { ...trialValues, sweep: name, trial: index + 1 },
         args: trialArgs(trialValues),
-        ...(launch === undefined ? {} : { launch }),
+        ...definedOnly({ launch }),
       });
       trials.push({ index, name: meta.name, values: trialValues, runId: meta.id, state: 'waiting' });
     }
@@ -166,7 +167,7 @@ export function createSweepService(options: SweepServiceOptions) {
       summary,
       scriptExcerpt: script,
       origin,
-      ...(toolCall === undefined ? {} : { toolCall }),
+      ...definedOnly({ toolCall }),
     });
     await store.update(sweep.id, (current) => ({ ...current, approvalId: approval.id }));
     return autoApproved

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import { defineTool, type ToolDefinition } from '../tools/registry.js';
 import type { CompareRuns } from './compare-runs.js';
 import { parseGridEntry, type SweepSpec } from './sweep-grid.js';
@@ -62,16 +63,17 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
         if ((input.script === undefined) === (input.command === undefined))
           return 'give either script (a .py file) or command (an argv), not both or neither';
         const spec: SweepSpec = {
-          ...(input.script === undefined ? {} : { script: input.script }),
-          ...(input.command === undefined ? {} : { command: input.command }),
+          ...definedOnly({ script: input.script, command: input.command }),
           grid,
-          ...(input.gpus === undefined ? {} : { gpus: input.gpus }),
-          ...(input.hours === undefined ? {} : { maxHours: input.hours }),
-          ...(input.name === undefined ? {} : { name: input.name }),
-          ...(input.metric === undefined ? {} : { metric: input.metric }),
-          ...(input.mode === undefined ? {} : { mode: input.mode }),
-          ...(input.canary_steps === undefined ? {} : { canarySteps: input.canary_steps }),
-          ...(input.parallel === undefined ? {} : { parallel: input.parallel }),
+          ...definedOnly({
+            gpus: input.gpus,
+            maxHours: input.hours,
+            name: input.name,
+            metric: input.metric,
+            mode: input.mode,
+            canarySteps: input.canary_steps,
+            parallel: input.parallel,
+          }),
         };
         return sweeps.create(spec, context.threadId, context.actor, 'agent', { name: 'start_sweep', input });
       },
@@ -93,8 +95,7 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
         compare({
           references: input.runs,
           threadId: context.threadId,
-          ...(input.metric === undefined ? {} : { metric: input.metric }),
-          ...(input.steps === undefined ? {} : { steps: input.steps }),
+          ...definedOnly({ metric: input.metric, steps: input.steps }),
         }),
     }),
   ];

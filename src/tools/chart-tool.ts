@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
 import { defineTool } from './registry.js';
 
@@ -28,8 +29,7 @@ export function createShowMetricsTool(postChart: (request: ChartRequest) => Prom
       postChart({
         run: input.run,
         threadId: context.threadId,
-        ...(input.metrics === undefined ? {} : { metrics: input.metrics }),
-        ...(input.steps === undefined ? {} : { steps: input.steps }),
+        ...definedOnly({ metrics: input.metrics, steps: input.steps }),
       }),
   });
 }

@@ -4,8 +4,9 @@ import { checkDivergence } from '../monitor/detectors/loss-detectors.js';
 import { type EpisodeBook, isEpisodeActive, observeEpisode } from '../monitor/episodes.js';
 import type { CheckpointHistory } from '../runs/checkpoint-history.js';
 import { type MetricRecord, parseMetricLine } from '../runs/file-tail.js';
+import { RUN_FILES } from '../runs/run-files.js';
 import { readResume } from '../runs/run-reports.js';
-import { RUN_FILES, type RunStore } from '../runs/run-store.js';
+import type { RunStore } from '../runs/run-store.js';
 
 /**
  * What `list_checkpoints` shows: the run's checkpoint history (`checkpoints.jsonl`, with the health the

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { copyFile, lstat, mkdir, readFile, realpath, stat, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
 import type { RunMeta } from '../runs/run-types.js';
 
@@ -113,7 +114,7 @@ export async function prepareCommand(
     argv: [...argv],
     cwd,
     files,
-    ...(scriptPath === undefined ? {} : { scriptPath }),
+    ...definedOnly({ scriptPath }),
     script,
     suggestedName,
   };
@@ -190,7 +191,7 @@ export async function recordProvenance(
   const provenance: Provenance = {
     command: prepared.argv,
     cwd: prepared.cwd,
-    ...(environment === undefined ? {} : { environment }),
+    ...definedOnly({ environment }),
     ...(commit === undefined || commit === ''
       ? {}
       : { git: { commit, dirty: (status ?? '').trim() !== '' } }),

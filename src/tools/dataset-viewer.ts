@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { redactSecrets } from '../monitor/redact.js';
+import { redactSecrets } from '../redact.js';
 import { HubError, hubRepoIdPattern } from './hub-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 
@@ -189,7 +190,7 @@ function explainFailure(error: unknown, dataset: string, hasToken: boolean): Err
   return new HubError(
     error.code,
     `the dataset viewer failed for ${dataset}: ${error.message}`,
-    error.status === undefined ? {} : { status: error.status },
+    definedOnly({ status: error.status }),
   );
 }
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import {
   type HubClient,
@@ -97,7 +98,7 @@ export function describeHubFailure(error: unknown, action: string, subject?: str
       },
     );
   }
-  const options = { cause: error, ...(error.status === undefined ? {} : { status: error.status }) };
+  const options = { cause: error, ...definedOnly({ status: error.status }) };
   // The Hub answers 401 (not 404) for a repo that does not exist when no token is sent.
   if (subject !== undefined && (error.status === 404 || error.status === 401 || error.status === 403)) {
     return new HubError(
@@ -166,8 +167,7 @@ export function createHubTools(client: HubClient): ToolDefinition[] {
           models = await client.searchModels({
             query: input.query,
             limit: input.limit,
-            ...(input.task === undefined ? {} : { task: input.task }),
-            ...(context.signal === undefined ? {} : { signal: context.signal }),
+            ...definedOnly({ task: input.task, signal: context.signal }),
           });
         } catch (error) {
           throw describeHubFailure(error, 'search models');
@@ -194,7 +194,7 @@ export function createHubTools(client: HubClient): ToolDefinition[] {
           datasets = await client.searchDatasets({
             query: input.query,
             limit: input.limit,
-            ...(context.signal === undefined ? {} : { signal: context.signal }),
+            ...definedOnly({ signal: context.signal }),
           });
         } catch (error) {
           throw describeHubFailure(error, 'search datasets');
@@ -216,10 +216,7 @@ export function createHubTools(client: HubClient): ToolDefinition[] {
       input: getModelInfoInput,
       async execute(input, context) {
         try {
-          const model = await client.getModel(
-            input.model_id,
-            context.signal === undefined ? {} : { signal: context.signal },
-          );
+          const model = await client.getModel(input.model_id, definedOnly({ signal: context.signal }));
           return formatModelInfo(model);
         } catch (error) {
           throw describeHubFailure(error, `read model ${input.model_id}`, input.model_id);

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import { describeHubFailure } from './hub-tools.js';
 import { type HubClient, hubRepoIdPattern } from './hub-types.js';
 import {
@@ -81,10 +82,7 @@ export function createMemoryTool(options: {
         }
         let info: Awaited<ReturnType<HubClient['getModel']>>;
         try {
-          info = await options.hub.getModel(
-            input.model,
-            context.signal === undefined ? {} : { signal: context.signal },
-          );
+          info = await options.hub.getModel(input.model, definedOnly({ signal: context.signal }));
         } catch (error) {
           throw describeHubFailure(error, `read the size of ${input.model}`, input.model);
         }

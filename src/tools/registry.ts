@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import type { ToolCall, ToolSpec } from '../agent/messages.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../monitor/redact.js';
+import { redactSecrets } from '../redact.js';
+import type { ToolCall, ToolSpec } from './tool-call.js';
 
 /**
  * One registry for every agent tool: a zod input schema (with `.describe()` on each field, which

@@ -4,7 +4,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunError } from '../errors.js';
 import { parseMetricLine } from '../runs/file-tail.js';
-import { RUN_FILES, type RunStore } from '../runs/run-store.js';
+import { RUN_FILES } from '../runs/run-files.js';
+import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
 
 /**
@@ -27,14 +28,14 @@ export type RunFileKind =
 
 export function parseRunFile(file: string): RunFileKind | undefined {
   const name = file.trim().toLowerCase();
-  if (name === 'train.py' || name === 'script')
-    return { kind: 'script', version: undefined, label: 'train.py' };
+  if (name === RUN_FILES.script || name === 'script')
+    return { kind: 'script', version: undefined, label: RUN_FILES.script };
   const archived = /^train_v(\d+)\.py$/.exec(name);
   if (archived !== null) return { kind: 'script', version: Number(archived[1]), label: name };
-  if (name === 'output.log' || name === 'log') return { kind: 'log' };
-  if (name === 'metrics' || name === 'metrics.jsonl') return { kind: 'metrics' };
+  if (name === RUN_FILES.output || name === 'log') return { kind: 'log' };
+  if (name === 'metrics' || name === RUN_FILES.metrics) return { kind: 'metrics' };
   if (name === 'config') return { kind: 'config' };
-  if (name === 'meta' || name === 'meta.json') return { kind: 'meta' };
+  if (name === 'meta' || name === RUN_FILES.meta) return { kind: 'meta' };
   return undefined;
 }
 

@@ -1,11 +1,11 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../monitor/redact.js';
+import { redactSecrets } from '../redact.js';
+import type { RunOperations } from '../runs/run-operations.js';
 import type { RunStore } from '../runs/run-store.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { parseRunFile, readLogFile, readScriptFile, summariseMetrics } from './run-file-reader.js';
-import type { RunOperations } from './run-operations.js';
 import { applyEdits } from './script-edits.js';
 
 /**

@@ -1,7 +1,8 @@
 import { z } from 'zod';
+import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
+import type { RunOperations } from '../runs/run-operations.js';
 import { defineTool, type ToolDefinition } from './registry.js';
-import type { RunOperations } from './run-operations.js';
 
 const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
 
@@ -54,9 +55,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
             {
               gpus: input.gpus,
               runName: input.name,
-              ...(input.max_hours === undefined ? {} : { maxHours: input.max_hours }),
-              ...(input.env === undefined ? {} : { env: input.env }),
-              ...(input.cwd === undefined ? {} : { cwd: input.cwd }),
+              ...definedOnly({ maxHours: input.max_hours, env: input.env, cwd: input.cwd }),
             },
             context.threadId,
             context.actor,
@@ -74,10 +73,12 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
             name: 'start_training',
             input: { ...input, script: `(${(input.script ?? '').length} characters)` },
           },
-          ...(input.env === undefined ? {} : { environment: input.env }),
-          ...(input.max_hours === undefined ? {} : { maxHours: input.max_hours }),
-          ...(input.model_id === undefined ? {} : { modelId: input.model_id }),
-          ...(input.config === undefined ? {} : { config: input.config }),
+          ...definedOnly({
+            environment: input.env,
+            maxHours: input.max_hours,
+            modelId: input.model_id,
+            config: input.config,
+          }),
         });
       },
     }),

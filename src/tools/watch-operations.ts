@@ -3,10 +3,11 @@ import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
+import type { Notifier } from '../bot/notifier.js';
 import type { WatchTarget } from '../commands/parse-command.js';
+import { definedOnly } from '../defined-only.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Notifier } from '../notify/notifier.js';
 import { readProcessStat } from '../runs/process-table.js';
 import { type RunAccess, RunAccessError } from '../runs/run-access.js';
 import type { RunService } from '../runs/run-service.js';
@@ -119,8 +120,7 @@ export function createWatchOperations(options: WatchOperationsOptions) {
       watch: {
         source: 'log',
         logPath: real,
-        ...(pid === undefined ? {} : { pid }),
-        ...(pidStartTime === undefined ? {} : { pidStartTime }),
+        ...definedOnly({ pid, pidStartTime }),
       },
       maxHours: WATCH_MAX_HOURS,
       description: `${path.relative(root, real)}${pid === undefined ? '' : ` while pid ${pid} lives`}`,

@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { DISCORD_LIMITS, renderCard } from '../../src/bot/discord/cards.js';
-import { mentionsUser, readableMentions, threadNameFrom } from '../../src/bot/discord/inbound-text.js';
+import { mentionsUser, readableMentions, threadNameFrom } from '../../src/bot/discord/discord-mentions.js';
 import { extractLongBlocks, splitContent } from '../../src/bot/discord/split-message.js';
 
 describe('renderCard', () => {

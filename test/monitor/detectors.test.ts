@@ -4,9 +4,9 @@ import { checkDivergence, checkSpike } from '../../src/monitor/detectors/loss-de
 import { checkPlateau } from '../../src/monitor/detectors/plateau.js';
 import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
-import { redactSecrets } from '../../src/monitor/redact.js';
 import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
+import { redactSecrets } from '../../src/redact.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 
 const config = DEFAULT_DETECTOR_CONFIG;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseMetricLine, recordMalformed } from '../../src/monitor/metric-line.js';
+import { parseMetricLine, recordMalformed } from '../../src/runs/metric-line.js';
 
 describe('parseMetricLine', () => {
   it('parses the line shepherd.py writes, with ts in seconds', () => {

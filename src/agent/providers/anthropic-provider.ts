@@ -12,9 +12,11 @@ import type {
   ToolResultBlockParam,
   ToolUseBlockParam,
 } from '@anthropic-ai/sdk/resources/messages';
+import { definedOnly } from '../../defined-only.js';
 import type { Logger } from '../../logger.js';
+import type { ToolCall, ToolSpec } from '../../tools/tool-call.js';
 import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
-import { type ChatMessage, formatUserContent, type ToolCall, type ToolSpec } from '../messages.js';
+import { type ChatMessage, formatUserContent } from '../messages.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
 export interface AnthropicProviderOptions {
@@ -129,7 +131,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
         messages: toAnthropicMessages(request.messages),
         ...(request.tools.length > 0 ? { tools: toAnthropicTools(request.tools) } : {}),
       },
-      request.signal === undefined ? {} : { signal: request.signal },
+      definedOnly({ signal: request.signal }),
     );
     const texts: string[] = [];
     const toolCalls: ToolCall[] = [];

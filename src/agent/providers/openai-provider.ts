@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
+import { definedOnly } from '../../defined-only.js';
 import type { Logger } from '../../logger.js';
+import type { ToolCall, ToolSpec } from '../../tools/tool-call.js';
 import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
-import { type ChatMessage, formatUserContent, type ToolCall, type ToolSpec } from '../messages.js';
+import { type ChatMessage, formatUserContent } from '../messages.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
 export interface OpenAiProviderOptions {
@@ -73,7 +75,7 @@ export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvide
         // Several servers reject `tools: []`, so the key is left out when there are none.
         ...(request.tools.length > 0 ? { tools: toOpenAiTools(request.tools) } : {}),
       },
-      request.signal === undefined ? {} : { signal: request.signal },
+      definedOnly({ signal: request.signal }),
     );
     const message = completion.choices[0]?.message;
     const toolCalls: ToolCall[] = [];

@@ -11,13 +11,14 @@ import {
   Status,
 } from 'discord.js';
 import { z } from 'zod';
+import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
 import { DISCORD_LIMITS, type DiscordFile, renderCard, safeFilename, truncate } from './cards.js';
 import { registerCommands } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
-import { createDiscordInbound } from './discord-inbound.js';
+import { createDiscordInbound } from './discord-events.js';
 import { targetChannelId } from './discord-threads.js';
 import { extractLongBlocks, splitContent } from './split-message.js';
 
@@ -72,7 +73,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     // DM channels are not cached before their first message; without this, DMs would be dropped.
     partials: [Partials.Channel],
     rest: {
-      ...(config.apiUrl === undefined ? {} : { api: config.apiUrl }),
+      ...definedOnly({ api: config.apiUrl }),
       // The notify queue retries 5xx and network errors with its own backoff; the REST client must not.
       retries: 0,
       // Short per-route waits are handled inside discord.js; long ones go back to the queue as Retry-After.
@@ -325,9 +326,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const isImage = upload.contentType.startsWith('image/');
       const body: Record<string, unknown> = {
         allowed_mentions: NO_PINGS,
-        attachments: [
-          { id: 0, filename: name, ...(upload.title === undefined ? {} : { description: upload.title }) },
-        ],
+        attachments: [{ id: 0, filename: name, ...definedOnly({ description: upload.title }) }],
       };
       if (upload.comment !== undefined && upload.comment !== '') {
         body.content = truncate(upload.comment, DISCORD_LIMITS.content);

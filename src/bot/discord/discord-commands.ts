@@ -1,4 +1,5 @@
 import { type Client, Routes } from 'discord.js';
+import { definedOnly } from '../../defined-only.js';
 import type { Logger } from '../../logger.js';
 import { toPlatformError } from './discord-errors.js';
 
@@ -145,7 +146,7 @@ export function commandText(subcommand: string, values: CommandValues): string |
 function warnRegistration(logger: Logger, error: unknown, guildId: string | undefined): void {
   const failure = toPlatformError(error, 'command registration');
   logger.warn(
-    { ...(guildId === undefined ? {} : { guildId }), code: failure.code, err: failure },
+    { ...definedOnly({ guildId }), code: failure.code, err: failure },
     guildId === undefined
       ? 'could not register the global /shepherd command'
       : 'could not register /shepherd in this server (was the bot invited with the applications.commands scope?)',

@@ -6,6 +6,7 @@
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
+import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
@@ -19,11 +20,11 @@ import {
   type SlackMessageBody,
   withImageBlock,
 } from './cards.js';
-import { type BotIdentity, mentionedUsers, toPlainText } from './inbound.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
 import { toPlatformError } from './slack-errors.js';
 import { registerListeners } from './slack-listeners.js';
+import { type BotIdentity, mentionedUsers, toPlainText } from './slack-routing.js';
 import { slackThread } from './slack-threads.js';
 import { createUserDirectory } from './user-directory.js';
 
@@ -106,7 +107,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const users = createUserDirectory({
     usersInfo: (arguments_) => client.users.info(arguments_),
     logger,
-    ...(config.userCacheTtlMs === undefined ? {} : { ttlMs: config.userCacheTtlMs }),
+    ...definedOnly({ ttlMs: config.userCacheTtlMs }),
   });
   const recentDeliveries = createRecentIds();
 
@@ -147,7 +148,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   ): Promise<string> {
     const response = await client.chat.postMessage({
       channel,
-      ...(threadTs === undefined ? {} : { thread_ts: threadTs }),
+      ...definedOnly({ thread_ts: threadTs }),
       text: body.text,
       blocks: body.blocks,
       unfurl_links: false,
@@ -202,7 +203,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
       client.chat.postEphemeral({
         channel,
         user: userId,
-        ...(threadTs === undefined ? {} : { thread_ts: threadTs }),
+        ...definedOnly({ thread_ts: threadTs }),
         text: markdownToMrkdwn(text),
       }),
     );

@@ -6,16 +6,16 @@
 import type { App } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { redactSecrets } from '../../monitor/redact.js';
+import { redactSecrets } from '../../redact.js';
 import { type ChatUser, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
+import { escapeMrkdwn } from './mrkdwn.js';
+import type { RecentIds } from './recent-ids.js';
 import {
   type BotIdentity,
   blockActionsSchema,
   classifyEventCallback,
   slashCommandSchema,
-} from './inbound.js';
-import { escapeMrkdwn } from './mrkdwn.js';
-import type { RecentIds } from './recent-ids.js';
+} from './slack-routing.js';
 import { dmThreadId, isDirectMessageChannel } from './slack-threads.js';
 
 export interface ListenerDependencies {

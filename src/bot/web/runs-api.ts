@@ -1,9 +1,10 @@
 import { join } from 'node:path';
 import { z } from 'zod';
+import { definedOnly } from '../../defined-only.js';
 import { BotError, RunError, ToolPolicyError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tail.js';
-import { RUN_FILES } from '../../runs/run-store.js';
+import { RUN_FILES } from '../../runs/run-files.js';
 import type { RunMeta } from '../../runs/run-types.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
 import { isReservedName } from './reserved-names.js';
@@ -79,10 +80,10 @@ function summary(meta: RunMeta) {
     id: meta.id,
     name: meta.name,
     status: meta.status,
-    ...(meta.statusReason === undefined ? {} : { statusReason: meta.statusReason }),
+    ...definedOnly({ statusReason: meta.statusReason }),
     gpus: meta.gpus,
     gpuIndices: meta.gpuIndices,
-    ...(meta.lastStep === undefined ? {} : { step: meta.lastStep }),
+    ...definedOnly({ step: meta.lastStep }),
     requester: meta.requester.name,
     thread: threadLink(meta.threadId),
     createdAt: meta.createdAt,
@@ -121,7 +122,7 @@ export function createWebRunsRoutes(options: {
     const step = records.at(-1)?.step ?? meta.lastStep;
     return {
       ...summary(meta),
-      ...(step === undefined ? {} : { step }),
+      ...definedOnly({ step }),
       ...(metric === undefined
         ? {}
         : {
@@ -155,8 +156,7 @@ export function createWebRunsRoutes(options: {
         if (wanted === undefined || wanted.includes(name)) values[name] = jsonValue(value);
       }
       points.push({
-        ...(record.step === undefined ? {} : { step: record.step }),
-        ...(record.ts === undefined ? {} : { ts: record.ts }),
+        ...definedOnly({ step: record.step, ts: record.ts }),
         values,
       });
     }

@@ -1,6 +1,7 @@
 import { createServer, type RequestListener, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
+import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import {
@@ -94,7 +95,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
       channel,
       user: WEB_BOT_USER,
       ...fields,
-      ...(root === undefined ? {} : { threadId: root }),
+      ...definedOnly({ threadId: root }),
     });
     return { messageId: message.id } satisfies PostedMessage;
   }

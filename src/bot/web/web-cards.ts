@@ -1,3 +1,4 @@
+import { definedOnly } from '../../defined-only.js';
 import type { Card } from '../chat-adapter.js';
 import type { WebCard, WebStore } from './web-store.js';
 
@@ -27,7 +28,7 @@ export async function toWebCard(card: Card, store: Pick<WebStore, 'saveFile'>): 
     webCard.actions = card.actions.map((action) => ({
       actionId: action.actionId,
       label: action.label,
-      ...(action.style === undefined ? {} : { style: action.style }),
+      ...definedOnly({ style: action.style }),
     }));
   }
   return webCard;

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
+import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { SCRIPT_NEW_ID } from '../../redis.js';
@@ -228,7 +229,7 @@ export function createWebRequestHandler(
       user: body.user,
       text: body.text,
       ts: now(),
-      ...(root === undefined ? {} : { threadId: root }),
+      ...definedOnly({ threadId: root }),
     };
     const inbound = (id: string, threadRoot: string): InboundMessage => ({
       threadId: encodeThreadId({ platform: 'web', channel: body.channel, thread: threadRoot }),

@@ -1,6 +1,6 @@
+import { redactSecrets } from '../../redact.js';
 import type { ProcessState } from '../../runs/executor.js';
 import type { RunMeta } from '../../runs/run-types.js';
-import { redactSecrets } from '../redact.js';
 import type { CrashClass } from '../types.js';
 
 /** Crash detection: a non-zero exit or an unexpected signal, with the last traceback and a class. */

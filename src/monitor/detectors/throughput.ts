@@ -1,3 +1,4 @@
+import { definedOnly } from '../../defined-only.js';
 import { median } from '../robust.js';
 
 /**
@@ -59,6 +60,6 @@ function record(state: ThroughputState, rate: number, settings: ThroughputSettin
   return {
     dropped: state.slow >= settings.throughputTicks,
     rate,
-    ...(typical === undefined ? {} : { median: typical }),
+    ...definedOnly({ median: typical }),
   };
 }

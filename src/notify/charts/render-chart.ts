@@ -1,3 +1,4 @@
+import { definedOnly } from '../../defined-only.js';
 import { buildChart, type ChartInput } from './chart-config.js';
 import { renderLocal } from './render-local.js';
 import { renderWithQuickChart } from './render-quickchart.js';
@@ -18,7 +19,6 @@ export async function renderChart(
   if (options.quickchartUrl === 'local') return renderLocal(built);
   return renderWithQuickChart(built, {
     url: options.quickchartUrl,
-    ...(options.fetch === undefined ? {} : { fetch: options.fetch }),
-    ...(options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs }),
+    ...definedOnly({ fetch: options.fetch, timeoutMs: options.timeoutMs }),
   });
 }

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 
 /** What a Slurm CLI call returned. A non-zero exit is a result, not an exception: callers read stderr. */
@@ -36,8 +37,7 @@ export function createRunCommand(environment?: Readonly<Record<string, string | 
           timeout: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
           maxBuffer: 16 * 1024 * 1024,
           encoding: 'utf8',
-          ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
-          ...(environment === undefined ? {} : { env: environment }),
+          ...definedOnly({ cwd: options.cwd, env: environment }),
         },
         (error, stdout, stderr) => {
           if (error === null) {

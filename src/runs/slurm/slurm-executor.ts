@@ -2,10 +2,12 @@ import { chmod, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Config } from '../../config.js';
+import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from '../executor.js';
 import { applyEnvironment } from '../run-environments.js';
+import { RUN_FILES } from '../run-files.js';
 import type { RunMeta } from '../run-types.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
 import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
@@ -25,8 +27,6 @@ import {
 
 /** Directory holding `shepherd.py`; put on the job's PYTHONPATH (same runtime helper as locally). */
 const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url));
-const OUTPUT_FILE = 'output.log';
-const FINISH_FILE = 'finish.json';
 /** Job ids per squeue/sacct call; far above any team's active runs, but keeps argv bounded. */
 const IDS_PER_CALL = 1000;
 
@@ -81,7 +81,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
 
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir } = request;
-    await rm(path.join(runDir, FINISH_FILE), { force: true });
+    await rm(path.join(runDir, RUN_FILES.finish), { force: true });
     const scriptPath = path.join(runDir, SLURM_JOB_SCRIPT);
     const environment: Record<string, string> = {
       SHEPHERD_RUN_DIR: runDir,
@@ -97,19 +97,19 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         `environment ${meta.environmentName} is no longer configured`,
       );
     }
-    const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', 'train.py'], spec);
+    const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', RUN_FILES.script], spec);
     Object.assign(environment, applied.variables);
     await writeFile(
       scriptPath,
       renderJobScript({
         python: config.runs.python,
-        script: 'train.py',
+        script: RUN_FILES.script,
         launchNumber: meta.launchCount,
         scriptVersion: meta.scriptVersion,
         runtimeDir,
         environment,
         ...(meta.command === undefined && spec === undefined ? {} : { command: applied.argv }),
-        ...(meta.cwd === undefined ? {} : { cwd: meta.cwd }),
+        ...definedOnly({ cwd: meta.cwd }),
         ...(meta.args === undefined || meta.args.length === 0 ? {} : { args: meta.args }),
         srun: meta.command !== undefined || (meta.nodes ?? 1) > 1,
         pathPrefix: applied.pathPrefix,
@@ -128,7 +128,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     }
     args.push(
       `--time=${formatTimeLimit(meta.maxHours)}`,
-      `--output=${outputPattern(path.join(runDir, OUTPUT_FILE))}`,
+      `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
       '--open-mode=append',
       `--chdir=${runDir}`,
     );

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { RunCommand } from './slurm-command.js';
 import { shortenSlurmError } from './slurm-parse.js';
@@ -62,8 +63,7 @@ export async function readSlurmJobInfo(run: RunCommand, jobId: string): Promise<
       jobId,
       name,
       user,
-      ...(fields.ArrayJobId === undefined ? {} : { arrayJobId: fields.ArrayJobId }),
-      ...(fields.ArrayTaskId === undefined ? {} : { arrayTaskId: fields.ArrayTaskId }),
+      ...definedOnly({ arrayJobId: fields.ArrayJobId, arrayTaskId: fields.ArrayTaskId }),
     });
     return {
       jobId,

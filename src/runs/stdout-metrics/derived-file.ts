@@ -1,5 +1,6 @@
 import { open, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
+import { RUN_FILES } from '../run-files.js';
 
 /**
  * Points read from output.log are also written to `stdout-metrics.jsonl` in the run directory, in the
@@ -9,8 +10,7 @@ import { join } from 'node:path';
  * point twice.
  */
 
-export const STDOUT_METRICS_FILE = 'stdout-metrics.jsonl';
-export const HELPER_METRICS_FILE = 'metrics.jsonl';
+export const STDOUT_METRICS_FILE = RUN_FILES.stdoutMetrics;
 
 function formatValue(value: number): string {
   if (Number.isFinite(value)) return String(value);
@@ -48,7 +48,7 @@ export async function appendDerived(runDir: string, committedBytes: number, text
  * points win), else the points parsed from output.log.
  */
 export async function metricsFileOf(runDir: string): Promise<{ path: string; source: 'helper' | 'stdout' }> {
-  const helper = join(runDir, HELPER_METRICS_FILE);
+  const helper = join(runDir, RUN_FILES.metrics);
   try {
     if ((await stat(helper)).size > 0) return { path: helper, source: 'helper' };
   } catch {

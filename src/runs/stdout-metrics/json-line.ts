@@ -1,4 +1,4 @@
-import { parseMetricLine } from '../../monitor/metric-line.js';
+import { parseMetricLine } from '../metric-line.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
 
 /**

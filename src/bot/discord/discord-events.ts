@@ -14,12 +14,12 @@ import {
 import { z } from 'zod';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { redactSecrets } from '../../monitor/redact.js';
+import { redactSecrets } from '../../redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { COMMAND_NAME, type CommandValues, commandText, OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
+import { mentionsUser, readableMentions, threadNameFrom } from './discord-mentions.js';
 import { dmSessionId, threadSessionId } from './discord-threads.js';
-import { mentionsUser, readableMentions, threadNameFrom } from './inbound-text.js';
 
 /*
  * Turns gateway events into `onMessage` / `onAction` calls. discord.js only delivers; every decision about

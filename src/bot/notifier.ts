@@ -1,6 +1,6 @@
-import type { Card, ChatAdapter, Platform, PostedMessage, Upload } from '../bot/chat-adapter.js';
-import { decodeThreadId } from '../bot/chat-adapter.js';
 import { ServiceError } from '../errors.js';
+import type { Card, ChatAdapter, Platform, PostedMessage, Upload } from './chat-adapter.js';
+import { decodeThreadId } from './chat-adapter.js';
 
 /**
  * How everything above the adapters speaks into a thread. It is implemented by the notify queue

@@ -1,10 +1,10 @@
 import type { Queue } from 'bullmq';
+import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../bot/chat-adapter.js';
+import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
-import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from '../queue/turn-inbox.js';
-import { createTurnRequester, requestTurn } from '../queue/turn-worker.js';
 import { SCRIPT_NEW_ID } from '../redis.js';
-import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from './chat-adapter.js';
-import { decodeThreadId } from './chat-adapter.js';
+import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from './turn-inbox.js';
+import { createTurnRequester, requestTurn } from './turn-worker.js';
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
 export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;

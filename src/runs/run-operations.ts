@@ -5,22 +5,23 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../monitor/redact.js';
 import { codeBlock } from '../notify/code-block.js';
-import { refuseScriptEdit } from '../runs/command-script.js';
-import type { RunAccess, RunChange, RunChangeVia } from '../runs/run-access.js';
-import { describeEnvironment, type Environments, pickEnvironment } from '../runs/run-environments.js';
-import type { CreateRunRequest, RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
-import type { RunMeta } from '../runs/run-types.js';
-import { checkMaxHours } from '../runs/time-limit.js';
+import { redactSecrets } from '../redact.js';
 import {
   commandWarnings,
   formatCommand,
   type PreparedCommand,
   prepareCommand,
   recordProvenance,
-} from './command-launch.js';
+} from '../tools/command-launch.js';
+import { refuseScriptEdit } from './command-script.js';
+import type { RunAccess, RunChange, RunChangeVia } from './run-access.js';
+import { describeEnvironment, type Environments, pickEnvironment } from './run-environments.js';
+import { RUN_FILES } from './run-files.js';
+import type { CreateRunRequest, RunService } from './run-service.js';
+import type { RunStore } from './run-store.js';
+import type { RunMeta } from './run-types.js';
+import { checkMaxHours } from './time-limit.js';
 
 /**
  * The run actions shared by agent tools and plain commands, so both follow exactly the same approval
@@ -197,7 +198,7 @@ export function createRunOperations(options: RunOperationsOptions) {
         : {
             command: prepared.argv,
             cwd: prepared.cwd,
-            ...(prepared.scriptPath === undefined ? {} : { scriptPath: prepared.scriptPath }),
+            ...definedOnly({ scriptPath: prepared.scriptPath }),
           }),
     };
     // Created first, so a request the run service refuses (too many GPUs) costs no pre-flight.
@@ -394,7 +395,7 @@ export function createRunOperations(options: RunOperationsOptions) {
       meta.command === undefined
         ? await runPreflight(meta.threadId, meta.name, script, meta.config)
         : undefined;
-    const shown = meta.scriptPath === undefined ? 'train.py' : basename(meta.scriptPath);
+    const shown = meta.scriptPath === undefined ? RUN_FILES.script : basename(meta.scriptPath);
     const diff = createTwoFilesPatch(
       meta.scriptPath === undefined ? `train_v${meta.scriptVersion}.py` : `${shown} (v${meta.scriptVersion})`,
       shown,
@@ -459,11 +460,11 @@ export function createRunOperations(options: RunOperationsOptions) {
       threadId,
       requester: actor,
       origin: from.origin,
-      ...(from.toolCall === undefined ? {} : { toolCall: from.toolCall }),
+      ...definedOnly({ toolCall: from.toolCall }),
       prepared,
-      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...definedOnly({ environment: flags.env }),
       ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
-      ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
+      ...definedOnly({ maxHours: flags.maxHours }),
     });
   }
 
@@ -492,9 +493,9 @@ export function createRunOperations(options: RunOperationsOptions) {
       threadId,
       requester: actor,
       origin: 'command',
-      ...(flags.env === undefined ? {} : { environment: flags.env }),
+      ...definedOnly({ environment: flags.env }),
       ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
-      ...(flags.maxHours === undefined ? {} : { maxHours: flags.maxHours }),
+      ...definedOnly({ maxHours: flags.maxHours }),
     });
   }
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyEventCallback, toPlainText } from '../../src/bot/slack/inbound.js';
+import { classifyEventCallback, toPlainText } from '../../src/bot/slack/slack-routing.js';
 import { eventCallback, messageEvent } from './emulator/index.js';
 
 const identity = { botUserId: 'UBOT', botId: 'BBOT', allowBots: false };
