@@ -187,3 +187,13 @@ export class RunError extends BotError<RunErrorCode> {
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** A Redis lease (lease.ts) could not be had within its wait; another holder has it. Worth a retry. */
+export class LeaseError extends BotError<'lease_busy'> {
+  readonly key: string;
+  constructor(key: string, message: string) {
+    super('lease_busy', message, { retryable: true });
+    this.name = 'LeaseError';
+    this.key = key;
+  }
+}

@@ -114,33 +114,23 @@ export function evaluate(
   now: number,
   context: TickContext,
 ): Evaluation {
-  const { meta, detectors } = context;
-  const runId = context.runId ?? meta.id;
+  const runId = context.runId ?? context.meta.id;
   state.ticks++;
   state.firstTickAt ??= now;
   const fresh: Incident[] = [];
-  const raise = (kind: IncidentKind, key: string, fields: IncidentText) => {
+  const raise: Raise = (kind, key, fields) => {
     fresh.push({
       id: `${runId}:${key}#${episodeCount(state.episodes, key)}`,
       runId,
       kind,
       severity: SEVERITY[kind],
       at: now,
-      launch: state.launch ?? meta.launchCount,
+      launch: state.launch ?? context.meta.launchCount,
       ...fields,
     });
   };
 
-  if (metrics.reset) {
-    // The file was replaced or truncated: its steps start over, so the windows would mix two histories.
-    state.rolling = createMonitorState().rolling;
-    delete state.extras;
-  }
-  if (log.reset) state.logTail = '';
-  if (log.lines.length > 0) {
-    // Redacted as it is kept, so the cut to the last few KiB never keeps a secret's tail.
-    state.logTail = redactedTail(`${state.logTail}${log.lines.join('\n')}\n`, LOG_TAIL_CHARS);
-  }
+  startOver(state, metrics, log);
   const incoming = context.printedMetrics.collect({
     runId,
     state,
@@ -148,55 +138,22 @@ export function evaluate(
     logLines: log.lines,
     logReset: log.reset,
   });
-
-  const oversized = metrics.oversized ?? 0;
-  let malformedCount = oversized;
-  let firstReason: string | undefined = oversized > 0 ? 'line longer than the read cap' : undefined;
-  let sample: string | undefined;
-  const accepted: Array<MetricPoint & { step: number }> = [];
-  for (const { line, parsed } of incoming.points) {
-    if (!parsed.ok) {
-      malformedCount++;
-      firstReason ??= parsed.reason;
-      sample ??= redactSecrets(line);
-      continue;
-    }
-    const step = parsed.point.step ?? (state.rolling.lastStep ?? -1) + 1;
-    const point = { ...parsed.point, step };
-    accepted.push(point);
-    observePoint(state, point, now, context, raise);
-  }
-  const note = recordMalformed(state.malformed, malformedCount, firstReason, sample);
+  const { accepted, malformed } = observePoints(
+    state,
+    incoming.points,
+    metrics.oversized ?? 0,
+    now,
+    context,
+    raise,
+  );
   context.printedMetrics.applyProgress(state, incoming.progressStep, now, context.limits);
 
   observeTrends(state, context, raise);
   observeStall(state, processState, now, context, raise);
-
-  // --- grad norm, throughput, overfitting, idle GPUs, people's rules (tick-extras.ts) ------------
-  state.extras ??= createExtrasState();
-  const extraRaises = runTickExtras({
-    extras: state.extras,
-    episodes: state.episodes,
-    meta,
-    points: accepted,
-    lastStep: state.rolling.lastStep,
-    lastMetrics: state.rolling.lastMetrics,
-    lossMetrics: lossMetricNames(state),
-    now,
-    processState,
-    backlog: metrics.more,
-    settings: detectors,
-    policy: context.policy,
-    gpu: context.gpu,
-  });
-  for (const item of extraRaises) raise(item.kind, item.key, item.fields);
-
-  // --- process end (only once the metrics are drained, so the summary is final) -----------------
+  observeExtras(state, accepted, processState, metrics.more, now, context, raise);
+  // The process end only once the metrics are drained, so the summary is final.
   if (ended(processState) && !metrics.more && !log.more) observeEnd(state, processState, now, context, raise);
 
-  const malformed: Evaluation['malformed'] = { count: malformedCount };
-  if (firstReason !== undefined) malformed.firstReason = firstReason;
-  if (note !== undefined) malformed.note = note;
   const evaluation: Evaluation = {
     state,
     // A muted detector's episodes still run (so unmuting does not replay an old episode); nothing is said.
@@ -210,11 +167,87 @@ export function evaluate(
 }
 
 type Raise = (kind: IncidentKind, key: string, fields: IncidentText) => void;
+type AcceptedPoint = MetricPoint & { step: number };
+
+/** A replaced or truncated file starts its history over; new output.log lines join the (redacted) tail. */
+function startOver(state: MonitorState, metrics: NewLines, log: NewLines): void {
+  if (metrics.reset) {
+    // The file was replaced or truncated: its steps start over, so the windows would mix two histories.
+    state.rolling = createMonitorState().rolling;
+    delete state.extras;
+  }
+  if (log.reset) state.logTail = '';
+  if (log.lines.length > 0) {
+    // Redacted as it is kept, so the cut to the last few KiB never keeps a secret's tail.
+    state.logTail = redactedTail(`${state.logTail}${log.lines.join('\n')}\n`, LOG_TAIL_CHARS);
+  }
+}
+
+/** Parse and observe each incoming point; count (and record) the malformed ones. */
+function observePoints(
+  state: MonitorState,
+  points: ReturnType<TickContext['printedMetrics']['collect']>['points'],
+  oversized: number,
+  now: number,
+  context: TickContext,
+  raise: Raise,
+): { accepted: AcceptedPoint[]; malformed: Evaluation['malformed'] } {
+  let count = oversized;
+  let firstReason: string | undefined = oversized > 0 ? 'line longer than the read cap' : undefined;
+  let sample: string | undefined;
+  const accepted: AcceptedPoint[] = [];
+  for (const { line, parsed } of points) {
+    if (!parsed.ok) {
+      count++;
+      firstReason ??= parsed.reason;
+      sample ??= redactSecrets(line);
+      continue;
+    }
+    const step = parsed.point.step ?? (state.rolling.lastStep ?? -1) + 1;
+    const point = { ...parsed.point, step };
+    accepted.push(point);
+    observePoint(state, point, now, context, raise);
+  }
+  const note = recordMalformed(state.malformed, count, firstReason, sample);
+  const malformed: Evaluation['malformed'] = { count };
+  if (firstReason !== undefined) malformed.firstReason = firstReason;
+  if (note !== undefined) malformed.note = note;
+  return { accepted, malformed };
+}
+
+/** Grad norm, throughput, overfitting, idle GPUs and people's rules (tick-extras.ts). */
+function observeExtras(
+  state: MonitorState,
+  accepted: AcceptedPoint[],
+  processState: ProcessState,
+  backlog: boolean,
+  now: number,
+  context: TickContext,
+  raise: Raise,
+): void {
+  state.extras ??= createExtrasState();
+  const extraRaises = runTickExtras({
+    extras: state.extras,
+    episodes: state.episodes,
+    meta: context.meta,
+    points: accepted,
+    lastStep: state.rolling.lastStep,
+    lastMetrics: state.rolling.lastMetrics,
+    lossMetrics: lossMetricNames(state),
+    now,
+    processState,
+    backlog,
+    settings: context.detectors,
+    policy: context.policy,
+    gpu: context.gpu,
+  });
+  for (const item of extraRaises) raise(item.kind, item.key, item.fields);
+}
 
 /** Per point: launch re-arming, non-finite values and loss spikes, then the point joins the windows. */
 function observePoint(
   state: MonitorState,
-  point: MetricPoint & { step: number },
+  point: AcceptedPoint,
   now: number,
   context: TickContext,
   raise: Raise,

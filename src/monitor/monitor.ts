@@ -1,17 +1,24 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { definedOnly } from '../defined-only.js';
+import { createLeases } from '../lease.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
-import { evaluate, needsCrashLog } from './evaluate.js';
+import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
 import { type MonitorState, parseMonitorState, serialiseMonitorState } from './monitor-state.js';
 import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
 import { chartSeries, DEFAULT_ROLLING_LIMITS, type RollingLimits } from './rolling-stats.js';
-import { DEFAULT_MAX_BYTES_PER_READ, parseCursor, readFileTail, readNewLines } from './tail-reader.js';
+import {
+  DEFAULT_MAX_BYTES_PER_READ,
+  parseCursor,
+  readFileTail,
+  readNewLines,
+  type TailChunk,
+} from './tail-reader.js';
 import { watchesGpus } from './tick-extras.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './types.js';
@@ -19,7 +26,8 @@ import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './t
 /**
  * The monitor's shell: one `tick` per run reads what is new in `metrics.jsonl` and `output.log`, hands it
  * to `evaluate` (evaluate.ts: rolling statistics and the cheap detectors, no I/O) and commits the new state
- * and the incidents whose episode just began. It never calls an LLM. State, file cursors and undelivered incidents live in Redis, so a worker restart neither
+ * and the incidents whose episode just began. It never calls an LLM.
+ * State, file cursors and undelivered incidents live in Redis, so a worker restart neither
  * re-reads a line, skips one, nor re-alerts.
  */
 
@@ -54,13 +62,54 @@ export interface TickResult {
   skipped?: boolean;
 }
 
-const LOCK_MS = 60_000;
+/** A tick that outlives this is presumed dead: its lease expires and the next tick may run. */
+const TICK_LEASE_MS = 60_000;
 const CRASH_LOG_BYTES = 64 * 1024;
 const MAX_OUTBOX = 50;
 /** Parsed states kept in memory between ticks (a few tens of KiB each). */
 const MAX_CACHED_RUNS = 2000;
 
-export function createMonitor(options: MonitorOptions) {
+export interface Monitor {
+  /**
+   * One monitor tick for a run. Returns the incidents to deliver; call `ack` with their ids once posted.
+   * Concurrent ticks of the same run are serialised by a Redis lease (the loser is skipped).
+   */
+  tick(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult>;
+  /** Mark incidents as delivered so later ticks stop returning them. */
+  ack(runId: string, incidentIds: string[]): Promise<void>;
+  /** Chart series (downsampled history + recent window) for the given metrics, or all tracked ones. */
+  series(runId: string, metrics?: string[]): Promise<Record<string, Array<{ step: number; value: number }>>>;
+  /** A compact, bounded snapshot for LLM triage (never called by the monitor itself). */
+  snapshot(input: {
+    meta: RunMeta;
+    processState: ProcessState;
+    script?: string;
+    incident?: Incident;
+  }): Promise<TriageSnapshot>;
+  /** The raw persisted state (tests, debugging). */
+  loadState(runId: string): Promise<MonitorState>;
+  /** Delete everything the monitor keeps for a run (after it ended and its last tick ran). */
+  forget(runId: string): Promise<void>;
+}
+
+/** What a tick read before evaluating: the state and everything new in the run's files. */
+interface TickInputs {
+  state: MonitorState;
+  metricsChunk: TailChunk;
+  logChunk: TailChunk;
+  context: TickContext;
+}
+
+const SKIPPED_TICK: TickResult = {
+  incidents: [],
+  newPoints: 0,
+  malformed: { count: 0 },
+  progress: { points: 0, lastMetrics: {} },
+  backlog: false,
+  skipped: true,
+};
+
+export function createMonitor(options: MonitorOptions): Monitor {
   const { redis, prefix } = options;
   const detectors: DetectorConfig = { ...DEFAULT_DETECTOR_CONFIG, ...options.detectors };
   const limits: RollingLimits = {
@@ -73,6 +122,7 @@ export function createMonitor(options: MonitorOptions) {
   const printedMetrics = createPrintedMetricsReader(
     definedOnly({ pattern: options.metricPattern, logger: options.logger }),
   );
+  const leases = createLeases(redis);
   const stateKey = (runId: string) => `${prefix}:monitor:${runId}`;
   const outboxKey = (runId: string) => `${prefix}:monitor-outbox:${runId}`;
   const lockKey = (runId: string) => `${prefix}:monitor-lock:${runId}`;
@@ -83,9 +133,9 @@ export function createMonitor(options: MonitorOptions) {
     return parseMonitorState(await redis.hget(stateKey(runId), 'state'));
   }
 
-  async function tickLocked(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
-    const now = clock();
-    const [metricsCursorRaw, logCursorRaw, revision] = await redis.hmget(
+  /** The state (our cached copy when Redis still holds the revision we wrote) and the file cursors. */
+  async function readState(runId: string) {
+    const [metricsCursor, logCursor, revision] = await redis.hmget(
       stateKey(runId),
       'cursor:metrics',
       'cursor:log',
@@ -98,41 +148,33 @@ export function createMonitor(options: MonitorOptions) {
     const state =
       cached !== undefined && revision !== null && cached.revision === revision
         ? cached.state
-        : parseMonitorState(await redis.hget(stateKey(runId), 'state'));
+        : await loadState(runId);
+    return { state, metricsCursor: parseCursor(metricsCursor), logCursor: parseCursor(logCursor) };
+  }
+
+  /** The GPU utilisation for the idle-GPU detector: absent when not watched, undefined when not alive. */
+  async function probeGpus(meta: RunMeta, processState: ProcessState): Promise<TickContext['gpu']> {
+    if (options.gpuProbe === undefined || !watchesGpus(meta)) return undefined;
+    if (processState.kind !== 'alive') return { utilisation: undefined };
+    return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
+  }
+
+  async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
+    const { state, metricsCursor, logCursor } = await readState(runId);
     const runDir = options.runDir(meta);
     const logPath = join(runDir, RUN_FILES.output);
     const policy = await options.policy?.load(runId);
-    const metricsChunk = await readNewLines(
-      join(runDir, RUN_FILES.metrics),
-      parseCursor(metricsCursorRaw),
-      maxBytes,
-    );
-    const logChunk = await readNewLines(logPath, parseCursor(logCursorRaw), maxBytes, {
-      carriageReturns: true,
-    });
-    const gpu =
-      options.gpuProbe !== undefined && watchesGpus(meta)
-        ? {
-            utilisation:
-              processState.kind === 'alive'
-                ? await options.gpuProbe(meta.gpuIndices).catch(() => undefined)
-                : undefined,
-          }
-        : undefined;
+    const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
+    const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
+    const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)
       : undefined;
+    const context = { meta, runId, detectors, limits, printedMetrics, policy, gpu, crashLogTail };
+    return { state, metricsChunk, logChunk, context };
+  }
 
-    const evaluation = evaluate(state, metricsChunk, logChunk, processState, now, {
-      meta,
-      runId,
-      detectors,
-      limits,
-      printedMetrics,
-      policy,
-      gpu,
-      crashLogTail,
-    });
+  function logEvaluation(runId: string, evaluation: Evaluation): void {
     if (evaluation.metricsReset) {
       options.logger?.info(
         { runId },
@@ -146,17 +188,24 @@ export function createMonitor(options: MonitorOptions) {
         'malformed metric lines skipped',
       );
     }
-    await printedMetrics.writeDerived(state, runDir, evaluation.derivedText);
-    const fresh = evaluation.incidents;
+  }
 
-    // --- commit: cursors, state and new incidents move together -------------------------------------
+  /** Cursors, state and new incidents move together; returns the incidents still to deliver. */
+  async function commit(
+    runId: string,
+    inputs: TickInputs,
+    evaluation: Evaluation,
+    now: number,
+  ): Promise<Incident[]> {
+    const { state, metricsChunk, logChunk } = inputs;
     const transaction = redis.multi();
     const newRevision = `${process.pid}.${++revisionCounter}.${now}`;
     const fields: Record<string, string> = { state: serialiseMonitorState(state), rev: newRevision };
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
     transaction.hset(stateKey(runId), fields);
-    for (const incident of fresh) transaction.hset(outboxKey(runId), incident.id, JSON.stringify(incident));
+    for (const incident of evaluation.incidents)
+      transaction.hset(outboxKey(runId), incident.id, JSON.stringify(incident));
     transaction.hgetall(outboxKey(runId));
     const results = await transaction.exec();
     cache.set(runId, { revision: newRevision, state });
@@ -164,15 +213,27 @@ export function createMonitor(options: MonitorOptions) {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) cache.delete(oldest);
     }
-    const outboxRaw = (results?.at(-1)?.[1] ?? {}) as Record<string, string>;
-    const incidents = parseOutbox(outboxRaw);
+    const incidents = parseOutbox((results?.at(-1)?.[1] ?? {}) as Record<string, string>);
     if (incidents.length > MAX_OUTBOX) {
       // An adapter down for a long time must not make the outbox grow without bound: drop the oldest.
       const dropped = incidents.splice(0, incidents.length - MAX_OUTBOX);
       await redis.hdel(outboxKey(runId), ...dropped.map((incident) => incident.id));
     }
-    for (const incident of fresh) options.logger?.info({ runId, incident: incident.id }, incident.summary);
+    return incidents;
+  }
 
+  /** The shell: read → evaluate (pure) → commit. */
+  async function tickLeased(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
+    const now = clock();
+    const inputs = await readInputs(runId, meta, processState);
+    const { state, metricsChunk, logChunk } = inputs;
+    const evaluation = evaluate(state, metricsChunk, logChunk, processState, now, inputs.context);
+    logEvaluation(runId, evaluation);
+    await printedMetrics.writeDerived(state, options.runDir(meta), evaluation.derivedText);
+    const incidents = await commit(runId, inputs, evaluation, now);
+    for (const incident of evaluation.incidents)
+      options.logger?.info({ runId, incident: incident.id }, incident.summary);
+    const { malformed } = evaluation;
     const rolling = state.rolling;
     return {
       incidents,
@@ -188,46 +249,23 @@ export function createMonitor(options: MonitorOptions) {
   }
 
   return {
-    /**
-     * One monitor tick for a run. Returns the incidents to deliver; call `ack` with their ids once posted.
-     * Concurrent ticks of the same run are serialised by a Redis lock (the loser is skipped).
-     */
-    async tick(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
-      const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
-      const locked = await redis.set(lockKey(runId), token, 'PX', LOCK_MS, 'NX');
-      if (locked === null) {
-        return {
-          incidents: [],
-          newPoints: 0,
-          malformed: { count: 0 },
-          progress: { points: 0, lastMetrics: {} },
-          backlog: false,
-          skipped: true,
-        };
-      }
+    async tick(runId, meta, processState) {
+      // Try once: a tick already running for this run does the work; this one is skipped. No renewal,
+      // so a tick that hangs loses the lease after TICK_LEASE_MS and later ticks go on.
+      const lease = await leases.tryAcquire(lockKey(runId), TICK_LEASE_MS);
+      if (lease === undefined) return { ...SKIPPED_TICK };
       try {
-        return await tickLocked(runId, meta, processState);
+        return await tickLeased(runId, meta, processState);
       } finally {
-        // Release only our own lock (it may have expired and been taken by another tick).
-        await redis.eval(
-          "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-          1,
-          lockKey(runId),
-          token,
-        );
+        await lease.release();
       }
     },
 
-    /** Mark incidents as delivered so later ticks stop returning them. */
-    async ack(runId: string, incidentIds: string[]): Promise<void> {
+    async ack(runId, incidentIds) {
       if (incidentIds.length > 0) await redis.hdel(outboxKey(runId), ...incidentIds);
     },
 
-    /** Chart series (downsampled history + recent window) for the given metrics, or all tracked ones. */
-    async series(
-      runId: string,
-      metrics?: string[],
-    ): Promise<Record<string, Array<{ step: number; value: number }>>> {
+    async series(runId, metrics) {
       const state = await loadState(runId);
       const names = metrics ?? Object.keys(state.rolling.metrics);
       const output: Record<string, Array<{ step: number; value: number }>> = {};
@@ -236,13 +274,7 @@ export function createMonitor(options: MonitorOptions) {
       return output;
     },
 
-    /** A compact, bounded snapshot for LLM triage (never called by the monitor itself). */
-    async snapshot(input: {
-      meta: RunMeta;
-      processState: ProcessState;
-      script?: string;
-      incident?: Incident;
-    }): Promise<TriageSnapshot> {
+    async snapshot(input) {
       const state = await loadState(input.meta.id);
       let logTail = state.logTail;
       if (input.processState.kind === 'exited' || input.processState.kind === 'signaled') {
@@ -253,18 +285,14 @@ export function createMonitor(options: MonitorOptions) {
       return snapshot;
     },
 
-    /** The raw persisted state (tests, debugging). */
     loadState,
 
-    /** Delete everything the monitor keeps for a run (after it ended and its last tick ran). */
-    async forget(runId: string): Promise<void> {
+    async forget(runId) {
       cache.delete(runId);
       await redis.del(stateKey(runId), outboxKey(runId), lockKey(runId));
     },
   };
 }
-
-export type Monitor = ReturnType<typeof createMonitor>;
 
 function parseOutbox(raw: Record<string, string>): Incident[] {
   const incidents: Incident[] = [];

@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { RunError } from '../errors.js';
+import { LeaseError, RunError } from '../errors.js';
+import { createLeases } from '../lease.js';
 
 /**
  * Sweeps live in Redis (one JSON record each, a name index and the set of sweeps still in progress), so
@@ -9,6 +10,9 @@ import { RunError } from '../errors.js';
  */
 
 const userSchema = z.object({ id: z.string(), name: z.string() });
+
+const LOCK_TTL_MS = 30_000;
+const LOCK_WAIT_MS = 60_000;
 
 export const TRIAL_STATES = ['waiting', 'launched', 'ended'] as const;
 
@@ -97,6 +101,7 @@ export function createSweepStore(options: { redis: Redis; prefix: string; now?: 
   const runKey = (runId: string) => `${prefix}:sweep-run:${runId}`;
   const activeKey = `${prefix}:sweeps-active`;
   const lockKey = (id: string) => `${prefix}:sweep-lock:${id}`;
+  const leases = createLeases(redis);
 
   async function get(id: string): Promise<Sweep | undefined> {
     const raw = await redis.get(key(id));
@@ -117,17 +122,18 @@ export function createSweepStore(options: { redis: Redis; prefix: string; now?: 
     await multi.exec();
   }
 
+  /** One update at a time per sweep; a change that waits a minute for the lease gives up as `busy`. */
   async function withLock<T>(id: string, work: () => Promise<T>): Promise<T> {
-    const token = randomBytes(6).toString('hex');
-    const deadline = Date.now() + 60_000;
-    while ((await redis.set(lockKey(id), token, 'PX', 30_000, 'NX')) !== 'OK') {
-      if (Date.now() > deadline) throw new RunError('busy', `sweep ${id} is busy; try again`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
     try {
-      return await work();
-    } finally {
-      if ((await redis.get(lockKey(id))) === token) await redis.del(lockKey(id));
+      return await leases.withLease(lockKey(id), LOCK_TTL_MS, () => work(), {
+        waitMs: LOCK_WAIT_MS,
+        renew: false,
+      });
+    } catch (error) {
+      if (error instanceof LeaseError && error.key === lockKey(id)) {
+        throw new RunError('busy', `sweep ${id} is busy; try again`, { cause: error });
+      }
+      throw error;
     }
   }
 

@@ -1,0 +1,114 @@
+import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
+import { LeaseError } from './errors.js';
+
+/**
+ * One Redis lease for every "only one of us at a time" section (a run's state change, a monitor tick, a
+ * sweep update): `SET NX PX` with a random token, so renew and release act only for the holder. A lease
+ * that expired and was taken over is the new holder's: the old holder's renew and release become no-ops
+ * (compare-and-pexpire, compare-and-delete in one Lua step each).
+ */
+
+const RELEASE_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
+const RENEW_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`;
+
+/** Retry delays while waiting for a lease: doubling from the first to the cap, with jitter. */
+const FIRST_RETRY_MS = 20;
+const MAX_RETRY_MS = 250;
+
+export interface Lease {
+  readonly key: string;
+  readonly token: string;
+  /** Extend the lease to `ttlMs` from now (default: the TTL it was taken with); false when no longer held. */
+  renew(ttlMs?: number): Promise<boolean>;
+  /** Give the lease up; false when it was no longer ours (expired, maybe taken over). */
+  release(): Promise<boolean>;
+}
+
+export interface AcquireOptions {
+  /** How long to wait for a held lease (0 = try once). Default 0. */
+  waitMs?: number;
+}
+
+export interface WithLeaseOptions extends AcquireOptions {
+  /** Renew every third of the TTL while `work` runs (a long change outlives one TTL). Default true. */
+  renew?: boolean;
+}
+
+export interface Leases {
+  /** Take the lease on `key` for `ttlMs`, waiting up to `waitMs`; throws `LeaseError` (`lease_busy`). */
+  acquire(key: string, ttlMs: number, options?: AcquireOptions): Promise<Lease>;
+  /** Take the lease once, or `undefined` when someone else holds it. */
+  tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined>;
+  /** Run `work` holding the lease on `key`, then release it (also when `work` throws). */
+  withLease<T>(
+    key: string,
+    ttlMs: number,
+    work: (lease: Lease) => Promise<T>,
+    options?: WithLeaseOptions,
+  ): Promise<T>;
+}
+
+export function createLeases(redis: Redis): Leases {
+  function leaseOf(key: string, token: string, ttlMs: number): Lease {
+    return {
+      key,
+      token,
+      async renew(renewTtlMs = ttlMs) {
+        return (await redis.eval(RENEW_SCRIPT, 1, key, token, String(renewTtlMs))) === 1;
+      },
+      async release() {
+        return (await redis.eval(RELEASE_SCRIPT, 1, key, token)) === 1;
+      },
+    };
+  }
+
+  async function tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined> {
+    const token = randomBytes(12).toString('hex');
+    const result = await redis.set(key, token, 'PX', ttlMs, 'NX');
+    return result === 'OK' ? leaseOf(key, token, ttlMs) : undefined;
+  }
+
+  async function acquire(key: string, ttlMs: number, options: AcquireOptions = {}): Promise<Lease> {
+    const waitMs = options.waitMs ?? 0;
+    const deadline = Date.now() + waitMs;
+    let delay = FIRST_RETRY_MS;
+    for (;;) {
+      const lease = await tryAcquire(key, ttlMs);
+      if (lease !== undefined) return lease;
+      const left = deadline - Date.now();
+      if (left <= 0) throw new LeaseError(key, `${key} is held by someone else (waited ${waitMs} ms)`);
+      const pause = Math.min(delay + Math.random() * delay, left);
+      await new Promise((resolve) => setTimeout(resolve, pause));
+      delay = Math.min(delay * 2, MAX_RETRY_MS);
+    }
+  }
+
+  async function withLease<T>(
+    key: string,
+    ttlMs: number,
+    work: (lease: Lease) => Promise<T>,
+    options: WithLeaseOptions = {},
+  ): Promise<T> {
+    const lease = await acquire(key, ttlMs, options);
+    const renewal =
+      options.renew === false
+        ? undefined
+        : setInterval(
+            () => {
+              // A failed renew is retried on the next interval; the TTL still covers two more tries.
+              lease.renew().catch(() => undefined);
+            },
+            Math.max(ttlMs / 3, 100),
+          );
+    try {
+      return await work(lease);
+    } finally {
+      if (renewal !== undefined) clearInterval(renewal);
+      // A lease we cannot release (Redis away) simply expires.
+      await lease.release().catch(() => undefined);
+    }
+  }
+
+  return { acquire, tryAcquire, withLease };
+}
