@@ -1,30 +1,22 @@
 import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
-import { type MetricPoint, recordMalformed } from '../runs/metric-line.js';
+import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { type AlertPolicy, isMuted } from './alert-policy.js';
-import { detectCrash } from './detectors/crash.js';
-import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
-import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
-import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
-import { checkPlateau } from './detectors/plateau.js';
-import { checkStall } from './detectors/stall.js';
-import { episodeCount, isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
-import {
-  crashText,
-  divergenceText,
-  finishedText,
-  type IncidentText,
-  nanText,
-  plateauText,
-  spikeText,
-  stallText,
-} from './incident-text.js';
+import { isCleanFinish } from './detectors/finished.js';
+import { episodeCount, isEpisodeActive } from './episodes.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
-import { type createPrintedMetricsReader, plannedStepsOf } from './printed-metrics.js';
-import { isLossMetric } from './robust.js';
-import { addPoint, chartSeries, medianStepIntervalMs, type RollingLimits } from './rolling-stats.js';
-import { plannedMaxSteps } from './run-plan.js';
+import {
+  type AcceptedPoint,
+  lossMetricNames,
+  observeEnd,
+  observePoint,
+  observeStall,
+  observeTrends,
+  type Raise,
+} from './observe.js';
+import type { createPrintedMetricsReader } from './printed-metrics.js';
+import type { RollingLimits } from './rolling-stats.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 
@@ -166,9 +158,6 @@ export function evaluate(
   return evaluation;
 }
 
-type Raise = (kind: IncidentKind, key: string, fields: IncidentText) => void;
-type AcceptedPoint = MetricPoint & { step: number };
-
 /** A replaced or truncated file starts its history over; new output.log lines join the (redacted) tail. */
 function startOver(state: MonitorState, metrics: NewLines, log: NewLines): void {
   if (metrics.reset) {
@@ -242,164 +231,4 @@ function observeExtras(
     gpu: context.gpu,
   });
   for (const item of extraRaises) raise(item.kind, item.key, item.fields);
-}
-
-/** Per point: launch re-arming, non-finite values and loss spikes, then the point joins the windows. */
-function observePoint(
-  state: MonitorState,
-  point: AcceptedPoint,
-  now: number,
-  context: TickContext,
-  raise: Raise,
-): void {
-  const { meta, detectors } = context;
-  const { step } = point;
-  const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
-  if (state.launch === undefined) state.launch = meta.launchCount;
-  else if (
-    state.launch !== meta.launchCount &&
-    (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
-  ) {
-    // The first point of a new launch (lines the old process wrote before it ended still count as
-    // the old launch): a NaN that persists after a fix is a new episode, so it alerts again.
-    rearmEpisodes(state.episodes);
-    state.launch = meta.launchCount;
-  }
-  const bad = nonFiniteMetrics(point.metrics);
-  if (observeEpisode(state.episodes, 'nan', bad.length > 0, detectors.nanRecoveryPoints)) {
-    const described = bad
-      .slice(0, 4)
-      .map((name) => `${name} became ${describeNonFinite(point.metrics[name] ?? Number.NaN)}`)
-      .join(', ');
-    raise('nan', 'nan', nanText(meta.name, step, described, bad.slice(0, 4)));
-  }
-  for (const [name, value] of Object.entries(point.metrics)) {
-    if (!isLossMetric(name)) continue;
-    const verdict = checkSpike(state.rolling.metrics[name]?.values ?? [], value, detectors);
-    if (observeEpisode(state.episodes, `spike:${name}`, verdict.spike)) {
-      raise(
-        'spike',
-        `spike:${name}`,
-        spikeText(meta.name, name, step, value, verdict.median, detectors.spikeWindow),
-      );
-    }
-  }
-  addPoint(state.rolling, point, now, context.limits);
-}
-
-/** Per tick, per loss metric: divergence, then plateau (never both for one problem). */
-function observeTrends(state: MonitorState, context: TickContext, raise: Raise): void {
-  const { meta, detectors } = context;
-  const rolling = state.rolling;
-  for (const [name, series] of Object.entries(rolling.metrics)) {
-    if (!isLossMetric(name)) continue;
-    const divergence = checkDivergence(series.values, detectors);
-    if (observeEpisode(state.episodes, `divergence:${name}`, divergence.diverging)) {
-      const from = series.steps[Math.max(0, series.steps.length - detectors.divergenceWindow)] ?? 0;
-      const lastStep = series.steps.at(-1) ?? 0;
-      raise(
-        'divergence',
-        `divergence:${name}`,
-        divergenceText(meta.name, name, divergence, detectors.divergenceWindow, from, lastStep),
-      );
-    }
-    // A diverging or NaN loss is not also "plateaued": one alert for one problem.
-    if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
-      continue;
-    // At most `plateauMaxAlerts` plateau notes per run, whatever the metric.
-    const plateausSoFar = Object.entries(state.episodes)
-      .filter(([key]) => key.startsWith('plateau:'))
-      .reduce((sum, [, episode]) => sum + episode.fired, 0);
-    if (plateausSoFar >= detectors.plateauMaxAlerts && !isEpisodeActive(state.episodes, `plateau:${name}`))
-      continue;
-    const lastStep = rolling.lastStep ?? 0;
-    const maxSteps = plannedMaxSteps(meta) ?? plannedStepsOf(state);
-    const plateau = checkPlateau(
-      {
-        points: chartSeries(rolling, name),
-        firstStep: rolling.firstStep ?? lastStep,
-        lastStep,
-        maxSteps,
-        learningRate: learningRateSeries(rolling),
-      },
-      detectors,
-    );
-    if (observeEpisode(state.episodes, `plateau:${name}`, plateau.plateau)) {
-      const fromStep = Math.round(plateau.fromStep ?? lastStep);
-      const now = series.values.at(-1) ?? Number.NaN;
-      raise(
-        'plateau',
-        `plateau:${name}`,
-        plateauText(meta.name, name, { bestCase: plateau.bestCase, now }, fromStep, lastStep, maxSteps),
-      );
-    }
-  }
-}
-
-function observeStall(
-  state: MonitorState,
-  processState: ProcessState,
-  now: number,
-  context: TickContext,
-  raise: Raise,
-): void {
-  const rolling = state.rolling;
-  const stall = checkStall({
-    state: processState,
-    now,
-    lastProgressAt: rolling.lastStepAt ?? state.firstTickAt,
-    medianStepIntervalMs: medianStepIntervalMs(rolling),
-    stallS: context.detectors.stallS,
-  });
-  if (observeEpisode(state.episodes, 'stall', stall.stalled)) {
-    raise(
-      'stall',
-      'stall',
-      stallText(context.meta.name, stall.idleMs, rolling.lastStep, lossMetricNames(state).slice(0, 2)),
-    );
-  }
-}
-
-/** The process ended: a clean finish is summarised once per launch; anything else is a crash. */
-function observeEnd(
-  state: MonitorState,
-  processState: ProcessState,
-  now: number,
-  context: TickContext,
-  raise: Raise,
-): void {
-  const { meta } = context;
-  const rolling = state.rolling;
-  const launch = meta.launchCount;
-  const metrics = lossMetricNames(state).slice(0, 2);
-  if (isCleanFinish(processState)) {
-    if (observeEpisode(state.episodes, `finished:${launch}`, true)) {
-      const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
-      const durationMs =
-        (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) -
-        (startedAt ?? state.firstTickAt ?? now);
-      const summary = summariseMetrics(rolling.lastMetrics);
-      raise(
-        'finished',
-        `finished:${launch}`,
-        finishedText(meta.name, durationMs, rolling.lastStep, summary, metrics),
-      );
-    }
-  } else if (!isEpisodeActive(state.episodes, `crash:${launch}`)) {
-    const crash = detectCrash(meta, processState, context.crashLogTail ?? '');
-    if (crash !== undefined && observeEpisode(state.episodes, `crash:${launch}`, true)) {
-      raise('crash', `crash:${launch}`, crashText(meta.name, crash, rolling.lastStep, metrics, launch));
-    }
-  }
-}
-
-const LEARNING_RATE = /^(?:.*[_/])?(?:lr|learning_rate)$/i;
-
-function learningRateSeries(rolling: MonitorState['rolling']) {
-  const name = Object.keys(rolling.metrics).find((metric) => LEARNING_RATE.test(metric));
-  return name === undefined ? undefined : chartSeries(rolling, name);
-}
-
-export function lossMetricNames(state: MonitorState): string[] {
-  return Object.keys(state.rolling.metrics).filter(isLossMetric);
 }

@@ -1,0 +1,194 @@
+import type { ProcessState } from '../runs/executor.js';
+import type { MetricPoint } from '../runs/metric-line.js';
+import { detectCrash } from './detectors/crash.js';
+import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
+import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
+import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
+import { checkPlateau } from './detectors/plateau.js';
+import { checkStall } from './detectors/stall.js';
+import { isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
+import type { TickContext } from './evaluate.js';
+import {
+  crashText,
+  divergenceText,
+  finishedText,
+  type IncidentText,
+  nanText,
+  plateauText,
+  spikeText,
+  stallText,
+} from './incident-text.js';
+import type { MonitorState } from './monitor-state.js';
+import { plannedStepsOf } from './printed-metrics.js';
+import { isLossMetric } from './robust.js';
+import { addPoint, chartSeries, medianStepIntervalMs } from './rolling-stats.js';
+import { plannedMaxSteps } from './run-plan.js';
+import type { IncidentKind } from './types.js';
+
+/**
+ * The detector steps of one tick (evaluate.ts runs them in order): each reads the state, advances its
+ * episodes and calls `raise` when an episode begins. No I/O.
+ */
+
+export type Raise = (kind: IncidentKind, key: string, fields: IncidentText) => void;
+export type AcceptedPoint = MetricPoint & { step: number };
+
+/** Per point: launch re-arming, non-finite values and loss spikes, then the point joins the windows. */
+export function observePoint(
+  state: MonitorState,
+  point: AcceptedPoint,
+  now: number,
+  context: TickContext,
+  raise: Raise,
+): void {
+  const { meta, detectors } = context;
+  const { step } = point;
+  const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
+  if (state.launch === undefined) state.launch = meta.launchCount;
+  else if (
+    state.launch !== meta.launchCount &&
+    (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
+  ) {
+    // The first point of a new launch (lines the old process wrote before it ended still count as
+    // the old launch): a NaN that persists after a fix is a new episode, so it alerts again.
+    rearmEpisodes(state.episodes);
+    state.launch = meta.launchCount;
+  }
+  const bad = nonFiniteMetrics(point.metrics);
+  if (observeEpisode(state.episodes, 'nan', bad.length > 0, detectors.nanRecoveryPoints)) {
+    const described = bad
+      .slice(0, 4)
+      .map((name) => `${name} became ${describeNonFinite(point.metrics[name] ?? Number.NaN)}`)
+      .join(', ');
+    raise('nan', 'nan', nanText(meta.name, step, described, bad.slice(0, 4)));
+  }
+  for (const [name, value] of Object.entries(point.metrics)) {
+    if (!isLossMetric(name)) continue;
+    const verdict = checkSpike(state.rolling.metrics[name]?.values ?? [], value, detectors);
+    if (observeEpisode(state.episodes, `spike:${name}`, verdict.spike)) {
+      raise(
+        'spike',
+        `spike:${name}`,
+        spikeText(meta.name, name, step, value, verdict.median, detectors.spikeWindow),
+      );
+    }
+  }
+  addPoint(state.rolling, point, now, context.limits);
+}
+
+/** Per tick, per loss metric: divergence, then plateau (never both for one problem). */
+export function observeTrends(state: MonitorState, context: TickContext, raise: Raise): void {
+  const { meta, detectors } = context;
+  const rolling = state.rolling;
+  for (const [name, series] of Object.entries(rolling.metrics)) {
+    if (!isLossMetric(name)) continue;
+    const divergence = checkDivergence(series.values, detectors);
+    if (observeEpisode(state.episodes, `divergence:${name}`, divergence.diverging)) {
+      const from = series.steps[Math.max(0, series.steps.length - detectors.divergenceWindow)] ?? 0;
+      const lastStep = series.steps.at(-1) ?? 0;
+      raise(
+        'divergence',
+        `divergence:${name}`,
+        divergenceText(meta.name, name, divergence, detectors.divergenceWindow, from, lastStep),
+      );
+    }
+    // A diverging or NaN loss is not also "plateaued": one alert for one problem.
+    if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
+      continue;
+    // At most `plateauMaxAlerts` plateau notes per run, whatever the metric.
+    const plateausSoFar = Object.entries(state.episodes)
+      .filter(([key]) => key.startsWith('plateau:'))
+      .reduce((sum, [, episode]) => sum + episode.fired, 0);
+    if (plateausSoFar >= detectors.plateauMaxAlerts && !isEpisodeActive(state.episodes, `plateau:${name}`))
+      continue;
+    const lastStep = rolling.lastStep ?? 0;
+    const maxSteps = plannedMaxSteps(meta) ?? plannedStepsOf(state);
+    const plateau = checkPlateau(
+      {
+        points: chartSeries(rolling, name),
+        firstStep: rolling.firstStep ?? lastStep,
+        lastStep,
+        maxSteps,
+        learningRate: learningRateSeries(rolling),
+      },
+      detectors,
+    );
+    if (observeEpisode(state.episodes, `plateau:${name}`, plateau.plateau)) {
+      const fromStep = Math.round(plateau.fromStep ?? lastStep);
+      const now = series.values.at(-1) ?? Number.NaN;
+      raise(
+        'plateau',
+        `plateau:${name}`,
+        plateauText(meta.name, name, { bestCase: plateau.bestCase, now }, fromStep, lastStep, maxSteps),
+      );
+    }
+  }
+}
+
+export function observeStall(
+  state: MonitorState,
+  processState: ProcessState,
+  now: number,
+  context: TickContext,
+  raise: Raise,
+): void {
+  const rolling = state.rolling;
+  const stall = checkStall({
+    state: processState,
+    now,
+    lastProgressAt: rolling.lastStepAt ?? state.firstTickAt,
+    medianStepIntervalMs: medianStepIntervalMs(rolling),
+    stallS: context.detectors.stallS,
+  });
+  if (observeEpisode(state.episodes, 'stall', stall.stalled)) {
+    raise(
+      'stall',
+      'stall',
+      stallText(context.meta.name, stall.idleMs, rolling.lastStep, lossMetricNames(state).slice(0, 2)),
+    );
+  }
+}
+
+/** The process ended: a clean finish is summarised once per launch; anything else is a crash. */
+export function observeEnd(
+  state: MonitorState,
+  processState: ProcessState,
+  now: number,
+  context: TickContext,
+  raise: Raise,
+): void {
+  const { meta } = context;
+  const rolling = state.rolling;
+  const launch = meta.launchCount;
+  const metrics = lossMetricNames(state).slice(0, 2);
+  if (isCleanFinish(processState)) {
+    if (observeEpisode(state.episodes, `finished:${launch}`, true)) {
+      const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
+      const durationMs =
+        (meta.endedAt === undefined ? now : Date.parse(meta.endedAt)) -
+        (startedAt ?? state.firstTickAt ?? now);
+      const summary = summariseMetrics(rolling.lastMetrics);
+      raise(
+        'finished',
+        `finished:${launch}`,
+        finishedText(meta.name, durationMs, rolling.lastStep, summary, metrics),
+      );
+    }
+  } else if (!isEpisodeActive(state.episodes, `crash:${launch}`)) {
+    const crash = detectCrash(meta, processState, context.crashLogTail ?? '');
+    if (crash !== undefined && observeEpisode(state.episodes, `crash:${launch}`, true)) {
+      raise('crash', `crash:${launch}`, crashText(meta.name, crash, rolling.lastStep, metrics, launch));
+    }
+  }
+}
+
+const LEARNING_RATE = /^(?:.*[_/])?(?:lr|learning_rate)$/i;
+
+function learningRateSeries(rolling: MonitorState['rolling']) {
+  const name = Object.keys(rolling.metrics).find((metric) => LEARNING_RATE.test(metric));
+  return name === undefined ? undefined : chartSeries(rolling, name);
+}
+
+export function lossMetricNames(state: MonitorState): string[] {
+  return Object.keys(state.rolling.metrics).filter(isLossMetric);
+}
