@@ -25,12 +25,12 @@ export interface Lease {
   release(): Promise<boolean>;
 }
 
-export interface AcquireOptions {
+interface AcquireOptions {
   /** How long to wait for a held lease (0 = try once). Default 0. */
   waitMs?: number;
 }
 
-export interface WithLeaseOptions extends AcquireOptions {
+interface WithLeaseOptions extends AcquireOptions {
   /** Renew every third of the TTL while `work` runs (a long change outlives one TTL). Default true. */
   renew?: boolean;
 }
