@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
-import { findOffenders, measureSource } from '../../scripts/check-sizes.js';
+import { findOffenders, measureSource, staleAllowances } from '../../scripts/check-sizes.js';
 
 const run = promisify(execFile);
 const SCRIPT = 'scripts/check-sizes.ts';
@@ -87,6 +87,19 @@ describe('findOffenders', () => {
     expect(
       findOffenders(files, [{ path: 'src/long-function.ts', name: 'tooLong' }, { path: 'src/long-file.ts' }]),
     ).toEqual([]);
+  });
+
+  it('names the allow-list entries that no longer match an offender', () => {
+    const offenders = findOffenders([{ path: 'src/long-function.ts', text: longFunction }]);
+    const allowed = [
+      { path: 'src/long-function.ts', name: 'tooLong' },
+      { path: 'src/long-function.ts', name: 'split' },
+      { path: 'src/gone.ts' },
+    ];
+    expect(staleAllowances(allowed, offenders)).toEqual([
+      { path: 'src/long-function.ts', name: 'split' },
+      { path: 'src/gone.ts' },
+    ]);
   });
 
   it('accepts exactly 80 own lines and exactly 400 lines', () => {
