@@ -171,10 +171,11 @@ const environmentSchema = z.object({
   SHEPHERD_ADMIN_TOKEN: optionalString,
 });
 
-function buildConfig(environment: z.output<typeof environmentSchema>, secretValues: string[]) {
+type Environment = z.output<typeof environmentSchema>;
+
+/** The process: Redis, HTTP, storage, role, logging and the web playground. */
+function serviceSettings(environment: Environment) {
   return {
-    /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
-    secretValues,
     redisUrl: environment.REDIS_URL,
     queuePrefix: environment.SHEPHERD_QUEUE_PREFIX,
     host: environment.SHEPHERD_HOST,
@@ -191,6 +192,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       token: environment.SHEPHERD_PLAYGROUND_TOKEN,
       allowedHosts: environment.SHEPHERD_ALLOWED_HOSTS,
     },
+  };
+}
+
+/** The agent: the LLM, sessions and the turn queue. */
+function agentSettings(environment: Environment) {
+  return {
     llm: {
       provider: environment.SHEPHERD_LLM_PROVIDER,
       baseUrl: environment.SHEPHERD_LLM_BASE_URL,
@@ -210,6 +217,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       turnConcurrency: environment.SHEPHERD_TURN_CONCURRENCY,
       lockMs: environment.SHEPHERD_JOB_LOCK_MS,
     },
+  };
+}
+
+/** Runs and what governs them: executors, approvals, the digest, Slurm. */
+function runSettings(environment: Environment) {
+  return {
     runs: {
       executor: environment.SHEPHERD_EXECUTOR,
       python: environment.SHEPHERD_PYTHON,
@@ -240,6 +253,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
       container: environment.SHEPHERD_SLURM_CONTAINER,
     },
+  };
+}
+
+/** The monitor and its detectors. */
+function monitorSettings(environment: Environment) {
+  return {
     monitor: {
       intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
       stallS: environment.SHEPHERD_STALL_S,
@@ -259,6 +278,12 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
       nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
     },
+  };
+}
+
+/** Chat platforms, the Hugging Face Hub, pre-flight checks and operations. */
+function integrationSettings(environment: Environment) {
+  return {
     slack: {
       botToken: environment.SLACK_BOT_TOKEN,
       appToken: environment.SLACK_APP_TOKEN,
@@ -286,6 +311,18 @@ function buildConfig(environment: z.output<typeof environmentSchema>, secretValu
       metricsToken: environment.SHEPHERD_METRICS_TOKEN,
       adminToken: environment.SHEPHERD_ADMIN_TOKEN,
     },
+  };
+}
+
+function buildConfig(environment: Environment, secretValues: string[]) {
+  return {
+    /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
+    secretValues,
+    ...serviceSettings(environment),
+    ...agentSettings(environment),
+    ...runSettings(environment),
+    ...monitorSettings(environment),
+    ...integrationSettings(environment),
   };
 }
 

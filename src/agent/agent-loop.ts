@@ -3,6 +3,7 @@ import { errorMessage, LlmError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { redactedHead } from '../redact.js';
 import type { ToolContext, ToolRegistry } from '../tools/registry.js';
+import type { ToolCall } from '../tools/tool-call.js';
 import type { LlmProvider } from './llm-provider.js';
 import type { AssistantMessage, ChatMessage, UserMessage } from './messages.js';
 import { createRepetitionGuard, REPETITION_NOTE } from './repetition-guard.js';
@@ -65,6 +66,166 @@ function maxRoundsReply(rounds: number, lastTools: string[], partialText: string
   return lines.join(' ');
 }
 
+type ModelResponse = Awaited<ReturnType<LlmProvider['complete']>>;
+
+/** One turn's working state: the conversation so far, what it adds to the session, and its hooks. */
+interface Turn {
+  options: AgentTurnOptions;
+  /** The working conversation also holds transient guard notes that are not saved to the session. */
+  working: ChatMessage[];
+  newMessages: ChatMessage[];
+  guard: ReturnType<typeof createRepetitionGuard>;
+  rounds: number;
+  add(message: ChatMessage): void;
+  /** Status-line progress; consecutive duplicates dropped, failures logged. */
+  progress(status: string): Promise<void>;
+  /** Who cancelled the turn, if anyone; a failing check counts as not cancelled. */
+  checkCancel(): Promise<string | undefined>;
+}
+
+function startTurn(options: AgentTurnOptions): Turn {
+  const { context, logger } = options;
+  let lastStatus: string | undefined;
+  const turn: Turn = {
+    options,
+    working: [...options.history],
+    newMessages: [],
+    guard: createRepetitionGuard(),
+    rounds: 0,
+    add(message) {
+      turn.working.push(message);
+      turn.newMessages.push(message);
+    },
+    async progress(status) {
+      if (options.onProgress === undefined || status === lastStatus) return;
+      lastStatus = status;
+      try {
+        await options.onProgress(status);
+      } catch (error) {
+        logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'progress update failed');
+      }
+    },
+    async checkCancel() {
+      if (options.cancelledBy === undefined) return undefined;
+      try {
+        return await options.cancelledBy();
+      } catch (error) {
+        logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'cancel check failed');
+        return undefined;
+      }
+    },
+  };
+  return turn;
+}
+
+/** One LLM call, traced; an `LlmError` (after the provider's retries) is returned, anything else thrown. */
+async function askModel(turn: Turn): Promise<{ response: ModelResponse } | { unavailable: LlmError }> {
+  const { options, rounds } = turn;
+  const started = Date.now();
+  const model = options.model ?? options.defaultModel ?? 'default';
+  const reason = rounds === 0 ? 'turn' : 'tool_round';
+  let response: ModelResponse;
+  try {
+    response = await options.provider.complete({
+      system: options.systemPrompt,
+      messages: trimHistory(turn.working),
+      tools: options.registry.specs(),
+      reason,
+      ...definedOnly({ model: options.model, signal: options.context.signal }),
+    });
+  } catch (error) {
+    options.onTrace?.({
+      kind: 'llm',
+      model,
+      reason,
+      durationMs: Date.now() - started,
+      toolCalls: 0,
+      error: errorMessage(error).slice(0, 200),
+    });
+    if (!(error instanceof LlmError)) throw error;
+    return { unavailable: error };
+  }
+  options.onTrace?.({
+    kind: 'llm',
+    model,
+    reason,
+    durationMs: Date.now() - started,
+    toolCalls: response.toolCalls.length,
+    ...(response.usage === undefined
+      ? {}
+      : { inputTokens: response.usage.inputTokens, outputTokens: response.usage.outputTokens }),
+  });
+  return { response };
+}
+
+/** Runs one tool call, traced, and adds its result to the conversation. */
+async function runTool(turn: Turn, call: ToolCall): Promise<void> {
+  const { options } = turn;
+  const { context } = options;
+  await turn.progress(`running tool ${call.name}…`);
+  const started = Date.now();
+  const result = await options.registry.execute(call, context);
+  options.onTrace?.({
+    kind: 'tool',
+    name: call.name,
+    arguments: summarizeArguments(call.arguments),
+    result: summarizeResult(result.content),
+    isError: result.isError === true,
+    durationMs: Date.now() - started,
+  });
+  options.logger.debug(
+    { threadId: context.threadId, tool: call.name, isError: result.isError, round: turn.rounds },
+    'tool executed',
+  );
+  turn.add({
+    role: 'tool',
+    toolCallId: call.id,
+    name: call.name,
+    content: result.content,
+    ...(result.isError ? { isError: true } : {}),
+  });
+  turn.guard.record(call, result.content);
+}
+
+/**
+ * Runs a round's tool calls one by one (sequential on purpose: write tools may depend on each other and
+ * approvals are ordered). A cancel stops at the next tool boundary; the calls left get a "not run" result.
+ */
+async function runToolRound(
+  turn: Turn,
+  calls: readonly ToolCall[],
+): Promise<{ cancelledBy: string | undefined; done: string[]; skipped: string[] }> {
+  let cancelledBy: string | undefined;
+  const done: string[] = [];
+  const skipped: string[] = [];
+  for (const call of calls) {
+    // A tool boundary: nothing new starts once someone cancelled (even a cancel sent while the model thought).
+    cancelledBy ??= await turn.checkCancel();
+    if (cancelledBy !== undefined) {
+      skipped.push(call.name);
+      // Every tool call needs a result, or the provider rejects the history.
+      turn.add({
+        role: 'tool',
+        toolCallId: call.id,
+        name: call.name,
+        content: `Not run: ${cancelledBy} cancelled the turn.`,
+        isError: true,
+      });
+      continue;
+    }
+    await runTool(turn, call);
+    done.push(call.name);
+  }
+  cancelledBy ??= await turn.checkCancel();
+  return { cancelledBy, done, skipped };
+}
+
+/** Ends the turn with a final assistant message. */
+function finish(turn: Turn, reply: string, outcome: AgentTurnOutcome): AgentTurnResult {
+  turn.add({ role: 'assistant', content: reply });
+  return { reply, newMessages: turn.newMessages, rounds: turn.rounds, outcome };
+}
+
 /**
  * One agent turn (ReAct): ask the model, run the tools it calls one by one, feed the results back,
  * and repeat until it answers or `maxToolRounds` tool rounds are spent. LLM failures (after the
@@ -72,159 +233,63 @@ function maxRoundsReply(rounds: number, lastTools: string[], partialText: string
  * aborted `context.signal` does throw.
  */
 export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurnResult> {
-  const { provider, registry, context, logger } = options;
-  const newMessages: ChatMessage[] = [];
-  // The working conversation also holds transient guard notes that are not saved to the session.
-  const working: ChatMessage[] = [...options.history];
-  const guard = createRepetitionGuard();
-  let rounds = 0;
-  let lastStatus: string | undefined;
-
-  const progress = async (status: string) => {
-    if (options.onProgress === undefined || status === lastStatus) return;
-    lastStatus = status;
-    try {
-      await options.onProgress(status);
-    } catch (error) {
-      logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'progress update failed');
-    }
-  };
-  const checkCancel = async (): Promise<string | undefined> => {
-    if (options.cancelledBy === undefined) return undefined;
-    try {
-      return await options.cancelledBy();
-    } catch (error) {
-      logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'cancel check failed');
-      return undefined;
-    }
-  };
-  const add = (message: ChatMessage) => {
-    working.push(message);
-    newMessages.push(message);
-  };
-
+  const { context, logger } = options;
+  const turn = startTurn(options);
   for (;;) {
-    await progress('thinking…');
-    let response: Awaited<ReturnType<LlmProvider['complete']>>;
-    const llmStarted = Date.now();
-    const model = options.model ?? options.defaultModel ?? 'default';
-    const reason = rounds === 0 ? 'turn' : 'tool_round';
-    try {
-      response = await provider.complete({
-        system: options.systemPrompt,
-        messages: trimHistory(working),
-        tools: registry.specs(),
-        reason: rounds === 0 ? 'turn' : 'tool_round',
-        ...definedOnly({ model: options.model, signal: context.signal }),
-      });
-    } catch (error) {
-      options.onTrace?.({
-        kind: 'llm',
-        model,
-        reason,
-        durationMs: Date.now() - llmStarted,
-        toolCalls: 0,
-        error: errorMessage(error).slice(0, 200),
-      });
-      if (!(error instanceof LlmError)) throw error;
-      logger.warn({ threadId: context.threadId, rounds, err: error.message }, 'agent turn: llm unavailable');
-      return { reply: unavailableReply(error), newMessages, rounds, outcome: 'llm_unavailable' };
+    await turn.progress('thinking…');
+    const asked = await askModel(turn);
+    if ('unavailable' in asked) {
+      const error = asked.unavailable;
+      logger.warn(
+        { threadId: context.threadId, rounds: turn.rounds, err: error.message },
+        'agent turn: llm unavailable',
+      );
+      return {
+        reply: unavailableReply(error),
+        newMessages: turn.newMessages,
+        rounds: turn.rounds,
+        outcome: 'llm_unavailable',
+      };
     }
-
-    options.onTrace?.({
-      kind: 'llm',
-      model,
-      reason,
-      durationMs: Date.now() - llmStarted,
-      toolCalls: response.toolCalls.length,
-      ...(response.usage === undefined
-        ? {}
-        : { inputTokens: response.usage.inputTokens, outputTokens: response.usage.outputTokens }),
-    });
-
+    const { response } = asked;
     if (response.toolCalls.length === 0) {
       const reply = response.text.trim() === '' ? '(The model returned an empty answer.)' : response.text;
-      add({ role: 'assistant', content: reply });
-      return { reply, newMessages, rounds, outcome: 'answered' };
+      return finish(turn, reply, 'answered');
     }
-
-    if (rounds >= options.maxToolRounds) {
+    if (turn.rounds >= options.maxToolRounds) {
       // The unanswered tool calls are left out: providers reject a tool call without its result.
-      const reply = maxRoundsReply(
-        rounds,
-        response.toolCalls.map((call) => call.name),
-        response.text,
-      );
-      add({ role: 'assistant', content: reply });
-      logger.info({ threadId: context.threadId, rounds }, 'agent turn: max tool rounds reached');
-      return { reply, newMessages, rounds, outcome: 'max_rounds' };
+      const tools = response.toolCalls.map((call) => call.name);
+      const result = finish(turn, maxRoundsReply(turn.rounds, tools, response.text), 'max_rounds');
+      logger.info({ threadId: context.threadId, rounds: turn.rounds }, 'agent turn: max tool rounds reached');
+      return result;
     }
-
     const assistant: AssistantMessage = {
       role: 'assistant',
       content: response.text,
       toolCalls: response.toolCalls,
     };
-    add(assistant);
-    rounds += 1;
-    // Sequential on purpose: write tools may depend on each other and approvals are ordered.
-    let cancelledBy: string | undefined;
-    const done: string[] = [];
-    const skipped: string[] = [];
-    for (const call of response.toolCalls) {
-      // A tool boundary: nothing new starts once someone cancelled (even a cancel sent while the model thought).
-      cancelledBy ??= await checkCancel();
-      if (cancelledBy !== undefined) {
-        skipped.push(call.name);
-        // Every tool call needs a result, or the provider rejects the history.
-        add({
-          role: 'tool',
-          toolCallId: call.id,
-          name: call.name,
-          content: `Not run: ${cancelledBy} cancelled the turn.`,
-          isError: true,
-        });
-        continue;
-      }
-      await progress(`running tool ${call.name}…`);
-      const toolStarted = Date.now();
-      const result = await registry.execute(call, context);
-      options.onTrace?.({
-        kind: 'tool',
-        name: call.name,
-        arguments: summarizeArguments(call.arguments),
-        result: summarizeResult(result.content),
-        isError: result.isError === true,
-        durationMs: Date.now() - toolStarted,
-      });
-      logger.debug(
-        { threadId: context.threadId, tool: call.name, isError: result.isError, round: rounds },
-        'tool executed',
-      );
-      add({
-        role: 'tool',
-        toolCallId: call.id,
-        name: call.name,
-        content: result.content,
-        ...(result.isError ? { isError: true } : {}),
-      });
-      guard.record(call, result.content);
-      done.push(call.name);
-    }
-    cancelledBy ??= await checkCancel();
+    turn.add(assistant);
+    turn.rounds += 1;
+    const { cancelledBy, done, skipped } = await runToolRound(turn, response.toolCalls);
     if (cancelledBy !== undefined) {
       const ran = done.length === 0 ? 'before running any tool this round' : `after ${done.join(', ')}`;
       const notRun = skipped.length === 0 ? '' : ` (not run: ${skipped.join(', ')})`;
-      const reply = `Cancelled by ${cancelledBy}: I stopped ${ran}${notRun} and did nothing further.`;
-      add({ role: 'assistant', content: reply });
-      logger.info({ threadId: context.threadId, rounds, cancelledBy }, 'agent turn: cancelled');
-      return { reply, newMessages, rounds, outcome: 'cancelled' };
+      const result = finish(
+        turn,
+        `Cancelled by ${cancelledBy}: I stopped ${ran}${notRun} and did nothing further.`,
+        'cancelled',
+      );
+      logger.info({ threadId: context.threadId, rounds: turn.rounds, cancelledBy }, 'agent turn: cancelled');
+      return result;
     }
-    const repetition = guard.check();
+    const repetition = turn.guard.check();
     if (repetition !== undefined) {
-      logger.info({ threadId: context.threadId, repetition, rounds }, 'agent turn: repetition guard fired');
+      logger.info(
+        { threadId: context.threadId, repetition, rounds: turn.rounds },
+        'agent turn: repetition guard fired',
+      );
       const note: UserMessage = { role: 'user', author: 'system', content: REPETITION_NOTE };
-      working.push(note);
+      turn.working.push(note);
     }
   }
 }

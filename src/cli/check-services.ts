@@ -117,6 +117,64 @@ export function manifestBotScopes(manifestYaml: string): string[] {
   return scopes;
 }
 
+/** A Slack Web API call the way Slack wants a form POST: the token as a bearer header. */
+function slackPost(fetcher: Fetch, url: string, token: string) {
+  return getJson(fetcher, url, {
+    method: 'POST',
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/x-www-form-urlencoded',
+    },
+  });
+}
+
+/** The scopes Slack reports as granted (`x-oauth-scopes`) against the manifest's. */
+function slackScopesOutcome(granted: string | null, manifestScopes: string[]): CheckOutcome {
+  if (granted === null) return outcome('slack scopes', 'warn', 'Slack did not report the granted scopes');
+  const have = new Set(granted.split(',').map((scope) => scope.trim()));
+  const missing = manifestScopes.filter((scope) => !have.has(scope));
+  return missing.length === 0
+    ? outcome('slack scopes', 'ok', `all ${manifestScopes.length} manifest scopes granted`)
+    : outcome(
+        'slack scopes',
+        'fail',
+        `missing scopes: ${missing.join(', ')}`,
+        'add them under OAuth & Permissions (or re-create the app from slack/manifest.yaml) and reinstall',
+      );
+}
+
+/** Socket Mode: the app-level token opens a connection; without one, HTTP mode needs the signing secret. */
+async function checkSlackSocket(
+  slack: Config['slack'],
+  api: string,
+  fetcher: Fetch,
+): Promise<CheckOutcome | undefined> {
+  if (slack.appToken === undefined) {
+    return slack.signingSecret === undefined
+      ? outcome(
+          'slack socket',
+          'fail',
+          'neither SLACK_APP_TOKEN nor SLACK_SIGNING_SECRET is set',
+          'set SLACK_APP_TOKEN for Socket Mode',
+        )
+      : undefined;
+  }
+  try {
+    const open = await slackPost(fetcher, `${api}/apps.connections.open`, slack.appToken);
+    const body = open.body as { ok?: boolean; error?: string };
+    return body.ok === true
+      ? outcome('slack socket', 'ok', 'apps.connections.open accepted the app token')
+      : outcome(
+          'slack socket',
+          'fail',
+          `the app-level token was refused: ${body.error ?? `HTTP ${open.status}`}`,
+          'create an app-level token with connections:write (xapp-…) and set SLACK_APP_TOKEN',
+        );
+  } catch (error) {
+    return outcome('slack socket', 'fail', `apps.connections.open failed: ${errorText(error)}`);
+  }
+}
+
 /** `auth.test` with the bot token, its granted scopes against the manifest, and the Socket Mode token. */
 export async function checkSlack(
   slack: Config['slack'],
@@ -129,13 +187,7 @@ export async function checkSlack(
   const api = trimSlash(slack.apiUrl ?? 'https://slack.com/api');
   const results: CheckOutcome[] = [];
   try {
-    const auth = await getJson(fetcher, `${api}/auth.test`, {
-      method: 'POST',
-      headers: {
-        authorization: `Bearer ${slack.botToken}`,
-        'content-type': 'application/x-www-form-urlencoded',
-      },
-    });
+    const auth = await slackPost(fetcher, `${api}/auth.test`, slack.botToken);
     const body = auth.body as { ok?: boolean; error?: string; user?: string; team?: string };
     if (body.ok !== true) {
       return [
@@ -148,23 +200,7 @@ export async function checkSlack(
       ];
     }
     results.push(outcome('slack', 'ok', `auth.test: ${body.user ?? '?'} in ${body.team ?? '?'}`));
-    const granted = auth.headers.get('x-oauth-scopes');
-    if (granted !== null) {
-      const have = new Set(granted.split(',').map((scope) => scope.trim()));
-      const missing = manifestScopes.filter((scope) => !have.has(scope));
-      results.push(
-        missing.length === 0
-          ? outcome('slack scopes', 'ok', `all ${manifestScopes.length} manifest scopes granted`)
-          : outcome(
-              'slack scopes',
-              'fail',
-              `missing scopes: ${missing.join(', ')}`,
-              'add them under OAuth & Permissions (or re-create the app from slack/manifest.yaml) and reinstall',
-            ),
-      );
-    } else {
-      results.push(outcome('slack scopes', 'warn', 'Slack did not report the granted scopes'));
-    }
+    results.push(slackScopesOutcome(auth.headers.get('x-oauth-scopes'), manifestScopes));
   } catch (error) {
     return [
       outcome(
@@ -175,39 +211,8 @@ export async function checkSlack(
       ),
     ];
   }
-  if (slack.appToken !== undefined) {
-    try {
-      const open = await getJson(fetcher, `${api}/apps.connections.open`, {
-        method: 'POST',
-        headers: {
-          authorization: `Bearer ${slack.appToken}`,
-          'content-type': 'application/x-www-form-urlencoded',
-        },
-      });
-      const body = open.body as { ok?: boolean; error?: string };
-      results.push(
-        body.ok === true
-          ? outcome('slack socket', 'ok', 'apps.connections.open accepted the app token')
-          : outcome(
-              'slack socket',
-              'fail',
-              `the app-level token was refused: ${body.error ?? `HTTP ${open.status}`}`,
-              'create an app-level token with connections:write (xapp-…) and set SLACK_APP_TOKEN',
-            ),
-      );
-    } catch (error) {
-      results.push(outcome('slack socket', 'fail', `apps.connections.open failed: ${errorText(error)}`));
-    }
-  } else if (slack.signingSecret === undefined) {
-    results.push(
-      outcome(
-        'slack socket',
-        'fail',
-        'neither SLACK_APP_TOKEN nor SLACK_SIGNING_SECRET is set',
-        'set SLACK_APP_TOKEN for Socket Mode',
-      ),
-    );
-  }
+  const socket = await checkSlackSocket(slack, api, fetcher);
+  if (socket !== undefined) results.push(socket);
   return results;
 }
 

@@ -52,7 +52,7 @@ function isTrainLoss(name: string): boolean {
   return isLossMetric(name) && !EVAL_METRIC.test(name) && /^(train[_/])?loss$/i.test(name);
 }
 
-export function runTickExtras(input: {
+interface TickExtrasInput {
   extras: ExtrasState;
   episodes: Parameters<typeof observeEpisode>[0];
   meta: RunMeta;
@@ -68,135 +68,168 @@ export function runTickExtras(input: {
   policy: AlertPolicy | undefined;
   /** GPU utilisation read this tick (the shell probes); `undefined` turns the idle-GPU detector off. */
   gpu: { utilisation: number[] | undefined } | undefined;
-}): Raise[] {
-  const { extras, episodes, meta, settings } = input;
-  const raised: Raise[] = [];
-  const name = meta.name;
+}
 
-  for (const point of input.points) {
-    // --- grad-norm explosion (per point) ---
-    for (const [metric, value] of Object.entries(point.metrics)) {
-      if (!GRAD_NORM_METRIC.test(metric)) continue;
-      let series = extras.grad[metric];
-      if (series === undefined) {
-        if (Object.keys(extras.grad).length >= MAX_TRACKED) continue;
-        series = { values: [], above: 0 };
-        extras.grad[metric] = series;
-      }
-      const verdict = isAboveGradBand(series.values, value, settings);
-      series.above = verdict.above ? series.above + 1 : 0;
-      if (observeEpisode(episodes, `grad_norm:${metric}`, series.above >= settings.gradNormPoints)) {
-        raised.push({
-          kind: 'grad_norm',
-          key: `grad_norm:${metric}`,
-          fields: gradNormText(name, metric, value, point.step, verdict.median, settings.gradNormPoints, [
-            metric,
-            ...input.lossMetrics.slice(0, 1),
-          ]),
-        });
-      }
-      if (Number.isFinite(value)) {
-        series.values.push(value);
-        if (series.values.length > settings.gradNormWindow) series.values.shift();
-      }
-    }
+type TickPoint = TickExtrasInput['points'][number];
 
-    // --- overfitting (per evaluation) ---
-    for (const [metric, value] of Object.entries(point.metrics)) {
-      if (isTrainLoss(metric) && Number.isFinite(value)) {
-        extras.train.push(value);
-        if (extras.train.length > MAX_TRAIN) extras.train.shift();
-      }
+/** Grad-norm explosion, per point: the value stays above the recent band for `gradNormPoints` points. */
+function observeGradNorm(input: TickExtrasInput, point: TickPoint, raised: Raise[]): void {
+  const { extras, episodes, settings } = input;
+  for (const [metric, value] of Object.entries(point.metrics)) {
+    if (!GRAD_NORM_METRIC.test(metric)) continue;
+    let series = extras.grad[metric];
+    if (series === undefined) {
+      if (Object.keys(extras.grad).length >= MAX_TRACKED) continue;
+      series = { values: [], above: 0 };
+      extras.grad[metric] = series;
     }
-    for (const [metric, value] of Object.entries(point.metrics)) {
-      if (!EVAL_METRIC.test(metric) || !isLossMetric(metric) || extras.train.length === 0) continue;
-      let series = extras.evals[metric];
-      if (series === undefined) {
-        if (Object.keys(extras.evals).length >= MAX_TRACKED) continue;
-        series = { points: [] };
-        extras.evals[metric] = series;
-      }
-      recordEval(series, point.step, value, recentTrainLoss(extras.train));
-      const verdict = checkOverfitting(series, settings);
-      if (observeEpisode(episodes, `overfitting:${metric}`, verdict.overfitting)) {
-        const best = verdict.best ?? { step: point.step, value };
-        raised.push({
-          kind: 'overfitting',
-          key: `overfitting:${metric}`,
-          fields: overfittingText(name, metric, best, { step: point.step, value }, settings.overfitEvals, [
-            metric,
-            ...input.lossMetrics.filter(isTrainLoss).slice(0, 1),
-          ]),
-        });
-      }
+    const verdict = isAboveGradBand(series.values, value, settings);
+    series.above = verdict.above ? series.above + 1 : 0;
+    if (observeEpisode(episodes, `grad_norm:${metric}`, series.above >= settings.gradNormPoints)) {
+      raised.push({
+        kind: 'grad_norm',
+        key: `grad_norm:${metric}`,
+        fields: gradNormText(
+          input.meta.name,
+          metric,
+          value,
+          point.step,
+          verdict.median,
+          settings.gradNormPoints,
+          [metric, ...input.lossMetrics.slice(0, 1)],
+        ),
+      });
     }
-
-    // --- people's rules on metric values ---
-    for (const rule of input.policy?.rules ?? []) {
-      if (rule.atS !== undefined) continue;
-      const value = rule.metric === 'step' ? point.step : point.metrics[rule.metric];
-      if (value === undefined) continue;
-      const progress = ruleProgress(extras, rule.id);
-      const holds = observeRulePoint(rule, progress, point.step, value);
-      if (observeEpisode(episodes, `rule:${rule.id}`, holds))
-        raised.push(ruleRaise(rule, name, point.step, value, input.lossMetrics));
+    if (Number.isFinite(value)) {
+      series.values.push(value);
+      if (series.values.length > settings.gradNormWindow) series.values.shift();
     }
   }
+}
 
-  // --- time rules (checked once) ---
+/** Overfitting, per evaluation: the evaluation loss rises while the training loss keeps falling. */
+function observeOverfitting(input: TickExtrasInput, point: TickPoint, raised: Raise[]): void {
+  const { extras, episodes, settings } = input;
+  for (const [metric, value] of Object.entries(point.metrics)) {
+    if (isTrainLoss(metric) && Number.isFinite(value)) {
+      extras.train.push(value);
+      if (extras.train.length > MAX_TRAIN) extras.train.shift();
+    }
+  }
+  for (const [metric, value] of Object.entries(point.metrics)) {
+    if (!EVAL_METRIC.test(metric) || !isLossMetric(metric) || extras.train.length === 0) continue;
+    let series = extras.evals[metric];
+    if (series === undefined) {
+      if (Object.keys(extras.evals).length >= MAX_TRACKED) continue;
+      series = { points: [] };
+      extras.evals[metric] = series;
+    }
+    recordEval(series, point.step, value, recentTrainLoss(extras.train));
+    const verdict = checkOverfitting(series, settings);
+    if (observeEpisode(episodes, `overfitting:${metric}`, verdict.overfitting)) {
+      const best = verdict.best ?? { step: point.step, value };
+      raised.push({
+        kind: 'overfitting',
+        key: `overfitting:${metric}`,
+        fields: overfittingText(
+          input.meta.name,
+          metric,
+          best,
+          { step: point.step, value },
+          settings.overfitEvals,
+          [metric, ...input.lossMetrics.filter(isTrainLoss).slice(0, 1)],
+        ),
+      });
+    }
+  }
+}
+
+/** People's rules on metric values, per point. */
+function observeValueRules(input: TickExtrasInput, point: TickPoint, raised: Raise[]): void {
+  for (const rule of input.policy?.rules ?? []) {
+    if (rule.atS !== undefined) continue;
+    const value = rule.metric === 'step' ? point.step : point.metrics[rule.metric];
+    if (value === undefined) continue;
+    const progress = ruleProgress(input.extras, rule.id);
+    const holds = observeRulePoint(rule, progress, point.step, value);
+    if (observeEpisode(input.episodes, `rule:${rule.id}`, holds))
+      raised.push(ruleRaise(rule, input.meta.name, point.step, value, input.lossMetrics));
+  }
+}
+
+/** People's rules at a time after the start (`at 30m`), checked once on the latest values. */
+function observeTimeRules(input: TickExtrasInput, raised: Raise[]): void {
+  const { meta } = input;
   const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
   for (const rule of input.policy?.rules ?? []) {
     if (rule.atS === undefined || startedAt === undefined) continue;
-    const progress = ruleProgress(extras, rule.id);
+    const progress = ruleProgress(input.extras, rule.id);
     if (progress.checked === true || input.now - startedAt < rule.atS * 1000) continue;
     progress.checked = true;
     const value = rule.metric === 'step' ? input.lastStep : input.lastMetrics[rule.metric];
     if (value === undefined) continue;
     const holds = observeRulePoint(rule, {}, 0, value);
-    if (observeEpisode(episodes, `rule:${rule.id}`, holds))
-      raised.push(ruleRaise(rule, name, input.lastStep, value, input.lossMetrics));
+    if (observeEpisode(input.episodes, `rule:${rule.id}`, holds))
+      raised.push(ruleRaise(rule, meta.name, input.lastStep, value, input.lossMetrics));
   }
+}
 
+/** Throughput, per tick, while the process is alive and the tick read everything. */
+function observeTickThroughput(input: TickExtrasInput, alive: boolean, raised: Raise[]): void {
+  if (!alive || input.backlog) return;
+  const { settings } = input;
+  const verdict = observeThroughput(input.extras.throughput, input.lastStep, input.now, settings);
+  if (observeEpisode(input.episodes, 'throughput', verdict.dropped) && verdict.rate !== undefined) {
+    raised.push({
+      kind: 'throughput',
+      key: 'throughput',
+      fields: throughputText(
+        input.meta.name,
+        verdict.rate,
+        verdict.median,
+        settings.throughputTicks,
+        input.lastStep,
+        input.lossMetrics.slice(0, 1),
+      ),
+    });
+  }
+}
+
+/** Idle GPUs, per tick, for local runs holding GPUs. */
+function observeTickIdleGpus(input: TickExtrasInput, alive: boolean, raised: Raise[]): void {
+  const { extras, meta, settings } = input;
+  if (input.gpu === undefined || !watchesGpus(meta)) return;
+  const utilisation = alive ? input.gpu.utilisation : undefined;
+  if (!alive) delete extras.idleSince;
+  const verdict = observeIdleGpus(extras, utilisation, input.now, settings);
+  if (observeEpisode(input.episodes, 'idle_gpu', verdict.idle)) {
+    raised.push({
+      kind: 'idle_gpu',
+      key: 'idle_gpu',
+      fields: idleGpuText(
+        meta.name,
+        meta.gpuIndices,
+        settings.idleGpuUtilPercent,
+        verdict.idleMs,
+        input.lastStep,
+        input.lossMetrics.slice(0, 1),
+      ),
+    });
+  }
+}
+
+/** Runs the stateful detectors and the rules over one tick's points; returns what to raise, in order. */
+export function runTickExtras(input: TickExtrasInput): Raise[] {
+  const raised: Raise[] = [];
+  for (const point of input.points) {
+    observeGradNorm(input, point, raised);
+    observeOverfitting(input, point, raised);
+    observeValueRules(input, point, raised);
+  }
+  observeTimeRules(input, raised);
   const alive = input.processState.kind === 'alive';
-  // --- throughput (per tick) ---
-  if (alive && !input.backlog) {
-    const verdict = observeThroughput(extras.throughput, input.lastStep, input.now, settings);
-    if (observeEpisode(episodes, 'throughput', verdict.dropped) && verdict.rate !== undefined) {
-      raised.push({
-        kind: 'throughput',
-        key: 'throughput',
-        fields: throughputText(
-          name,
-          verdict.rate,
-          verdict.median,
-          settings.throughputTicks,
-          input.lastStep,
-          input.lossMetrics.slice(0, 1),
-        ),
-      });
-    }
-  }
-
-  // --- idle GPUs (per tick, local runs holding GPUs) ---
-  if (input.gpu !== undefined && watchesGpus(meta)) {
-    const utilisation = alive ? input.gpu.utilisation : undefined;
-    if (!alive) delete extras.idleSince;
-    const verdict = observeIdleGpus(extras, utilisation, input.now, settings);
-    if (observeEpisode(episodes, 'idle_gpu', verdict.idle)) {
-      raised.push({
-        kind: 'idle_gpu',
-        key: 'idle_gpu',
-        fields: idleGpuText(
-          name,
-          meta.gpuIndices,
-          settings.idleGpuUtilPercent,
-          verdict.idleMs,
-          input.lastStep,
-          input.lossMetrics.slice(0, 1),
-        ),
-      });
-    }
-  }
+  observeTickThroughput(input, alive, raised);
+  observeTickIdleGpus(input, alive, raised);
   return raised;
 }
 

@@ -1,4 +1,4 @@
-import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 
 /*
@@ -38,15 +38,8 @@ function replaceGauge<L extends string>(gauge: Gauge<L>, rows: Array<[Record<L, 
   for (const [labels, value] of rows) gauge.set(labels, value);
 }
 
-export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): OpsMetrics {
-  const registry = new Registry();
-  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
-  const sources: StateSources = {};
-  // The histogram records whole timer intervals (≥ the resolution); the delay is what exceeds it.
-  const loopDelayResolutionMs = 10;
-  const loopDelay = monitorEventLoopDelay({ resolution: loopDelayResolutionMs });
-  loopDelay.enable();
-
+/** Gauges that describe state (queues, runs, GPUs), read from `sources` when scraped. */
+function registerStateGauges(registry: Registry, sources: StateSources): void {
   const queueJobs = new Gauge({
     name: 'shepherd_queue_jobs',
     help: 'Jobs per BullMQ queue and state',
@@ -62,6 +55,55 @@ export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): Op
       replaceGauge(queueJobs, rows);
     },
   });
+  const runs = new Gauge({
+    name: 'shepherd_runs',
+    help: 'Runs by status',
+    labelNames: ['status'] as const,
+    registers: [registry],
+    async collect() {
+      if (sources.runs === undefined) return;
+      replaceGauge(
+        runs,
+        Object.entries(await sources.runs()).map(([status, count]) => [{ status }, count]),
+      );
+    },
+  });
+  const gpus = new Gauge({
+    name: 'shepherd_gpus',
+    help: 'GPUs by state (busy, free)',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    async collect() {
+      if (sources.gpus === undefined) return;
+      replaceGauge(
+        gpus,
+        Object.entries(await sources.gpus()).map(([state, count]) => [{ state }, count]),
+      );
+    },
+  });
+}
+
+/** Event-loop delay p99 since the previous scrape; returns the histogram to disable on stop. */
+function registerEventLoopLag(registry: Registry): IntervalHistogram {
+  // The histogram records whole timer intervals (≥ the resolution); the delay is what exceeds it.
+  const loopDelayResolutionMs = 10;
+  const loopDelay = monitorEventLoopDelay({ resolution: loopDelayResolutionMs });
+  loopDelay.enable();
+  new Gauge({
+    name: 'shepherd_event_loop_lag_seconds',
+    help: 'Event-loop delay p99 since the previous scrape',
+    registers: [registry],
+    collect() {
+      const p99 = loopDelay.percentile(99);
+      this.set(Number.isFinite(p99) ? Math.max(0, p99 / 1e6 - loopDelayResolutionMs) / 1e3 : 0);
+      loopDelay.reset();
+    },
+  });
+  return loopDelay;
+}
+
+/** Counters and histograms that move where things happen. */
+function createEventSeries(registry: Registry) {
   const turnDuration = new Histogram({
     name: 'shepherd_turn_duration_seconds',
     help: 'Time an agent turn job took from pick-up to completion',
@@ -98,32 +140,6 @@ export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): Op
     labelNames: ['kind'] as const,
     registers: [registry],
   });
-  const runs = new Gauge({
-    name: 'shepherd_runs',
-    help: 'Runs by status',
-    labelNames: ['status'] as const,
-    registers: [registry],
-    async collect() {
-      if (sources.runs === undefined) return;
-      replaceGauge(
-        runs,
-        Object.entries(await sources.runs()).map(([status, count]) => [{ status }, count]),
-      );
-    },
-  });
-  const gpus = new Gauge({
-    name: 'shepherd_gpus',
-    help: 'GPUs by state (busy, free)',
-    labelNames: ['state'] as const,
-    registers: [registry],
-    async collect() {
-      if (sources.gpus === undefined) return;
-      replaceGauge(
-        gpus,
-        Object.entries(await sources.gpus()).map(([state, count]) => [{ state }, count]),
-      );
-    },
-  });
   const notify = new Counter({
     name: 'shepherd_notify_total',
     help: 'Outbound platform calls by platform and outcome (ok, retry, failed)',
@@ -136,16 +152,17 @@ export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): Op
     labelNames: ['decision'] as const,
     registers: [registry],
   });
-  new Gauge({
-    name: 'shepherd_event_loop_lag_seconds',
-    help: 'Event-loop delay p99 since the previous scrape',
-    registers: [registry],
-    collect() {
-      const p99 = loopDelay.percentile(99);
-      this.set(Number.isFinite(p99) ? Math.max(0, p99 / 1e6 - loopDelayResolutionMs) / 1e3 : 0);
-      loopDelay.reset();
-    },
-  });
+  return { turnDuration, turnPickup, llmCalls, llmTokens, llmErrors, alerts, notify, approvals };
+}
+
+export function createOpsMetrics(options: { defaultMetrics?: boolean } = {}): OpsMetrics {
+  const registry = new Registry();
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  const sources: StateSources = {};
+  const loopDelay = registerEventLoopLag(registry);
+  registerStateGauges(registry, sources);
+  const { turnDuration, turnPickup, llmCalls, llmTokens, llmErrors, alerts, notify, approvals } =
+    createEventSeries(registry);
 
   return {
     registry,

@@ -76,6 +76,57 @@ function positiveInteger(flag: string, value: string, allowZero = false): number
   return Number(value);
 }
 
+/** Applies one `--key value` option to the spec; returns the error text when the option is wrong. */
+function applySweepOption(spec: SweepSpec, key: string, value: string): string | undefined {
+  let parsed: number | string;
+  switch (key) {
+    case '--grid': {
+      const entry = parseGridEntry(value);
+      if (typeof entry === 'string') return entry;
+      if (spec.grid.some((existing) => existing.key === entry.key))
+        return `--grid ${entry.key} is given twice`;
+      spec.grid.push(entry);
+      return undefined;
+    }
+    case '--gpus':
+      parsed = positiveInteger(key, value, true);
+      if (typeof parsed === 'string') return parsed;
+      spec.gpus = parsed;
+      return undefined;
+    case '--hours':
+    case '--max-hours': {
+      const hours = Number(value);
+      if (!Number.isFinite(hours) || hours <= 0) return `${key} must be a positive number`;
+      spec.maxHours = hours;
+      return undefined;
+    }
+    case '--name':
+      if (!NAME.test(value)) return '--name may use letters, digits, "-", "_" and "." only';
+      spec.name = value;
+      return undefined;
+    case '--metric':
+      if (!/^[\w./-]{1,64}$/.test(value)) return `--metric "${value}" is not a metric name`;
+      spec.metric = value;
+      return undefined;
+    case '--mode':
+      if (value !== 'min' && value !== 'max') return '--mode is min or max';
+      spec.mode = value;
+      return undefined;
+    case '--canary-steps':
+      parsed = positiveInteger(key, value);
+      if (typeof parsed === 'string') return parsed;
+      spec.canarySteps = parsed;
+      return undefined;
+    case '--parallel':
+      parsed = positiveInteger(key, value);
+      if (typeof parsed === 'string') return parsed;
+      spec.parallel = parsed;
+      return undefined;
+    default:
+      return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P`;
+  }
+}
+
 /**
  * Parses the tokens after `sweep`: `<script.py> [options]`, or `[options] -- <command…>` (the command is
  * given already split, as `command`). Undefined when it does not look like a sweep command at all.
@@ -103,59 +154,8 @@ export function parseSweepTokens(tokens: string[], command?: string[]): ParsedSw
           : [flag, undefined];
     const value = inline ?? flags[++index];
     if (value === undefined) return { ok: false, error: `${key} needs a value` };
-    let parsed: number | string;
-    switch (key) {
-      case '--grid': {
-        const entry = parseGridEntry(value);
-        if (typeof entry === 'string') return { ok: false, error: entry };
-        if (spec.grid.some((existing) => existing.key === entry.key))
-          return { ok: false, error: `--grid ${entry.key} is given twice` };
-        spec.grid.push(entry);
-        break;
-      }
-      case '--gpus':
-        parsed = positiveInteger(key, value, true);
-        if (typeof parsed === 'string') return { ok: false, error: parsed };
-        spec.gpus = parsed;
-        break;
-      case '--hours':
-      case '--max-hours': {
-        const hours = Number(value);
-        if (!Number.isFinite(hours) || hours <= 0)
-          return { ok: false, error: `${key} must be a positive number` };
-        spec.maxHours = hours;
-        break;
-      }
-      case '--name':
-        if (!NAME.test(value))
-          return { ok: false, error: '--name may use letters, digits, "-", "_" and "." only' };
-        spec.name = value;
-        break;
-      case '--metric':
-        if (!/^[\w./-]{1,64}$/.test(value))
-          return { ok: false, error: `--metric "${value}" is not a metric name` };
-        spec.metric = value;
-        break;
-      case '--mode':
-        if (value !== 'min' && value !== 'max') return { ok: false, error: '--mode is min or max' };
-        spec.mode = value;
-        break;
-      case '--canary-steps':
-        parsed = positiveInteger(key, value);
-        if (typeof parsed === 'string') return { ok: false, error: parsed };
-        spec.canarySteps = parsed;
-        break;
-      case '--parallel':
-        parsed = positiveInteger(key, value);
-        if (typeof parsed === 'string') return { ok: false, error: parsed };
-        spec.parallel = parsed;
-        break;
-      default:
-        return {
-          ok: false,
-          error: `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P`,
-        };
-    }
+    const error = applySweepOption(spec, key, value);
+    if (error !== undefined) return { ok: false, error };
   }
   if (spec.grid.length === 0)
     return {

@@ -7,19 +7,19 @@ import {
   GatewayIntentBits,
   MessageFlags,
   Partials,
-  Routes,
   Status,
 } from 'discord.js';
-import { z } from 'zod';
 import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
-import { DISCORD_LIMITS, type DiscordFile, renderCard, safeFilename, truncate } from './cards.js';
+import { DISCORD_LIMITS, renderCard, safeFilename, truncate } from './cards.js';
 import { registerCommands } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
 import { createDiscordInbound } from './discord-events.js';
+import { createDiscordMessages } from './discord-messages.js';
 import { targetChannelId } from './discord-threads.js';
+import { createTypingIndicator } from './discord-typing.js';
 import { extractLongBlocks, splitContent } from './split-message.js';
 
 export interface DiscordAdapterConfig {
@@ -46,13 +46,10 @@ export interface DiscordAdapter extends ChatAdapter {
 
 /** More messages than this for one post and the text goes into a file instead of flooding the thread. */
 const MAX_CHUNKS = 5;
-/** The typing indicator never outlives a stuck turn by much. */
-const TYPING_MAX_MS = 10 * 60_000;
 /** Interaction tokens live 15 minutes; stop using them a little earlier. */
 const INTERACTION_TOKEN_MS = 14 * 60_000;
 /** Bot posts never ping anyone by accident (an LLM may write `@everyone`). */
 const NO_PINGS = { parse: [] as string[] };
-const messageResponse = z.object({ id: z.string() });
 
 type DeferredInteraction = ButtonInteraction | ChatInputCommandInteraction;
 
@@ -83,42 +80,13 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
   client.rest.setToken(config.token);
   const recentInteractions = new Map<string, { interaction: DeferredInteraction; expiresAt: number }>();
 
-  /*
-   * "Shepherd is typing…" while a turn works. The turn's status line is a card with a Cancel button
-   * (`cancel:turn`, see app.ts) that becomes the answer by an edit, so the adapter types from that card
-   * until the message is edited or something else is posted there; at most TYPING_MAX_MS.
-   */
-  const typing = new Map<string, { timer: NodeJS.Timeout; until: number }>();
-  const typingIntervalMs = config.typingIntervalMs ?? 8000;
-  function sendTyping(channelId: string): void {
-    client.rest
-      .post(Routes.channelTyping(channelId))
-      .catch((error: unknown) => logger.debug({ channelId, err: String(error) }, 'typing indicator failed'));
-  }
-  function startTyping(threadId: string): void {
-    const channelId = targetChannelId(threadId);
-    if (typing.has(channelId)) return;
-    sendTyping(channelId);
-    const until = clock() + TYPING_MAX_MS;
-    const timer = setInterval(() => {
-      if (clock() > until) stopTyping(threadId);
-      else sendTyping(channelId);
-    }, typingIntervalMs);
-    timer.unref();
-    typing.set(channelId, { timer, until });
-  }
-  function stopTyping(threadId: string): void {
-    let channelId: string;
-    try {
-      channelId = targetChannelId(threadId);
-    } catch {
-      return;
-    }
-    const entry = typing.get(channelId);
-    if (entry === undefined) return;
-    clearInterval(entry.timer);
-    typing.delete(channelId);
-  }
+  const typing = createTypingIndicator({
+    client,
+    logger,
+    clock,
+    intervalMs: config.typingIntervalMs ?? 8000,
+  });
+  const messages = createDiscordMessages(client, logger);
   const isTurnStatus = (card: Card) =>
     card.actions?.some((action) => action.actionId === 'cancel:turn') === true;
 
@@ -128,53 +96,9 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     recentInteractions.set(`${threadId}\n${userId}`, { interaction, expiresAt: now + INTERACTION_TOKEN_MS });
   }
 
-  async function call<T>(operation: string, threadId: string, request: () => Promise<T>): Promise<T> {
-    try {
-      return await request();
-    } catch (error) {
-      const failure = toPlatformError(error, operation);
-      logger[failure.retryable ? 'warn' : 'error'](
-        { threadId, operation, code: failure.code, retryable: failure.retryable, err: failure },
-        failure.retryable
-          ? 'Discord call failed; the notify queue may retry'
-          : 'Discord call failed for good',
-      );
-      throw failure;
-    }
-  }
-
-  async function createMessage(
-    threadId: string,
-    body: Record<string, unknown>,
-    files: DiscordFile[],
-    operation: string,
-  ) {
-    const channelId = targetChannelId(threadId);
-    const data = await call(operation, threadId, () =>
-      client.rest.post(Routes.channelMessages(channelId), { body, ...(files.length > 0 ? { files } : {}) }),
-    );
-    return messageResponse.parse(data).id;
-  }
-
-  async function patchMessage(
-    threadId: string,
-    messageId: string,
-    body: Record<string, unknown>,
-    files: DiscordFile[],
-    operation: string,
-  ): Promise<void> {
-    const channelId = targetChannelId(threadId);
-    await call(operation, threadId, () =>
-      client.rest.patch(Routes.channelMessage(channelId, messageId), {
-        body,
-        ...(files.length > 0 ? { files } : {}),
-      }),
-    );
-  }
-
   async function postMessage(threadId: string, text: string): Promise<PostedMessage> {
     // A long answer is posted (not edited into the status line): the turn is done.
-    stopTyping(threadId);
+    typing.stop(threadId);
     targetChannelId(threadId);
     const extracted = extractLongBlocks(text);
     const files = [...extracted.files];
@@ -192,7 +116,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     let first: string | undefined;
     for (const [index, chunk] of chunks.entries()) {
       const last = index === chunks.length - 1;
-      const id = await createMessage(
+      const id = await messages.create(
         threadId,
         { content: chunk, allowed_mentions: NO_PINGS },
         last ? files : [],
@@ -274,19 +198,18 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
     async stop(): Promise<void> {
       recentInteractions.clear();
-      for (const entry of typing.values()) clearInterval(entry.timer);
-      typing.clear();
+      typing.stopAll();
       await client.destroy();
     },
 
     postMessage,
 
     async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
-      stopTyping(threadId);
+      typing.stop(threadId);
       // An edit cannot grow into several messages, so it is cut to one.
       const content = text.trim() === '' ? '\u200b' : truncate(text, DISCORD_LIMITS.content);
       // Plain text again: a status card's embed and Cancel button go.
-      await patchMessage(
+      await messages.patch(
         threadId,
         messageId,
         { content, embeds: [], components: [], allowed_mentions: NO_PINGS },
@@ -297,20 +220,20 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
     async postCard(threadId: string, card: Card): Promise<PostedMessage> {
       const rendered = renderOrThrow(card);
-      if (isTurnStatus(card)) startTyping(threadId);
+      if (isTurnStatus(card)) typing.start(threadId);
       const body = {
         embeds: rendered.embeds,
         components: rendered.components,
         allowed_mentions: NO_PINGS,
         ...(rendered.attachments.length > 0 ? { attachments: rendered.attachments } : {}),
       };
-      return { messageId: await createMessage(threadId, body, rendered.files, 'post card') };
+      return { messageId: await messages.create(threadId, body, rendered.files, 'post card') };
     },
 
     async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
       const rendered = renderOrThrow(card);
-      if (isTurnStatus(card)) startTyping(threadId);
-      else stopTyping(threadId);
+      if (isTurnStatus(card)) typing.start(threadId);
+      else typing.stop(threadId);
       // API v10 edits keep exactly the attachments listed, so the chart is re-sent with the new embed.
       const body = {
         embeds: rendered.embeds,
@@ -318,7 +241,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         allowed_mentions: NO_PINGS,
         attachments: rendered.attachments,
       };
-      await patchMessage(threadId, messageId, body, rendered.files, 'update card');
+      await messages.patch(threadId, messageId, body, rendered.files, 'update card');
     },
 
     async upload(threadId: string, upload: Upload): Promise<PostedMessage> {
@@ -340,7 +263,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         ];
       }
       const files = [{ name, data: upload.data, contentType: upload.contentType }];
-      return { messageId: await createMessage(threadId, body, files, 'upload') };
+      return { messageId: await messages.create(threadId, body, files, 'upload') };
     },
 
     /**
@@ -364,7 +287,12 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
         }
       }
       const content = truncate(`<@${userId}> ${text}`, DISCORD_LIMITS.content);
-      await createMessage(threadId, { content, allowed_mentions: { users: [userId] } }, [], 'post ephemeral');
+      await messages.create(
+        threadId,
+        { content, allowed_mentions: { users: [userId] } },
+        [],
+        'post ephemeral',
+      );
     },
   };
   return adapter;

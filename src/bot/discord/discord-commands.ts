@@ -29,6 +29,23 @@ const runOption = (required: boolean, description: string) => ({
   max_length: 100,
 });
 
+/** A free-text option: what to launch, or what to ask. */
+const requestOption = (description: string) => ({
+  type: STRING,
+  name: OPTION.request,
+  description,
+  required: true,
+  max_length: 2000,
+});
+
+/** A subcommand about one run (`status`, `pause`, …), given by name or id. */
+const runSubcommand = (name: string, description: string, required = true) => ({
+  type: SUB_COMMAND,
+  name,
+  description,
+  options: [runOption(required, 'Run name or id')],
+});
+
 /** The raw application-command JSON. */
 export function commandDefinition(botName: string) {
   return {
@@ -44,41 +61,13 @@ export function commandDefinition(botName: string) {
         type: SUB_COMMAND,
         name: 'run',
         description: 'Launch a run: "train.py --gpus 2" or in words, "fine-tune Qwen on gsm8k"',
-        options: [
-          {
-            type: STRING,
-            name: OPTION.request,
-            description: 'A script with options, or what to train in plain words',
-            required: true,
-            max_length: 2000,
-          },
-        ],
+        options: [requestOption('A script with options, or what to train in plain words')],
       },
       { type: SUB_COMMAND, name: 'runs', description: 'List the runs' },
-      {
-        type: SUB_COMMAND,
-        name: 'status',
-        description: "A run's status (all runs when none is given)",
-        options: [runOption(false, 'Run name or id')],
-      },
-      {
-        type: SUB_COMMAND,
-        name: 'pause',
-        description: 'Pause a run (it can be resumed from its checkpoint)',
-        options: [runOption(true, 'Run name or id')],
-      },
-      {
-        type: SUB_COMMAND,
-        name: 'resume',
-        description: 'Resume a paused run',
-        options: [runOption(true, 'Run name or id')],
-      },
-      {
-        type: SUB_COMMAND,
-        name: 'stop',
-        description: 'Stop a run',
-        options: [runOption(true, 'Run name or id')],
-      },
+      runSubcommand('status', "A run's status (all runs when none is given)", false),
+      runSubcommand('pause', 'Pause a run (it can be resumed from its checkpoint)'),
+      runSubcommand('resume', 'Resume a paused run'),
+      runSubcommand('stop', 'Stop a run'),
       {
         type: SUB_COMMAND,
         name: 'chart',
@@ -98,15 +87,7 @@ export function commandDefinition(botName: string) {
         type: SUB_COMMAND,
         name: 'ask',
         description: `Ask ${botName} anything`.slice(0, 100),
-        options: [
-          {
-            type: STRING,
-            name: OPTION.request,
-            description: 'Your question or request',
-            required: true,
-            max_length: 2000,
-          },
-        ],
+        options: [requestOption('Your question or request')],
       },
       { type: SUB_COMMAND, name: 'help', description: 'What I can do' },
     ],

@@ -1,7 +1,8 @@
 /**
  * The Slack `ChatAdapter`. Bolt does transport only (Socket Mode or signed HTTP, acks, routing);
- * routing decisions live in `inbound.ts`, rendering in `cards.ts` / `mrkdwn.ts`, error mapping in
- * `slack-errors.ts`. Every inbound delivery is acknowledged before any slow work.
+ * routing decisions live in `slack-routing.ts` / `slack-listeners.ts`, posting in `slack-messages.ts`, rendering
+ * in `cards.ts` / `mrkdwn.ts`, error mapping in `slack-errors.ts`. Every inbound delivery is acknowledged before
+ * any slow work.
  */
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,23 +10,13 @@ import { App, HTTPReceiver, SocketModeReceiver, webApi } from '@slack/bolt';
 import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { Card, ChatAdapter, ChatUser, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import type { ChatAdapter, ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { registerAppHome } from './app-home.js';
 import { createBoltLogger } from './bolt-logger.js';
-import {
-  type ImageBlock,
-  renderCard,
-  renderMarkdownMessages,
-  renderTextMessages,
-  type SlackMessageBody,
-  withImageBlock,
-} from './cards.js';
-import { markdownToMrkdwn } from './mrkdwn.js';
 import { createRecentIds } from './recent-ids.js';
-import { toPlatformError } from './slack-errors.js';
 import { registerListeners } from './slack-listeners.js';
+import { createSlackCall, createSlackMessages } from './slack-messages.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './slack-routing.js';
-import { slackThread } from './slack-threads.js';
 import { createUserDirectory } from './user-directory.js';
 
 export interface SlackAdapterConfig {
@@ -92,10 +83,6 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   const slackApiUrl = config.apiUrl ?? 'https://slack.com/api/';
   const slashCommand = config.slashCommand ?? '/shepherd';
   const maxMessages = Math.max(2, config.maxMessagesPerPost ?? DEFAULT_MAX_MESSAGES);
-  // Agent text goes out as a markdown block until Slack refuses one (then mrkdwn sections, see postMessage).
-  let markdownBlocks = true;
-  const isInvalidBlocks = (error: unknown) =>
-    error instanceof PlatformError && error.code === 'invalid_blocks';
   // Our own client: rate limits surface as errors so the notify queue (not the SDK) does the waiting.
   const client = new webApi.WebClient(config.botToken, {
     slackApiUrl,
@@ -117,18 +104,8 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
   let listening: AddressInfo | undefined;
   let bot: BotIdentity | undefined;
 
-  async function call<T>(context: string, threadId: string, work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (error) {
-      const mapped = toPlatformError(error, context);
-      logger.warn(
-        { threadId, code: mapped.code, retryable: mapped.retryable, call: context },
-        'slack call failed',
-      );
-      throw mapped;
-    }
-  }
+  const call = createSlackCall(logger);
+  const messages = createSlackMessages({ client, call, logger, maxMessages });
 
   async function chatUser(userId: string): Promise<ChatUser> {
     return { id: userId, name: await users.displayName(userId) };
@@ -139,74 +116,6 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
     const names = new Map<string, string>();
     await Promise.all(ids.map(async (id) => names.set(id, await users.displayName(id))));
     return toPlainText(rawText, names);
-  }
-
-  async function postBody(
-    channel: string,
-    threadTs: string | undefined,
-    body: SlackMessageBody,
-  ): Promise<string> {
-    const response = await client.chat.postMessage({
-      channel,
-      ...definedOnly({ thread_ts: threadTs }),
-      text: body.text,
-      blocks: body.blocks,
-      unfurl_links: false,
-      unfurl_media: false,
-    });
-    if (response.ts === undefined) throw new Error('chat.postMessage returned no ts');
-    return response.ts;
-  }
-
-  async function uploadFile(threadId: string, upload: Upload): Promise<PostedMessage> {
-    const { channel, threadTs } = slackThread(threadId);
-    // The top-level DM session has no thread: the file goes straight into the DM.
-    const destination =
-      threadTs === undefined ? { channel_id: channel } : { channel_id: channel, thread_ts: threadTs };
-    return call('files.uploadV2', threadId, async () => {
-      const response = await client.files.uploadV2({
-        ...destination,
-        file: Buffer.from(upload.data),
-        filename: upload.filename,
-        title: upload.title ?? upload.filename,
-        ...(upload.comment === undefined ? {} : { initial_comment: markdownToMrkdwn(upload.comment) }),
-      });
-      // Upload v2 does not return the message ts; the file id names the upload instead.
-      const fileId = (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]
-        ?.files?.[0]?.id;
-      return { messageId: fileId ?? '' };
-    });
-  }
-
-  /** Upload without sharing anywhere: the file is shown by an image block that refers to it. */
-  async function uploadForBlock(threadId: string, image: NonNullable<Card['image']>): Promise<ImageBlock> {
-    const fileId = await call('files.uploadV2', threadId, async () => {
-      const response = await client.files.uploadV2({
-        file: Buffer.from(image.png),
-        filename: image.filename,
-        title: image.alt,
-      });
-      return (response as { files?: Array<{ files?: Array<{ id?: string }> }> }).files?.[0]?.files?.[0]?.id;
-    });
-    if (fileId === undefined)
-      throw new PlatformError('slack', 'upload_failed', 'slack upload returned no file id', {
-        retryable: true,
-      });
-    return { type: 'image', slack_file: { id: fileId }, alt_text: image.alt.slice(0, 2000) || 'chart' };
-  }
-  /** Image blocks of cards posted by this process, so an update (e.g. resolved) keeps the chart. */
-  const cardImages = new Map<string, ImageBlock>();
-
-  async function postEphemeral(threadId: string, userId: string, text: string): Promise<void> {
-    const { channel, threadTs } = slackThread(threadId);
-    await call('chat.postEphemeral', threadId, () =>
-      client.chat.postEphemeral({
-        channel,
-        user: userId,
-        ...definedOnly({ thread_ts: threadTs }),
-        text: markdownToMrkdwn(text),
-      }),
-    );
   }
 
   const requestListener: RequestListener = (request: IncomingMessage, response: ServerResponse) => {
@@ -264,10 +173,10 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         recentDeliveries,
         chatUser,
         plainText,
-        postEphemeral,
+        postEphemeral: messages.postEphemeral,
         postRoot: (channel, mrkdwn) =>
           call('chat.postMessage', `slack:${channel}:-`, () =>
-            postBody(channel, undefined, {
+            messages.postBody(channel, undefined, {
               text: mrkdwn,
               blocks: [{ type: 'section', text: { type: 'mrkdwn', text: mrkdwn } }],
             }),
@@ -316,107 +225,11 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
       listening = undefined;
     },
 
-    async postMessage(threadId: string, text: string): Promise<PostedMessage> {
-      const { channel, threadTs } = slackThread(threadId);
-      let messages = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
-      let cut = messages.length > maxMessages;
-      if (cut) {
-        // Too long to read as chat: the first parts inline, the whole text as a file.
-        messages = messages.slice(0, maxMessages - 1);
-      }
-      let firstTs: string | undefined;
-      for (const [index, body] of messages.entries()) {
-        let ts: string;
-        try {
-          ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
-        } catch (error) {
-          // A workspace that refuses markdown blocks gets the mrkdwn sections, now and from then on.
-          if (index > 0 || !markdownBlocks || !isInvalidBlocks(error)) throw error;
-          markdownBlocks = false;
-          logger.warn({ threadId }, 'slack refused a markdown block; posting mrkdwn sections instead');
-          messages = renderTextMessages(text);
-          cut = messages.length > maxMessages;
-          if (cut) messages = messages.slice(0, maxMessages - 1);
-          for (const fallback of messages) {
-            const posted = await call('chat.postMessage', threadId, () =>
-              postBody(channel, threadTs, fallback),
-            );
-            firstTs ??= posted;
-          }
-          break;
-        }
-        firstTs ??= ts;
-      }
-      if (cut) {
-        await uploadFile(threadId, {
-          filename: 'full-message.txt',
-          data: new TextEncoder().encode(text),
-          contentType: 'text/plain',
-          title: 'Full message',
-          comment: `_(cut: the full text, ${text.length} characters, is attached)_`,
-        });
-      }
-      return { messageId: firstTs ?? '' };
-    },
-
-    async editMessage(threadId: string, messageId: string, text: string): Promise<void> {
-      const { channel } = slackThread(threadId);
-      const [first] = markdownBlocks ? renderMarkdownMessages(text) : renderTextMessages(text);
-      if (first === undefined) return;
-      await call('chat.update', threadId, () =>
-        client.chat.update({ channel, ts: messageId, text: first.text, blocks: first.blocks }),
-      );
-    },
-
-    async postCard(threadId: string, card: Card): Promise<PostedMessage> {
-      const { channel, threadTs } = slackThread(threadId);
-      let image: ImageBlock | undefined;
-      if (card.image !== undefined) {
-        // The chart and its buttons in one message: an image block referring to the uploaded file.
-        image = await uploadForBlock(threadId, card.image);
-      }
-      if (card.attachment !== undefined) {
-        // The whole script behind a cut excerpt, as a file in the thread right above its card.
-        await uploadFile(threadId, {
-          filename: card.attachment.filename,
-          data: new TextEncoder().encode(card.attachment.text),
-          contentType: 'text/plain',
-          title: card.attachment.filename,
-        });
-      }
-      const body = renderCard(card);
-      let ts: string;
-      try {
-        ts = await call('chat.postMessage', threadId, () =>
-          postBody(channel, threadTs, image === undefined ? body : withImageBlock(body, image)),
-        );
-      } catch (error) {
-        if (image === undefined || !isInvalidBlocks(error) || card.image === undefined) throw error;
-        // Slack would not show the file in a block: the chart goes into the thread, then the card.
-        logger.warn({ threadId }, 'slack refused the image block; posting the chart above the card');
-        image = undefined;
-        await uploadFile(threadId, {
-          filename: card.image.filename,
-          data: card.image.png,
-          contentType: 'image/png',
-          title: card.image.alt,
-        });
-        ts = await call('chat.postMessage', threadId, () => postBody(channel, threadTs, body));
-      }
-      if (image !== undefined) cardImages.set(ts, image);
-      return { messageId: ts };
-    },
-
-    async updateCard(threadId: string, messageId: string, card: Card): Promise<void> {
-      const { channel } = slackThread(threadId);
-      const image = cardImages.get(messageId);
-      const body = image === undefined ? renderCard(card) : withImageBlock(renderCard(card), image);
-      await call('chat.update', threadId, () =>
-        client.chat.update({ channel, ts: messageId, text: body.text, blocks: body.blocks }),
-      );
-    },
-
-    upload: uploadFile,
-    postEphemeral,
+    postMessage: messages.postMessage,
+    editMessage: messages.editMessage,
+    postCard: messages.postCard,
+    updateCard: messages.updateCard,
+    upload: messages.upload,
+    postEphemeral: messages.postEphemeral,
   };
 }

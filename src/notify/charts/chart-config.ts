@@ -49,15 +49,15 @@ const THEMES = {
 
 type Point = { x: number; y: number };
 
-export function buildChart(input: ChartInput): BuiltChart {
-  const width = input.width ?? 800;
-  const height = input.height ?? 400;
-  const theme = THEMES[input.theme ?? 'light'];
-  const names = Object.keys(input.series);
-  // Two metrics get an axis each; more share the left one (their scales would be unreadable otherwise).
-  const ownAxes = names.length <= 2;
-  const datasets: ChartDataset<'line' | 'scatter', Point[]>[] = [];
-  const ranges: Array<{ axis: string; min: number; max: number }> = [];
+type Dataset = ChartDataset<'line' | 'scatter', Point[]>;
+type Theme = (typeof THEMES)[keyof typeof THEMES];
+/** The value range of a series on its axis (what the markers and the highlight band are placed against). */
+type AxisRange = { axis: string; min: number; max: number };
+
+/** One line per metric (plus its NaN/Inf markers), the value range of each and the steps they span. */
+function seriesDatasets(input: ChartInput, names: string[], ownAxes: boolean) {
+  const datasets: Dataset[] = [];
+  const ranges: AxisRange[] = [];
   let minStep = Number.POSITIVE_INFINITY;
   let maxStep = Number.NEGATIVE_INFINITY;
 
@@ -113,33 +113,42 @@ export function buildChart(input: ChartInput): BuiltChart {
       });
     }
   });
+  return { datasets, ranges, minStep, maxStep };
+}
 
-  if (input.highlightSteps !== undefined && ranges.length > 0) {
-    const range = ranges[0] as { axis: string; min: number; max: number };
-    let [from, to] = input.highlightSteps;
-    // A single step would be an invisible band: widen it to ~1% of the visible step range.
-    const span = Number.isFinite(maxStep - minStep) ? maxStep - minStep : 1;
-    if (to - from < span * 0.01) {
-      from -= span * 0.005 || 0.5;
-      to += span * 0.005 || 0.5;
-    }
-    const top = range.max + (range.max - range.min) * 0.08;
-    datasets.push({
-      type: 'line',
-      label: 'incident',
-      data: [
-        { x: from, y: top },
-        { x: to, y: top },
-      ],
-      borderWidth: 0,
-      pointRadius: 0,
-      backgroundColor: 'rgba(245,158,11,0.25)',
-      borderColor: 'rgba(245,158,11,0)',
-      fill: 'start',
-      yAxisID: range.axis,
-    });
+/** The shaded incident band over `steps`, on the first series' axis. */
+function highlightDataset(
+  steps: [number, number],
+  range: AxisRange,
+  minStep: number,
+  maxStep: number,
+): Dataset {
+  let [from, to] = steps;
+  // A single step would be an invisible band: widen it to ~1% of the visible step range.
+  const span = Number.isFinite(maxStep - minStep) ? maxStep - minStep : 1;
+  if (to - from < span * 0.01) {
+    from -= span * 0.005 || 0.5;
+    to += span * 0.005 || 0.5;
   }
+  const top = range.max + (range.max - range.min) * 0.08;
+  return {
+    type: 'line',
+    label: 'incident',
+    data: [
+      { x: from, y: top },
+      { x: to, y: top },
+    ],
+    borderWidth: 0,
+    pointRadius: 0,
+    backgroundColor: 'rgba(245,158,11,0.25)',
+    borderColor: 'rgba(245,158,11,0)',
+    fill: 'start',
+    yAxisID: range.axis,
+  };
+}
 
+/** The step axis and one value axis, or two when two metrics each get their own. */
+function chartScales(names: string[], ownAxes: boolean, theme: Theme): Record<string, unknown> {
   const axisTitle = (text: string) => ({ display: true, text, color: theme.text, font: { size: 13 } });
   const ticks = { color: theme.text };
   const grid = { color: theme.grid };
@@ -162,6 +171,22 @@ export function buildChart(input: ChartInput): BuiltChart {
       grid: { drawOnChartArea: false },
     };
   }
+  return scales;
+}
+
+export function buildChart(input: ChartInput): BuiltChart {
+  const width = input.width ?? 800;
+  const height = input.height ?? 400;
+  const theme = THEMES[input.theme ?? 'light'];
+  const names = Object.keys(input.series);
+  // Two metrics get an axis each; more share the left one (their scales would be unreadable otherwise).
+  const ownAxes = names.length <= 2;
+  const { datasets, ranges, minStep, maxStep } = seriesDatasets(input, names, ownAxes);
+  const firstRange = ranges[0];
+  if (input.highlightSteps !== undefined && firstRange !== undefined) {
+    datasets.push(highlightDataset(input.highlightSteps, firstRange, minStep, maxStep));
+  }
+  const scales = chartScales(names, ownAxes, theme);
 
   const config = {
     type: 'line',

@@ -58,6 +58,29 @@ function outputPattern(file: string): string {
   return file.replaceAll('%', '%%');
 }
 
+/** The `sbatch` options for a run's job; the batch script itself comes last. */
+function sbatchArgs(meta: RunMeta, runDir: string, scriptPath: string, slurm: Config['slurm']): string[] {
+  const args = ['--parsable', `--job-name=${meta.name}`];
+  if (meta.nodes !== undefined) args.push(`--nodes=${meta.nodes}`);
+  if (meta.gpus > 0) {
+    args.push(slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
+  }
+  args.push(
+    `--time=${formatTimeLimit(meta.maxHours)}`,
+    `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
+    '--open-mode=append',
+    `--chdir=${runDir}`,
+  );
+  // `--export` splits on commas; values that contain one are set by the batch script instead.
+  // PYTHONPATH is prepended by the batch script, which keeps whatever PYTHONPATH the user had.
+  const exported = [`SHEPHERD_RUN_DIR=${runDir}`, `SHEPHERD_RUN_ID=${meta.id}`];
+  args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
+  if (slurm.partition !== undefined) args.push(`--partition=${slurm.partition}`);
+  if (slurm.account !== undefined) args.push(`--account=${slurm.account}`);
+  args.push(...slurm.extraArgs, scriptPath);
+  return args;
+}
+
 /**
  * Executor that submits runs as Slurm batch jobs. Slurm allocates the GPUs (`allocatesGpus: true`);
  * state comes from one `squeue` per poll (plus one `sacct` for jobs that ended), so the monitor's cost
@@ -121,25 +144,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     );
     await chmod(scriptPath, 0o755);
 
-    const args = ['--parsable', `--job-name=${meta.name}`];
-    if (meta.nodes !== undefined) args.push(`--nodes=${meta.nodes}`);
-    if (meta.gpus > 0) {
-      args.push(config.slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
-    }
-    args.push(
-      `--time=${formatTimeLimit(meta.maxHours)}`,
-      `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
-      '--open-mode=append',
-      `--chdir=${runDir}`,
-    );
-    // `--export` splits on commas; values that contain one are set by the batch script instead.
-    // PYTHONPATH is prepended by the batch script, which keeps whatever PYTHONPATH the user had.
-    const exported = [`SHEPHERD_RUN_DIR=${runDir}`, `SHEPHERD_RUN_ID=${meta.id}`];
-    args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
-    if (config.slurm.partition !== undefined) args.push(`--partition=${config.slurm.partition}`);
-    if (config.slurm.account !== undefined) args.push(`--account=${config.slurm.account}`);
-    args.push(...config.slurm.extraArgs, scriptPath);
-
+    const args = sbatchArgs(meta, runDir, scriptPath, config.slurm);
     const result = await run('sbatch', args, { cwd: runDir });
     if (result.exitCode !== 0) {
       throw new RunError(

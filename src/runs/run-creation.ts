@@ -1,0 +1,183 @@
+import { symlink } from 'node:fs/promises';
+import path from 'node:path';
+import { estimateCostUsd } from '../approvals/approval-policy.js';
+import type { Config } from '../config.js';
+import { definedOnly } from '../defined-only.js';
+import { RunError } from '../errors.js';
+import type { AuditLog } from './audit-log.js';
+import type { Executor } from './executor.js';
+import type { GpuAllocator } from './gpu-allocator.js';
+import { plural } from './run-events.js';
+import { RUN_FILES } from './run-files.js';
+import type { RunLock } from './run-lock.js';
+import type { RunStore } from './run-store.js';
+import type { RunTransitions } from './run-transitions.js';
+import type { RunMeta } from './run-types.js';
+import { checkMaxHours } from './time-limit.js';
+
+export interface CreateRunRequest {
+  name: string;
+  /** Python source of train.py. */
+  script: string;
+  gpus: number;
+  maxHours?: number;
+  modelId?: string;
+  config?: Record<string, unknown>;
+  args?: string[];
+  threadId: string;
+  requester: { id: string; name: string };
+  /** Command runs (the script is then the named `.py` file, or empty when the command names none). */
+  launch?: RunLaunchFields;
+}
+
+/** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
+export type RunLaunchFields = Partial<
+  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes'>
+>;
+
+/** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
+export interface AdoptRequest {
+  name: string;
+  threadId: string;
+  requester: { id: string; name: string };
+  watch: NonNullable<RunMeta['watch']>;
+  jobId?: string;
+  maxHours: number;
+  /** What the thread is told ("watching Slurm job 42 (train.out)"). */
+  description: string;
+}
+
+/** How runs come into being: created for approval, or adopted (watched) as already running. */
+export interface RunCreation {
+  createRun(request: CreateRunRequest): Promise<RunMeta>;
+  adopt(request: AdoptRequest): Promise<RunMeta>;
+}
+
+export interface RunCreationOptions {
+  config: Config;
+  store: RunStore;
+  audit: AuditLog;
+  executor: Executor;
+  allocator: GpuAllocator;
+  lock: RunLock;
+  transitions: RunTransitions;
+}
+
+/** Name uniqueness is a read-then-write over all runs: creations are serialised across processes. */
+const CREATE_LOCK = '__create__';
+const CREATE_WAIT = { waitMs: 30_000 };
+
+export function createRunCreation(options: RunCreationOptions): RunCreation {
+  const { config, store, audit, executor, allocator, lock, transitions } = options;
+  const { now, emit } = transitions;
+
+  /** Checks the request; resolves the run's hour limit. Throws a `RunError` with a sentence for the user. */
+  function checkRequest(request: CreateRunRequest): number {
+    if (typeof request.name !== 'string' || request.name.trim() === '') {
+      throw new RunError('invalid_run', 'a run needs a name');
+    }
+    if (
+      typeof request.script !== 'string' ||
+      (request.script.trim() === '' && request.launch?.command === undefined)
+    ) {
+      throw new RunError('invalid_run', 'the training script is empty');
+    }
+    if (!Number.isInteger(request.gpus) || request.gpus < 0) {
+      throw new RunError('invalid_run', `gpus must be a whole number ≥ 0 (got ${String(request.gpus)})`);
+    }
+    const maxHours = checkMaxHours(request.maxHours ?? config.runs.defaultMaxHours, config.runs.maxHours);
+    // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
+    estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
+    const total = allocator.inventory.length;
+    if (!executor.allocatesGpus && request.gpus > total) {
+      const has =
+        total === 0 ? 'this host has no GPUs (use gpus: 0 to run on CPU)' : `this host has ${total}`;
+      throw new RunError('gpus_unavailable', `asked for ${plural(request.gpus, 'GPU')} but ${has}`);
+    }
+    return maxHours;
+  }
+
+  async function createRun(request: CreateRunRequest): Promise<RunMeta> {
+    const maxHours = checkRequest(request);
+    const meta = await lock.withLock(
+      CREATE_LOCK,
+      () =>
+        store.createRun(
+          {
+            name: request.name,
+            script: request.script,
+            threadId: request.threadId,
+            requester: request.requester,
+            gpus: request.gpus,
+            maxHours,
+            executor: executor.kind,
+            ...definedOnly({
+              modelId: request.modelId,
+              config: request.config,
+              args: request.args,
+              launch: request.launch,
+            }),
+          },
+          now(),
+        ),
+      CREATE_WAIT,
+    );
+    await audit.record({
+      ts: meta.createdAt,
+      runId: meta.id,
+      from: null,
+      to: 'pending_approval',
+      by: request.requester,
+      reason: 'created',
+    });
+    await emit('run-status', meta, `${meta.name} created; waiting for approval`);
+    return meta;
+  }
+
+  async function adopt(request: AdoptRequest): Promise<RunMeta> {
+    const meta = await lock.withLock(
+      CREATE_LOCK,
+      async () => {
+        const created = await store.createRun(
+          {
+            name: request.name,
+            script: '',
+            threadId: request.threadId,
+            requester: request.requester,
+            gpus: 0,
+            maxHours: request.maxHours,
+            executor: request.watch.source === 'slurm' ? 'slurm' : 'local',
+            launch: { watch: request.watch },
+          },
+          now(),
+        );
+        // The monitor, status and crash reports read `output.log`: for a watched run it is the job's own log.
+        await symlink(request.watch.logPath, path.join(store.runDir(created.id), RUN_FILES.output));
+        const at = now().toISOString();
+        const running: RunMeta = {
+          ...created,
+          status: 'running',
+          launchCount: 1,
+          startedAt: at,
+          updatedAt: at,
+          ...definedOnly({ jobId: request.jobId }),
+        };
+        await store.writeMeta(running);
+        return running;
+      },
+      CREATE_WAIT,
+    );
+    await audit.record({
+      ts: meta.createdAt,
+      runId: meta.id,
+      from: null,
+      to: 'running',
+      by: request.requester,
+      reason: `watch: ${request.description}`,
+    });
+    await emit('run-started', meta, `Watching ${meta.name}: ${request.description}`);
+    return meta;
+  }
+
+  return { createRun, adopt };
+}
