@@ -3,7 +3,7 @@ import { createApp } from '../app.js';
 import { type Config, loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
-import { userFacingError } from '../runs/run-operations.js';
+import { userFacingError } from '../runs/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
 const USAGE = `usage: shepherd <command>

@@ -1,7 +1,6 @@
 import { symlink } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
-import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
@@ -10,6 +9,7 @@ import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
 import { refuseScriptEdit, syncWorkspaceScript, writeWorkspaceScript } from './command-script.js';
 import type { Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
+import { estimateCostUsd } from './run-cost.js';
 import { createRunEndings, type ReconcileReport } from './run-endings.js';
 import { plural, type RunEventHandler } from './run-events.js';
 import { RUN_FILES } from './run-files.js';

@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Approval, Decision } from '../approvals/approval-store.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
@@ -11,13 +10,14 @@ import type { Logger } from '../logger.js';
 import type { Incident } from '../monitor/types.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { redactSecrets } from '../redact.js';
+import { formatCommand, prepareCommand } from '../runs/command-launch.js';
 import type { RunAccess } from '../runs/run-access.js';
-import { resolveWorkspaceScript } from '../runs/run-operations.js';
+import { estimateCostUsd } from '../runs/run-cost.js';
 import type { Actor, RunService } from '../runs/run-service.js';
 import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
 import { checkMaxHours } from '../runs/time-limit.js';
-import { formatCommand, prepareCommand } from '../tools/command-launch.js';
+import { resolveWorkspaceScript } from '../runs/workspace-script.js';
 import {
   formatValue,
   type LeaderboardRow,

@@ -3,7 +3,7 @@ import { copyFile, lstat, mkdir, readFile, realpath, stat, writeFile } from 'nod
 import path from 'node:path';
 import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from './run-types.js';
 
 /**
  * `run … -- <command>`: checks a command against the workspace, finds the files it names (the `.py` a fix
