@@ -13,7 +13,6 @@ import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
 import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
-import { createRunsDirectory } from './bot/runs-directory.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
 import { createWebTurnsRoutes } from './bot/web/turns-api.js';
@@ -34,6 +33,7 @@ import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
 import { registerSecretValues } from './redact.js';
 import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
+import { createRunsDirectory } from './runs/runs-directory.js';
 
 /** Things tests and deployments may swap at the edges. */
 export interface AppOverrides {

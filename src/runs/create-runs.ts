@@ -12,10 +12,15 @@ import { lookupRunUser } from './run-as-user.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunService, type RunService } from './run-service.js';
 import { createRunStore, type RunStore } from './run-store.js';
+import { createRunsFacade, type RunsFacade } from './runs-facade.js';
 import { createSlurmExecutor } from './slurm/slurm-executor.js';
 import { createWatchAwareExecutor } from './watched-executor.js';
 
-export interface RunsRuntime {
+/**
+ * The runs core as the composition roots hold it. Other folders see it through `RunsFacade` (reads) and
+ * `RunService`/`RunOperations` (changes); `store` and `executor` are for the roots and runs/ itself.
+ */
+export interface RunsRuntime extends RunsFacade {
   service: RunService;
   store: RunStore;
   audit: AuditLog;
@@ -85,5 +90,14 @@ export async function createRunsRuntime(options: {
     logger,
     ...definedOnly({ clock: options.clock, onEvent: options.onEvent }),
   });
-  return { service, store, audit, allocator, executor, gpus, checkpoints };
+  return {
+    ...createRunsFacade({ store, executor }),
+    service,
+    store,
+    audit,
+    allocator,
+    executor,
+    gpus,
+    checkpoints,
+  };
 }

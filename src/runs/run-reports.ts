@@ -34,7 +34,10 @@ export interface ClusterReport extends ClusterInfo {
 }
 
 /** The run's resume.json (written by the training script), or undefined when missing or not an object. */
-export async function readResume(store: RunStore, runId: string): Promise<ResumeInfo | undefined> {
+export async function readResume(
+  store: Pick<RunStore, 'runDir'>,
+  runId: string,
+): Promise<ResumeInfo | undefined> {
   try {
     const raw: unknown = JSON.parse(await readFile(path.join(store.runDir(runId), RUN_FILES.resume), 'utf8'));
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;

@@ -14,8 +14,8 @@ import { formatCommand, prepareCommand } from '../runs/command-launch.js';
 import type { RunAccess } from '../runs/run-access.js';
 import { estimateCostUsd } from '../runs/run-cost.js';
 import type { Actor, RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
 import { type RunMeta, TERMINAL_STATUSES } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import { checkMaxHours } from '../runs/time-limit.js';
 import { resolveWorkspaceScript } from '../runs/workspace-script.js';
 import {
@@ -41,7 +41,7 @@ import { FINAL_SWEEP_STATES, type Sweep, type SweepStore, type Trial } from './s
 export interface SweepServiceOptions {
   store: SweepStore;
   runs: RunService;
-  runStore: RunStore;
+  facade: RunsFacade;
   approvals: ApprovalService;
   notifier: Notifier;
   workspace: string;
@@ -323,7 +323,7 @@ export function createSweepService(options: SweepServiceOptions) {
         if (canary.state === 'waiting') {
           sweep = { ...sweep, trials: [await launch(canary, by), ...sweep.trials.slice(1)] };
         } else {
-          const points = await readMetric(options.runStore.runDir(canary.runId), sweep.metric);
+          const points = await readMetric(options.facade.runDirectory(canary.runId), sweep.metric);
           const summary = summarise(points, sweep.mode);
           if (canary.stoppedEarly !== undefined)
             sweep = await failCanary(sweep, `was stopped early (${canary.stoppedEarly})`);
@@ -390,7 +390,7 @@ export function createSweepService(options: SweepServiceOptions) {
   async function leaderboardRows(sweep: Sweep): Promise<LeaderboardRow[]> {
     const rows: LeaderboardRow[] = [];
     for (const trial of sweep.trials) {
-      const points = await readMetric(options.runStore.runDir(trial.runId), sweep.metric);
+      const points = await readMetric(options.facade.runDirectory(trial.runId), sweep.metric);
       const meta = trial.state === 'ended' ? undefined : await metaOf(trial);
       rows.push({ trial, summary: summarise(points, sweep.mode), status: trialStatus(trial, meta?.status) });
     }
