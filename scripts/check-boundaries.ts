@@ -36,7 +36,8 @@ export const SHEPHERD_RULES: BoundaryRules = {
     'src/tools/registry.ts',
   ],
   portPackages: ['zod'],
-  compositionRoots: ['src/app.ts', 'src/features.ts', 'src/main.ts'],
+  // create-runs wires the runs core (store, executors) from config, for app.ts and the tests.
+  compositionRoots: ['src/app.ts', 'src/features.ts', 'src/main.ts', 'src/create-runs.ts'],
   compositionFolders: ['src/cli'],
   runsFolder: 'src/runs',
   runsInternals: ['src/runs/run-store.ts', 'src/runs/local-executor.ts', 'src/runs/slurm/slurm-executor.ts'],

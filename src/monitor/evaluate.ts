@@ -8,6 +8,7 @@ import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
 import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkPlateau } from './detectors/plateau.js';
+import { isLossMetric } from './detectors/robust.js';
 import { checkStall } from './detectors/stall.js';
 import { episodeCount, isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import {
@@ -22,7 +23,6 @@ import {
 } from './incident-text.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
 import { type createPrintedMetricsReader, plannedStepsOf } from './printed-metrics.js';
-import { isLossMetric } from './robust.js';
 import { addPoint, chartSeries, medianStepIntervalMs, type RollingLimits } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';

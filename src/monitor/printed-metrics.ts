@@ -1,7 +1,7 @@
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
+import { appendDerived, formatDerivedLine } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
-import { appendDerived, formatDerivedLine } from '../runs/stdout-metrics/derived-file.js';
 import {
   createStdoutParser,
   type StdoutParser,

@@ -1,5 +1,5 @@
 import type { MetricPoint } from '../runs/metric-line.js';
-import { median } from './robust.js';
+import { median } from './detectors/robust.js';
 
 /**
  * Bounded per-run statistics: for each metric a fixed-size window of the latest points (what the

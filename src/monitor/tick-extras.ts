@@ -12,10 +12,10 @@ import {
   recentTrainLoss,
   recordEval,
 } from './detectors/overfitting.js';
+import { isLossMetric } from './detectors/robust.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
 import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
-import { isLossMetric } from './robust.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 
 /**

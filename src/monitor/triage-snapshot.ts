@@ -4,7 +4,7 @@ import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
-import { finiteOnly, median } from './robust.js';
+import { finiteOnly, median } from './detectors/robust.js';
 import type { RollingState } from './rolling-stats.js';
 import type { Incident } from './types.js';
 

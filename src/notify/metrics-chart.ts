@@ -1,10 +1,10 @@
 import { createReadStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Notifier } from '../bot/notifier.js';
+import { metricsFileOf } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
-import { metricsFileOf } from '../runs/stdout-metrics/derived-file.js';
 import { renderChart } from './charts/render-chart.js';
 
 export interface ChartRequest {

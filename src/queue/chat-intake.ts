@@ -2,7 +2,7 @@ import type { Queue } from 'bullmq';
 import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
-import { SCRIPT_NEW_ID } from '../redis.js';
+import { SCRIPT_NEW_ID } from '../script-step.js';
 import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from './turn-inbox.js';
 import { createTurnRequester, requestTurn } from './turn-worker.js';
 

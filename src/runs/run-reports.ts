@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
+import { metricsFileOf } from './derived-file.js';
 import type { ClusterInfo, Executor, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
-import { metricsFileOf } from './stdout-metrics/derived-file.js';
 
 export interface ResumeInfo {
   step: number | null;

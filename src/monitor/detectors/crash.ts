@@ -1,7 +1,17 @@
 import { redactSecrets } from '../../redact.js';
-import type { ProcessState } from '../../runs/executor.js';
+import type { ExecutorCrashClass, ProcessState } from '../../runs/executor.js';
 import type { RunMeta } from '../../runs/run-types.js';
-import type { CrashClass } from '../types.js';
+
+/** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */
+export type CrashClass =
+  | 'cuda_oom'
+  | 'host_oom_kill'
+  | 'nccl_timeout'
+  | 'missing_module'
+  | 'syntax_error'
+  | 'file_not_found'
+  | ExecutorCrashClass
+  | 'other';
 
 /** Crash detection: a non-zero exit or an unexpected signal, with the last traceback and a class. */
 

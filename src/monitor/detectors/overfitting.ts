@@ -1,4 +1,4 @@
-import { median } from '../robust.js';
+import { median } from './robust.js';
 
 /**
  * Overfitting: an evaluation loss (`eval_*` / `val_*` loss) has risen for `overfitEvals` evaluations in a
