@@ -169,7 +169,8 @@ export function folderOf(path: string): string {
 
 /** `@slack/bolt/x` → `@slack/bolt`, `zod/v4` → `zod`; `node:fs` and `fs`-style built-ins are not packages. */
 export function packageName(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:')) return undefined;
+  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:'))
+    return undefined;
   const parts = specifier.split('/');
   const name = specifier.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] ?? specifier);
   return isBuiltin(name) ? undefined : name;

@@ -6,7 +6,7 @@ import type { Config } from './config.js';
 import { definedOnly } from './defined-only.js';
 import type { Logger } from './logger.js';
 
-export interface ConfiguredAdapters {
+interface ConfiguredAdapters {
   adapters: ChatAdapter[];
   /** Listeners the playground's HTTP server also serves (Slack's HTTP events at `/slack/events`). */
   mounts: Array<{ pathPrefix: string; listener: RequestListener }>;

@@ -34,7 +34,7 @@ async function redisAnswers(url: string): Promise<boolean> {
 }
 
 /** Where the CLI writes; tests capture it. */
-export interface CliOutput {
+interface CliOutput {
   out(text: string): void;
   error(text: string): void;
 }

@@ -7,14 +7,14 @@ import type { RunOperations } from '../runs/run-operations.js';
 import { userFacingError } from '../runs/run-texts.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 
-export interface ChartRequest {
+interface ChartRequest {
   run: string;
   metrics: string[];
   steps?: { from: number; to: number };
   threadId: string;
 }
 
-export interface CommandHandlerOptions {
+interface CommandHandlerOptions {
   operations: RunOperations;
   botName: string;
   helpText: () => Promise<string>;

@@ -60,7 +60,7 @@ export interface TickContext {
   crashLogTail?: string | undefined;
 }
 
-export interface Evaluation {
+interface Evaluation {
   state: MonitorState;
   /** The incidents whose episode began this tick (muted kinds left out). */
   incidents: Incident[];
@@ -367,6 +367,6 @@ function learningRateSeries(rolling: MonitorState['rolling']) {
   return name === undefined ? undefined : chartSeries(rolling, name);
 }
 
-export function lossMetricNames(state: MonitorState): string[] {
+function lossMetricNames(state: MonitorState): string[] {
   return Object.keys(state.rolling.metrics).filter(isLossMetric);
 }

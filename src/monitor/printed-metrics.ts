@@ -26,13 +26,13 @@ export interface PrintedMetricsState extends StdoutParseState {
   derivedBytes: number;
 }
 
-export interface IncomingPoint {
+interface IncomingPoint {
   line: string;
   parsed: ReturnType<typeof parseMetricLine>;
   source: 'helper' | 'stdout';
 }
 
-export type MetricsSource = 'helper' | 'stdout';
+type MetricsSource = 'helper' | 'stdout';
 
 export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?: Logger }) {
   const parser: StdoutParser = createStdoutParser(definedOnly({ pattern: options.pattern }));

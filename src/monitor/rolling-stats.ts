@@ -7,7 +7,7 @@ import { median } from './detectors/robust.js';
  * plain numbers so it serialises compactly to Redis and survives a worker restart.
  */
 
-export interface SeriesState {
+interface SeriesState {
   /** Steps and values of the latest points, oldest first, at most `windowSize`. */
   steps: number[];
   values: number[];

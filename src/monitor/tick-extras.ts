@@ -38,7 +38,7 @@ export function createExtrasState(): ExtrasState {
   return { grad: {}, throughput: createThroughputState(), evals: {}, train: [], rules: {} };
 }
 
-export interface Raise {
+interface Raise {
   kind: IncidentKind;
   key: string;
   fields: Omit<Incident, 'id' | 'runId' | 'kind' | 'severity' | 'at'>;

@@ -39,7 +39,7 @@ function inside(root: string, target: string): boolean {
 }
 
 /** Resolves `--cwd` (default: the workspace) to a real directory inside the workspace. */
-export async function resolveWorkingDirectory(workspace: string, cwd: string | undefined): Promise<string> {
+async function resolveWorkingDirectory(workspace: string, cwd: string | undefined): Promise<string> {
   const root = await realpath(workspace);
   if (cwd === undefined) return root;
   const candidate = path.resolve(root, cwd);
@@ -160,7 +160,7 @@ function git(cwd: string, args: string[]): Promise<string | undefined> {
   });
 }
 
-export interface Provenance {
+interface Provenance {
   command: string[];
   cwd: string;
   environment?: string;

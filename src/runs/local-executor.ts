@@ -50,7 +50,7 @@ const exitStatusSchema = z.object({
 });
 type ExitStatus = z.infer<typeof exitStatusSchema>;
 
-export interface LocalExecutorOptions {
+interface LocalExecutorOptions {
   /** `runs.python` from config. */
   python: string;
   /** Absolute runs directory (`RunStore.runsDir`). */
@@ -69,7 +69,7 @@ export interface LocalExecutorOptions {
 }
 
 /** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
-export function localLaunchPlan(
+function localLaunchPlan(
   meta: RunMeta,
   runDir: string,
   python: string,
@@ -92,7 +92,7 @@ export function localLaunchPlan(
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
-export function exitStatusToState(status: ExitStatus): ProcessState {
+function exitStatusToState(status: ExitStatus): ProcessState {
   if (status.timeLimit === true) {
     const state: ProcessState = { kind: 'signaled', signal: 'SIGTERM', crashClass: 'timeout' };
     if (status.exitCode !== null) state.exitCode = status.exitCode;

@@ -14,7 +14,7 @@ import { RUN_FILES } from './run-files.js';
  * (`SHEPHERD_PREFLIGHT=1`, `SHEPHERD_PREFLIGHT_STEPS=N`).
  */
 
-export interface PreflightOptions {
+interface PreflightOptions {
   python: string;
   /** The runs' environment (nothing here reads `process.env`). */
   environment: Readonly<Record<string, string | undefined>>;
@@ -22,7 +22,7 @@ export interface PreflightOptions {
   timeoutS: number;
 }
 
-export type PreflightResult =
+type PreflightResult =
   | {
       ok: true;
       steps: number;

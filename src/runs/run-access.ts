@@ -23,7 +23,7 @@ export class RunAccessError extends ToolPolicyError {
   }
 }
 
-export interface RunAccessOptions {
+interface RunAccessOptions {
   /** `SHEPHERD_APPROVERS`. */
   approvers: readonly string[];
   audit: AuditLog;

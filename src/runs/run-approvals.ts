@@ -6,7 +6,7 @@ import type { RunMeta } from './run-types.js';
  * runs/ names only this much and the approval service fits it structurally.
  */
 
-export interface RunApprovalRequest {
+interface RunApprovalRequest {
   kind: 'start' | 'resume' | 'script-change';
   meta: RunMeta;
   requester: ChatUser;

@@ -50,7 +50,7 @@ export function endingOf(state: ProcessState): Ending {
   }
 }
 
-export interface RunEndings {
+interface RunEndings {
   /** Record how a running run ended on its own; frees its GPUs. Caller holds the lock. */
   finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta>;
   /** Poll running runs, apply their ends, then start queued runs whose GPUs are free (FIFO). */
@@ -59,7 +59,7 @@ export interface RunEndings {
   reconcile(): Promise<ReconcileReport>;
 }
 
-export interface RunEndingsOptions {
+interface RunEndingsOptions {
   store: RunStore;
   executor: Executor;
   allocator: GpuAllocator;

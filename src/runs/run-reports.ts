@@ -59,12 +59,12 @@ export async function lastStepOf(store: RunStore, meta: RunMeta): Promise<Partia
   return last?.step === undefined ? {} : { lastStep: last.step };
 }
 
-export interface RunReports {
+interface RunReports {
   status(run: string): Promise<RunStatusReport>;
   clusterInfo(): Promise<ClusterReport>;
 }
 
-export interface RunReportsOptions {
+interface RunReportsOptions {
   store: RunStore;
   executor: Executor;
   allocator: GpuAllocator;

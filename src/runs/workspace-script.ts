@@ -2,7 +2,7 @@ import { lstat, realpath } from 'node:fs/promises';
 import { isAbsolute, resolve, sep } from 'node:path';
 import { ToolPolicyError } from '../errors.js';
 
-export const MAX_SCRIPT_BYTES = 512 * 1024;
+const MAX_SCRIPT_BYTES = 512 * 1024;
 
 /** Refuses a script over `MAX_SCRIPT_BYTES` before any run, card or pre-flight exists. */
 export function assertScriptSize(script: string): void {

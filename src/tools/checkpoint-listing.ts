@@ -15,7 +15,7 @@ import type { RunsFacade } from '../runs/runs-facade.js';
  * episode then (recomputed from metrics.jsonl, so it holds even when no alert was raised).
  */
 
-export interface CheckpointRecord {
+interface CheckpointRecord {
   step: number;
   path: string | null;
   /** ISO time of the save, when known. */
@@ -44,7 +44,7 @@ interface StepHealth {
 }
 
 /** Walks the loss curve once and labels each step with the episode it was in, if any. */
-export function labelSteps(
+function labelSteps(
   records: MetricRecord[],
   detectors: { divergenceWindow: number; divergenceMinRise: number },
 ): StepHealth[] {

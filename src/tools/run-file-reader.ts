@@ -19,7 +19,7 @@ const DEFAULT_LOG_TAIL = 100;
 const GREP_CONTEXT = 2;
 const MAX_LINE_CHARS = 500;
 
-export type RunFileKind =
+type RunFileKind =
   | { kind: 'script'; version: number | undefined; label: string }
   | { kind: 'log' }
   | { kind: 'metrics' }
@@ -39,7 +39,7 @@ export function parseRunFile(file: string): RunFileKind | undefined {
   return undefined;
 }
 
-export interface LineWindow {
+interface LineWindow {
   startLine?: number | undefined;
   endLine?: number | undefined;
   grep?: string | undefined;

@@ -6,7 +6,7 @@ import { createAnthropicProvider } from './anthropic-provider.js';
 import { DEFAULT_RETRY_POLICY } from './llm-retry.js';
 import { createOpenAiProvider } from './openai-provider.js';
 
-export interface CreateLlmProviderOptions {
+interface CreateLlmProviderOptions {
   logger: Logger;
   /** Called once per HTTP request (retries included), with the request's reason. */
   onCall?: (reason: string) => void;

@@ -30,7 +30,7 @@ const runOption = (required: boolean, description: string) => ({
 });
 
 /** The raw application-command JSON. */
-export function commandDefinition(botName: string) {
+function commandDefinition(botName: string) {
   return {
     name: COMMAND_NAME,
     type: CHAT_INPUT,

@@ -24,7 +24,7 @@ export interface CrashFinding {
   label: string;
 }
 
-export const MAX_TRACEBACK_CHARS = 1500;
+const MAX_TRACEBACK_CHARS = 1500;
 
 const CRASH_LABELS: Record<CrashClass, string> = {
   cuda_oom: 'CUDA out of memory',
@@ -51,10 +51,6 @@ const TEXT_CLASSES: Array<[CrashClass, RegExp]> = [
   ['syntax_error', /\b(?:SyntaxError|IndentationError|TabError)\b/],
   ['file_not_found', /FileNotFoundError|No such file or directory/],
 ];
-
-export function crashLabel(crashClass: CrashClass): string {
-  return CRASH_LABELS[crashClass];
-}
 
 /** The last Python traceback in a log tail (or its last lines when there is none), redacted and bounded. */
 export function extractTraceback(logTail: string, maxChars: number = MAX_TRACEBACK_CHARS): string {

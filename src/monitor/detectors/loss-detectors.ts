@@ -13,14 +13,14 @@ export interface DivergenceSettings {
 
 /** Pure loss-curve detectors: spike (per point) and divergence (per tick); plateau is in plateau.ts. */
 
-export interface SpikeVerdict {
+interface SpikeVerdict {
   spike: boolean;
   median: number;
   threshold: number;
 }
 
 /** Points needed before a spike can be judged (fewer makes the median meaningless). */
-export const MIN_SPIKE_HISTORY = 10;
+const MIN_SPIKE_HISTORY = 10;
 
 /**
  * Is `value` a spike against the `previous` values (the rolling window before it)? Robust: above
@@ -40,7 +40,7 @@ export function checkSpike(previous: readonly number[], value: number, config: S
   return { spike: value > threshold, median: center, threshold };
 }
 
-export interface DivergenceVerdict {
+interface DivergenceVerdict {
   diverging: boolean;
   from: number;
   to: number;

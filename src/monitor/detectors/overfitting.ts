@@ -29,7 +29,7 @@ export function recordEval(series: EvalSeries, step: number, value: number, trai
   if (series.points.length > MAX_EVALS) series.points.shift();
 }
 
-export interface OverfitVerdict {
+interface OverfitVerdict {
   overfitting: boolean;
   best?: { step: number; value: number };
   last?: { step: number; value: number };
