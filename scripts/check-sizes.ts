@@ -25,9 +25,6 @@ export const ALLOWED_OFFENDERS: readonly AllowedOffender[] = [
   { path: 'src/features.ts' },
   { path: 'src/app.ts', name: 'createApp' },
   { path: 'src/monitor/alert-service.ts' },
-  { path: 'src/runs/run-operations.ts' },
-  { path: 'src/monitor/monitor.ts', name: 'tickLocked' },
-  { path: 'src/monitor/evaluate.ts', name: 'evaluate' },
   { path: 'src/bot/web/web-store.ts' },
   { path: 'src/bot/web/web-http.ts' },
 ];

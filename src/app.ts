@@ -1,10 +1,10 @@
 import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { runAgentTurn } from './agent/agent-loop.js';
-import { createLlmProvider } from './agent/create-llm-provider.js';
 import { createLlmCallCounter, type LlmCallCounter } from './agent/llm-call-counter.js';
 import type { LlmProvider } from './agent/llm-provider.js';
 import type { ChatMessage } from './agent/messages.js';
+import { createLlmProvider } from './agent/providers/create-llm-provider.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
 import { compactSession, withSummary } from './agent/session-compaction.js';
 import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
@@ -13,8 +13,6 @@ import { createThreadState } from './agent/thread-state.js';
 import { createTurnRunner } from './agent/turn-runner.js';
 import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
 import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
-import { createConfiguredAdapters } from './bot/create-adapters.js';
-import { createRunsDirectory } from './bot/runs-directory.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
 import { createWebTurnsRoutes } from './bot/web/turns-api.js';
@@ -22,6 +20,7 @@ import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
 import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
 import type { Config } from './config.js';
+import { createConfiguredAdapters } from './create-adapters.js';
 import { definedOnly } from './defined-only.js';
 import { createFeatures, type Features } from './features.js';
 import type { Logger } from './logger.js';
@@ -34,6 +33,7 @@ import { createTurnQueue, createTurnWorker } from './queue/turn-worker.js';
 import { registerSecretValues } from './redact.js';
 import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
+import { createRunsDirectory } from './runs/runs-directory.js';
 
 /** Things tests and deployments may swap at the edges. */
 export interface AppOverrides {

@@ -5,7 +5,7 @@ import { readFileSync } from 'node:fs';
  * as `NAME_FILE`, the path of a file holding the value, so the value need not sit in the bot's
  * environment (which a process of the same user can read through `/proc/<pid>/environ`).
  */
-export const SECRET_VARIABLES = [
+const SECRET_VARIABLES = [
   'SHEPHERD_LLM_API_KEY',
   'SLACK_BOT_TOKEN',
   'SLACK_APP_TOKEN',

@@ -18,7 +18,7 @@ export function isLoopbackName(host: string): boolean {
 }
 
 /** The platforms an approver entry may name: `slack:U02BOB`, `discord:1234`, `web:bob`. */
-export const APPROVER_PLATFORMS = ['slack', 'discord', 'web'] as const;
+const APPROVER_PLATFORMS = ['slack', 'discord', 'web'] as const;
 
 export function checkApproverList(list: string[], context: z.RefinementCtx): void {
   for (const entry of list) {

@@ -3,7 +3,7 @@
  * used to force `...(x === undefined ? {} : { x })` spreads. `definedOnly({ title, comment })` drops the
  * undefined properties and types the ones that may be undefined as optional.
  */
-export type DefinedOnly<T> = {
+type DefinedOnly<T> = {
   [Key in keyof T as undefined extends T[Key] ? never : Key]: T[Key];
 } & {
   [Key in keyof T as undefined extends T[Key] ? Key : never]?: Exclude<T[Key], undefined>;

@@ -20,7 +20,7 @@ async function answers(url: string): Promise<boolean> {
 }
 
 /** How the embedded Redis keeps its data: an append-only file, fsynced every second, in `<dataDir>/redis`. */
-export function embeddedRedisArguments(port: string, directory: string): string[] {
+function embeddedRedisArguments(port: string, directory: string): string[] {
   return [
     '--port',
     port,

@@ -24,7 +24,7 @@ export class ConfigError extends BotError<'config_invalid'> {
   }
 }
 
-export type ServiceErrorCode =
+type ServiceErrorCode =
   /** No Redis answers and none could be started. */
   | 'redis_unavailable'
   /** A post for a platform whose adapter is not running in this process (it may be starting). */
@@ -43,7 +43,7 @@ export class ServiceError extends BotError<ServiceErrorCode> {
 }
 
 /** A code a platform's own API answered with (Slack's `channel_not_found`, …), passed on as is. */
-export type PlatformApiCode = string & { readonly platformApiCode: true };
+type PlatformApiCode = string & { readonly platformApiCode: true };
 export const platformApiCode = (code: string) => code as PlatformApiCode;
 
 export type PlatformErrorCode =
@@ -113,7 +113,7 @@ export class LlmError extends BotError<'llm_error'> {
   }
 }
 
-export type ToolPolicyErrorCode =
+type ToolPolicyErrorCode =
   | 'gpu_limit'
   | 'path_outside_workspace'
   | 'playbook_outside'
@@ -145,7 +145,7 @@ export class ToolPolicyError extends BotError<ToolPolicyErrorCode> {
   }
 }
 
-export type RunErrorCode =
+type RunErrorCode =
   | 'gpus_unavailable'
   | 'illegal_transition'
   | 'invalid_run'

@@ -6,6 +6,7 @@ import { createApprovalStore } from './approvals/approval-store.js';
 import type { IdempotentNotifier } from './bot/notifier.js';
 import { createCommandHandler } from './commands/command-handler.js';
 import type { Config } from './config.js';
+import { createRunsRuntime, type RunsRuntime } from './create-runs.js';
 import { definedOnly } from './defined-only.js';
 import type { Logger } from './logger.js';
 import { createAlertPolicyStore } from './monitor/alert-policy.js';
@@ -20,7 +21,6 @@ import type { ActionRouter } from './queue/chat-intake.js';
 import { createControlQueue, createControlWorker } from './queue/control-worker.js';
 import { JOBS, schedule } from './queue/jobs.js';
 import type { InboxItem } from './queue/turn-inbox.js';
-import { createRunsRuntime, type RunsRuntime } from './runs/create-runs.js';
 import type { Executor } from './runs/executor.js';
 import { createRunAccess } from './runs/run-access.js';
 import type { RunEvent } from './runs/run-events.js';
@@ -146,7 +146,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const runFollows = follows;
   const controlQueue = createControlQueue(redis, prefix, logger);
   const spend = createSpendReports({
-    store: runs.store,
+    runs,
     gpuHourUsd: config.runs.gpuHourUsd,
     budgetUsdMonth: config.approvals.budgetUsdMonth,
   });
@@ -225,7 +225,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   });
   const postChart = createMetricsCharts({
     runs: runs.service,
-    store: runs.store,
+    facade: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
@@ -238,7 +238,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const monitor = createMonitor({
     redis,
     prefix,
-    runDir: (meta) => runs.store.runDir(meta.id),
+    runDir: (meta) => runs.runDirectory(meta.id),
     detectors: detectorConfigFrom(config.monitor),
     logger: logger.child({ component: 'monitor' }),
     ...(config.monitor.metricPattern === undefined
@@ -255,8 +255,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     prefix,
     monitor,
     runs: runs.service,
-    store: runs.store,
-    executor: runs.executor,
+    facade: runs,
     operations,
     notifier,
     provider: dependencies.provider,
@@ -276,7 +275,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   sweeps = createSweepService({
     store: sweepStore,
     runs: runs.service,
-    runStore: runs.store,
+    facade: runs,
     approvals,
     notifier,
     workspace: config.workspace,
@@ -292,7 +291,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const sweepService = sweeps;
   const compare = createRunComparison({
     runs: runs.service,
-    store: runs.store,
+    facade: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
@@ -310,8 +309,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     redis,
     prefix,
     monitor,
-    store: runs.store,
-    executor: runs.executor,
+    runs,
     alerts: countedAlerts,
     notifier,
     postChart,
@@ -330,10 +328,10 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     help,
     ...createRunTools(operations),
     ...createRunInspectTools({
-      store: runs.store,
+      runs,
       operations,
       checkpoints: createCheckpointLister({
-        store: runs.store,
+        runs,
         history: runs.checkpoints,
         detectors: detectorConfigFrom(config.monitor),
       }),

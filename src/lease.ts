@@ -16,7 +16,7 @@ const RENEW_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis
 const FIRST_RETRY_MS = 20;
 const MAX_RETRY_MS = 250;
 
-export interface Lease {
+interface Lease {
   readonly key: string;
   readonly token: string;
   /** Extend the lease to `ttlMs` from now (default: the TTL it was taken with); false when no longer held. */

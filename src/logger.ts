@@ -4,7 +4,7 @@ import { redactDeep, redactSecrets } from './redact.js';
 
 export type { Logger };
 
-export type LogFormat = 'auto' | 'json' | 'pretty';
+type LogFormat = 'auto' | 'json' | 'pretty';
 
 /** Readable lines for a person at a terminal; JSON for everything that collects logs. */
 function prettyStream(format: LogFormat, isTerminal: boolean): DestinationStream | undefined {

@@ -10,7 +10,7 @@ import { createRepetitionGuard, REPETITION_NOTE } from './repetition-guard.js';
 import { trimHistory } from './trim-history.js';
 import { summarizeArguments, summarizeResult, type TraceStep } from './turn-trace.js';
 
-export interface AgentTurnOptions {
+interface AgentTurnOptions {
   provider: LlmProvider;
   registry: ToolRegistry;
   systemPrompt: string;
@@ -34,9 +34,9 @@ export interface AgentTurnOptions {
   logger: Logger;
 }
 
-export type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable' | 'cancelled';
+type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable' | 'cancelled';
 
-export interface AgentTurnResult {
+interface AgentTurnResult {
   reply: string;
   /** Assistant and tool messages produced this turn, to append to the session. */
   newMessages: ChatMessage[];
@@ -45,10 +45,10 @@ export interface AgentTurnResult {
   outcome: AgentTurnOutcome;
 }
 
-export const PLAIN_COMMANDS_HINT =
+const PLAIN_COMMANDS_HINT =
   'Plain commands still work: help, runs, status <run>, pause/resume/stop <run>, chart <run>.';
 
-export function unavailableReply(error: LlmError): string {
+function unavailableReply(error: LlmError): string {
   return `The model endpoint is unavailable right now (${shortReason(error)}). ${PLAIN_COMMANDS_HINT}`;
 }
 

@@ -20,7 +20,7 @@ export interface AssistantMessage {
   toolCalls?: ToolCall[];
 }
 
-export interface ToolMessage {
+interface ToolMessage {
   role: 'tool';
   toolCallId: string;
   name: string;

@@ -38,7 +38,7 @@ function redactMessage(message: ChatMessage): ChatMessage {
   }
 }
 
-export function redactLlmRequest(request: LlmRequest): LlmRequest {
+function redactLlmRequest(request: LlmRequest): LlmRequest {
   return { ...request, system: redactSecrets(request.system), messages: request.messages.map(redactMessage) };
 }
 

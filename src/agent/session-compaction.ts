@@ -49,7 +49,7 @@ export function withSummary(systemPrompt: string, summary: SessionSummary | unde
   return `${systemPrompt}\n\n## Earlier in this thread (summary of ${summary.messages} older messages)\n${untrustedBlock('summary', summary.summary)}`;
 }
 
-export interface CompactionOptions {
+interface CompactionOptions {
   provider: LlmProvider;
   state: ThreadState;
   logger: Logger;

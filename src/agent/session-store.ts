@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import { type ChatMessage, chatMessageSchema } from './messages.js';
 
 /** Older entries than this are dropped; the model only ever sees the last 50 anyway. */
-export const DEFAULT_SESSION_MAX_ENTRIES = 1000;
+const DEFAULT_SESSION_MAX_ENTRIES = 1000;
 
 /** The session's Redis keys; this module owns them (thread state trims and deletes the same list). */
 export function sessionKeys(prefix: string) {
@@ -27,7 +27,7 @@ export interface SessionStore {
   historyKey(threadId: string): string;
 }
 
-export interface SessionStoreOptions {
+interface SessionStoreOptions {
   redis: Redis;
   /** The queue/key prefix (`SHEPHERD_QUEUE_PREFIX`). */
   prefix: string;

@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
  */
 const candidates = ['../../prompts/system.md', '../../../prompts/system.md'];
 
-export function systemPromptPath(): string {
+function systemPromptPath(): string {
   for (const candidate of candidates) {
     const path = fileURLToPath(new URL(candidate, import.meta.url));
     if (existsSync(path)) return path;

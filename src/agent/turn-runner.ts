@@ -5,7 +5,7 @@ import type { ChatMessage, UserMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';
 
 /** What the turn runner needs from the outside world; everything is injected. */
-export interface TurnRunnerDependencies {
+interface TurnRunnerDependencies {
   /** The thread's history; `prefetched` holds its raw entries when they were read with the batch. */
   loadHistory(threadId: string, prefetched?: string[]): Promise<ChatMessage[]>;
   /** Posts into a thread; `key` makes a repeat after a crash a no-op. */

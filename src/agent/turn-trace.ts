@@ -6,7 +6,7 @@ import { redactSecrets } from '../redact.js';
  * (name, arguments, a summary of the result, duration). Kept per thread in Redis, newest last, capped.
  */
 
-export interface TraceLlmCall {
+interface TraceLlmCall {
   kind: 'llm';
   model: string;
   /** `turn` (first call) or `tool_round`. */
@@ -18,7 +18,7 @@ export interface TraceLlmCall {
   error?: string;
 }
 
-export interface TraceToolCall {
+interface TraceToolCall {
   kind: 'tool';
   name: string;
   /** The arguments as JSON, cut to a readable length. */
@@ -31,7 +31,7 @@ export interface TraceToolCall {
 
 export type TraceStep = TraceLlmCall | TraceToolCall;
 
-export interface TurnTrace {
+interface TurnTrace {
   id: string;
   threadId: string;
   startedAt: number;
@@ -48,7 +48,7 @@ const ARGUMENT_CHARS = 600;
 const RESULT_CHARS = 300;
 const REPLY_CHARS = 4000;
 
-export function cut(text: string, limit: number): string {
+function cut(text: string, limit: number): string {
   return text.length > limit ? `${text.slice(0, limit)}…` : text;
 }
 

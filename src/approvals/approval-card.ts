@@ -1,6 +1,6 @@
 import type { Card, CardAttachment } from '../bot/chat-adapter.js';
+import { codeBlock } from '../code-block.js';
 import { definedOnly } from '../defined-only.js';
-import { codeBlock } from '../notify/code-block.js';
 import { redactSecrets } from '../redact.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { Approval, Decision } from './approval-store.js';

@@ -1,7 +1,6 @@
+import { isApprover } from '../bot/approvers.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
-import { RunError } from '../errors.js';
 import type { Approval } from './approval-store.js';
-import { isApprover } from './approvers.js';
 
 export interface ApprovalPolicy {
   /** User ids (optionally `platform:`-prefixed) allowed to approve; empty means anyone in the channel. */
@@ -33,18 +32,6 @@ export function checkDecision(
     return { allowed: false, reason: 'team policy: you cannot approve your own job — ask a teammate' };
   }
   return { allowed: true };
-}
-
-/** GPUs × hours × price, in cents precision. Never Infinity or NaN: an unbounded request is refused. */
-export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: number): number {
-  const cost = Math.round(gpus * maxHours * gpuHourUsd * 100) / 100;
-  if (!Number.isFinite(cost) || cost < 0) {
-    throw new RunError(
-      'invalid_run',
-      `cannot estimate the cost of ${gpus} GPUs for ${maxHours} h; ask for a bounded number of GPUs and hours`,
-    );
-  }
-  return cost;
 }
 
 export function isAutoApproved(

@@ -5,10 +5,11 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
+import { estimateCostUsd } from '../runs/run-cost.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
-import { type ApprovalPolicy, checkDecision, estimateCostUsd, isAutoApproved } from './approval-policy.js';
+import { type ApprovalPolicy, checkDecision, isAutoApproved } from './approval-policy.js';
 import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 
 /**

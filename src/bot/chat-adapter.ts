@@ -3,12 +3,12 @@
  * everything above this file (queues, agent, runs, monitor) speaks only these types.
  */
 
-import type { ScriptStep } from '../redis.js';
+import type { ScriptStep } from '../script-step.js';
 
 export type Platform = 'web' | 'slack' | 'discord';
 
 /** A thread, named by platform, channel and thread: encoded as `platform:channel:thread`. */
-export interface ThreadRef {
+interface ThreadRef {
   platform: Platform;
   channel: string;
   thread: string;
@@ -45,7 +45,7 @@ export interface ChatUser {
   name: string;
 }
 
-export interface CardField {
+interface CardField {
   label: string;
   value: string;
 }
@@ -57,7 +57,7 @@ export interface CardAction {
   style?: 'primary' | 'danger' | 'default';
 }
 
-export interface CardImage {
+interface CardImage {
   /** PNG bytes; the adapter uploads or attaches them. */
   png: Uint8Array;
   filename: string;

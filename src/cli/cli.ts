@@ -3,7 +3,7 @@ import { createApp } from '../app.js';
 import { type Config, loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
-import { userFacingError } from '../runs/run-operations.js';
+import { userFacingError } from '../runs/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
 const USAGE = `usage: shepherd <command>
@@ -34,7 +34,7 @@ async function redisAnswers(url: string): Promise<boolean> {
 }
 
 /** Where the CLI writes; tests capture it. */
-export interface CliOutput {
+interface CliOutput {
   out(text: string): void;
   error(text: string): void;
 }

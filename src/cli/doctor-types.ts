@@ -1,4 +1,4 @@
-export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
+type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 
 export interface CheckOutcome {
   /** What was checked, e.g. `redis`, `llm`, `slack`. */

@@ -5,7 +5,7 @@ import { checkRedis } from './check-redis.js';
 import { checkDiscord, checkLlm, checkSlack, manifestBotScopes } from './check-services.js';
 import type { CheckOutcome } from './doctor-types.js';
 
-export interface DoctorOptions {
+interface DoctorOptions {
   /** PATH (and SLURM_CONF) for the local probes: python, nvidia-smi, sinfo. */
   environment: ProbeEnvironment;
   fetch?: typeof fetch;
@@ -14,7 +14,7 @@ export interface DoctorOptions {
   nvidiaSmi?: string;
 }
 
-export interface DoctorReport {
+interface DoctorReport {
   results: CheckOutcome[];
   /** A required check failed. */
   failed: boolean;

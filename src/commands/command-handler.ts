@@ -4,17 +4,17 @@ import type { Logger } from '../logger.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import { RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../runs/run-operations.js';
-import { userFacingError } from '../runs/run-operations.js';
+import { userFacingError } from '../runs/run-texts.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 
-export interface ChartRequest {
+interface ChartRequest {
   run: string;
   metrics: string[];
   steps?: { from: number; to: number };
   threadId: string;
 }
 
-export interface CommandHandlerOptions {
+interface CommandHandlerOptions {
   operations: RunOperations;
   botName: string;
   helpText: () => Promise<string>;

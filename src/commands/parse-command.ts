@@ -21,7 +21,7 @@ export type PlainCommand =
   | { name: 'invalid'; command: string; error: string };
 
 /** The flags of `run`, as the run operations take them. */
-export type RunCommandFlags = RunFlags;
+type RunCommandFlags = RunFlags;
 
 export type WatchTarget = { kind: 'slurm'; jobId: string } | { kind: 'log'; path: string; pid?: number };
 

@@ -8,7 +8,7 @@ import { stripLeadingMention } from './parse-command.js';
  * `model [name]` (within the allowed list), `reset` (a fresh session) and `cancel` (stop the running turn).
  */
 
-export type SessionCommand =
+type SessionCommand =
   | { name: 'session' }
   | { name: 'model'; model?: string }
   | { name: 'reset' }
@@ -31,7 +31,7 @@ export function parseSessionCommand(rawText: string, botName = 'shepherd'): Sess
   return undefined;
 }
 
-export interface SessionCommandOptions {
+interface SessionCommandOptions {
   state: ThreadState;
   follows: RunFollows;
   /** The configured default model and the allowed list (`SHEPHERD_LLM_MODELS`, default included). */

@@ -21,7 +21,7 @@ export const MUTABLE_DETECTORS = [
   'idle_gpu',
   'rule',
 ] as const;
-export type MutableDetector = (typeof MUTABLE_DETECTORS)[number];
+type MutableDetector = (typeof MUTABLE_DETECTORS)[number];
 
 export interface Mute {
   detector: MutableDetector;

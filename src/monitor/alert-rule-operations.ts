@@ -16,7 +16,7 @@ import { formatDurationShort, parseDuration, parseRuleSpec, RuleParseError } fro
  */
 
 /** A rule or mute people asked for cannot be applied; the message is for the thread. */
-export class AlertRuleError extends ToolPolicyError {
+class AlertRuleError extends ToolPolicyError {
   constructor(
     code: 'invalid_rule' | 'unknown_detector' | 'too_many_rules' | 'unknown_rule',
     message: string,

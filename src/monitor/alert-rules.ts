@@ -4,8 +4,8 @@
  * (checked once, when the run has been running that long). `step` is a metric too.
  */
 
-export const RULE_OPERATORS = ['>', '>=', '<', '<=', '==', '!='] as const;
-export type RuleOperator = (typeof RULE_OPERATORS)[number];
+const RULE_OPERATORS = ['>', '>=', '<', '<=', '==', '!='] as const;
+type RuleOperator = (typeof RULE_OPERATORS)[number];
 
 export interface AlertRule {
   id: string;
@@ -78,7 +78,7 @@ export function parseRuleSpec(text: string): RuleSpec {
   return spec;
 }
 
-export function compare(left: number, op: RuleOperator, right: number): boolean {
+function compare(left: number, op: RuleOperator, right: number): boolean {
   switch (op) {
     case '>':
       return left > right;
@@ -101,12 +101,6 @@ export interface RuleProgress {
   since?: number;
   /** A time rule was evaluated. */
   checked?: boolean;
-}
-
-export interface RuleHit {
-  rule: AlertRule;
-  step?: number;
-  value: number;
 }
 
 /**

@@ -4,20 +4,19 @@ import { z } from 'zod';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../bot/notifier.js';
+import { codeBlock } from '../code-block.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
-import { codeBlock } from '../notify/code-block.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { redactedHead } from '../redact.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
-import type { Executor } from '../runs/executor.js';
 import { type RunAccess, RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../runs/run-operations.js';
 import type { RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import type { Monitor } from './monitor.js';
 import { checkPythonSyntax, triage } from './triage.js';
 import type { Incident } from './types.js';
@@ -61,8 +60,7 @@ export interface AlertServiceOptions {
   prefix: string;
   monitor: Monitor;
   runs: RunService;
-  store: RunStore;
-  executor: Executor;
+  facade: RunsFacade;
   operations: RunOperations;
   notifier: IdempotentNotifier;
   provider: LlmProvider;
@@ -367,9 +365,8 @@ export function createAlertService(options: AlertServiceOptions) {
       );
       return;
     }
-    const states = await options.executor.poll([meta]);
-    const processState = states.get(meta.id) ?? { kind: 'unknown' as const };
-    const script = await options.store.readScript(meta.id).catch(() => undefined);
+    const processState = (await options.facade.processState(meta)) ?? { kind: 'unknown' as const };
+    const script = await options.facade.readScript(meta.id).catch(() => undefined);
     const incident: Incident = {
       id: alert.id,
       runId: meta.id,

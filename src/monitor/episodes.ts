@@ -4,7 +4,7 @@
  * data persisted with the rest of the monitor state, so a restart neither re-alerts nor forgets.
  */
 
-export interface EpisodeState {
+interface EpisodeState {
   active: boolean;
   /** Consecutive observations without the condition while active. */
   calm: number;

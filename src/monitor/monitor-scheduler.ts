@@ -3,15 +3,9 @@ import type { Logger } from '../logger.js';
 import { logQueueErrors } from '../queue/job-payload.js';
 import { JOBS, QUEUE_NAMES, schedule } from '../queue/jobs.js';
 
-/**
- * One BullMQ job scheduler per active run on the `monitor` queue, firing a `monitor-tick` job every
- * `intervalS` seconds. `start` when a run starts, `stop` when it ends, `sync` after a restart.
- */
-
-export const MONITOR_TICK_JOB_NAME = JOBS.monitorTick.name;
 const SCHEDULER_PREFIX = 'monitor:';
 
-export function monitorSchedulerId(runId: string): string {
+function monitorSchedulerId(runId: string): string {
   return `${SCHEDULER_PREFIX}${runId}`;
 }
 

@@ -13,7 +13,7 @@ import type { Incident } from './types.js';
  * state, runs the monitor tick and hands each incident to `onIncident` (which posts the card; the monitor
  * makes no LLM call). Delivered incidents are acknowledged; a failed delivery is retried on the next tick.
  */
-export interface MonitorWorkerOptions {
+interface MonitorWorkerOptions {
   connection: ConnectionOptions;
   prefix: string;
   monitor: Monitor;

@@ -5,6 +5,7 @@ import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
 import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkPlateau } from './detectors/plateau.js';
+import { isLossMetric } from './detectors/robust.js';
 import { checkStall } from './detectors/stall.js';
 import { isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import type { TickContext } from './evaluate.js';
@@ -20,7 +21,6 @@ import {
 } from './incident-text.js';
 import type { MonitorState } from './monitor-state.js';
 import { plannedStepsOf } from './printed-metrics.js';
-import { isLossMetric } from './robust.js';
 import { addPoint, chartSeries, medianStepIntervalMs } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
 import type { IncidentKind } from './types.js';

@@ -1,7 +1,7 @@
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
+import { appendDerived, formatDerivedLine } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
-import { appendDerived, formatDerivedLine } from '../runs/stdout-metrics/derived-file.js';
 import {
   createStdoutParser,
   type StdoutParser,
@@ -26,13 +26,13 @@ export interface PrintedMetricsState extends StdoutParseState {
   derivedBytes: number;
 }
 
-export interface IncomingPoint {
+interface IncomingPoint {
   line: string;
   parsed: ReturnType<typeof parseMetricLine>;
   source: 'helper' | 'stdout';
 }
 
-export type MetricsSource = 'helper' | 'stdout';
+type MetricsSource = 'helper' | 'stdout';
 
 export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?: Logger }) {
   const parser: StdoutParser = createStdoutParser(definedOnly({ pattern: options.pattern }));

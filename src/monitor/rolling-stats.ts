@@ -1,5 +1,5 @@
 import type { MetricPoint } from '../runs/metric-line.js';
-import { median } from './robust.js';
+import { median } from './detectors/robust.js';
 
 /**
  * Bounded per-run statistics: for each metric a fixed-size window of the latest points (what the
@@ -7,7 +7,7 @@ import { median } from './robust.js';
  * plain numbers so it serialises compactly to Redis and survives a worker restart.
  */
 
-export interface SeriesState {
+interface SeriesState {
   /** Steps and values of the latest points, oldest first, at most `windowSize`. */
   steps: number[];
   values: number[];

@@ -30,7 +30,7 @@ export interface TailChunk {
 
 export const DEFAULT_MAX_BYTES_PER_READ = 4 * 1024 * 1024;
 
-export interface ReadLinesOptions {
+interface ReadLinesOptions {
   /** Also end a read after the last `\r` (output.log), so in-place progress updates are seen promptly. */
   carriageReturns?: boolean;
 }
@@ -149,8 +149,6 @@ export function createTailReader(options: { redis: Redis; prefix: string; maxByt
     },
   };
 }
-
-export type TailReader = ReturnType<typeof createTailReader>;
 
 /** Parse a stored cursor; anything unreadable means "start from 0". */
 export function parseCursor(raw: string | null | undefined): FileCursor | undefined {

@@ -12,10 +12,10 @@ import {
   recentTrainLoss,
   recordEval,
 } from './detectors/overfitting.js';
+import { isLossMetric } from './detectors/robust.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
 import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
-import { isLossMetric } from './robust.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 
 /**
@@ -38,7 +38,7 @@ export function createExtrasState(): ExtrasState {
   return { grad: {}, throughput: createThroughputState(), evals: {}, train: [], rules: {} };
 }
 
-export interface Raise {
+interface Raise {
   kind: IncidentKind;
   key: string;
   fields: Omit<Incident, 'id' | 'runId' | 'kind' | 'severity' | 'at'>;

@@ -4,7 +4,7 @@ import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
-import { finiteOnly, median } from './robust.js';
+import { finiteOnly, median } from './detectors/robust.js';
 import type { RollingState } from './rolling-stats.js';
 import type { Incident } from './types.js';
 
@@ -39,7 +39,7 @@ export interface TriageSnapshot {
 const MAX_METRICS = 8;
 const RECENT_POINTS = 12;
 const LOG_TAIL_CHARS = 1500;
-export const MAX_SCRIPT_CHARS = 12_000;
+const MAX_SCRIPT_CHARS = 12_000;
 
 function describeProcess(state: ProcessState): string {
   switch (state.kind) {
@@ -57,7 +57,7 @@ function describeProcess(state: ProcessState): string {
 }
 
 /** Keep the head and tail of a long text, marking the cut. */
-export function truncateMiddle(text: string, maxChars: number): string {
+function truncateMiddle(text: string, maxChars: number): string {
   if (text.length <= maxChars) return text;
   const head = Math.floor(maxChars * 0.6);
   const tail = maxChars - head - 40;

@@ -13,7 +13,7 @@ import { renderTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js'
  * A stray ```python block is never taken as a fix: only the `script` field of a valid FIX answer counts.
  */
 
-export const triageAnswerSchema = z
+const triageAnswerSchema = z
   .object({
     decision: z.enum(['LGTM', 'WARNING', 'FIX']),
     diagnosis: z.string().trim().min(1).max(4000),
@@ -21,13 +21,13 @@ export const triageAnswerSchema = z
   })
   .strict();
 
-export type TriageAnswer = z.infer<typeof triageAnswerSchema>;
+type TriageAnswer = z.infer<typeof triageAnswerSchema>;
 
-export type TriageResult =
+type TriageResult =
   | { decision: 'LGTM' | 'WARNING'; diagnosis: string; parsed: boolean; attempts: number }
   | { decision: 'FIX'; diagnosis: string; script: string; parsed: true; attempts: number };
 
-export type ParseOutcome = { ok: true; answer: TriageAnswer } | { ok: false; reason: string };
+type ParseOutcome = { ok: true; answer: TriageAnswer } | { ok: false; reason: string };
 
 /**
  * Accept exactly: the JSON object alone, or the JSON object inside one ```json fence — after dropping a
@@ -57,11 +57,11 @@ export function parseTriageAnswer(text: string): ParseOutcome {
 const DEFAULT_PROMPT_PATH = new URL('../../prompts/triage.md', import.meta.url);
 
 /** The triage prompt template (`prompts/triage.md`), with `{{snapshot}}` where the snapshot goes. */
-export async function loadTriagePrompt(path: string | URL = DEFAULT_PROMPT_PATH): Promise<string> {
+async function loadTriagePrompt(path: string | URL = DEFAULT_PROMPT_PATH): Promise<string> {
   return readFile(path, 'utf8');
 }
 
-export function buildTriagePrompt(template: string, snapshot: TriageSnapshot): string {
+function buildTriagePrompt(template: string, snapshot: TriageSnapshot): string {
   const rendered = renderTriageSnapshot(snapshot);
   return template.includes('{{snapshot}}')
     ? template.replace('{{snapshot}}', () => rendered)
@@ -126,7 +126,7 @@ export async function triage(options: {
   };
 }
 
-export type SyntaxCheck = { ok: true } | { ok: false; error: string };
+type SyntaxCheck = { ok: true } | { ok: false; error: string };
 
 /** `python -m py_compile` on a temp copy of the script; the error text is what Python printed. */
 export async function checkPythonSyntax(

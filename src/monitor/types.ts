@@ -1,7 +1,8 @@
 import type { Config } from '../config.js';
-import type { ExecutorCrashClass } from '../runs/executor.js';
+import type { CrashClass } from './detectors/crash.js';
 import type { GradNormSettings } from './detectors/grad-norm.js';
 import type { IdleGpuSettings } from './detectors/idle-gpu.js';
+import type { DivergenceSettings, SpikeSettings } from './detectors/loss-detectors.js';
 import type { OverfitSettings } from './detectors/overfitting.js';
 import type { PlateauSettings } from './detectors/plateau.js';
 import type { ThroughputSettings } from './detectors/throughput.js';
@@ -22,17 +23,6 @@ export type IncidentKind =
   | 'rule';
 
 export type IncidentSeverity = 'info' | 'warning' | 'critical';
-
-/** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */
-export type CrashClass =
-  | 'cuda_oom'
-  | 'host_oom_kill'
-  | 'nccl_timeout'
-  | 'missing_module'
-  | 'syntax_error'
-  | 'file_not_found'
-  | ExecutorCrashClass
-  | 'other';
 
 /** One alert, raised once per episode. `id` is stable so a retried delivery can be de-duplicated. */
 export interface Incident {
@@ -64,13 +54,10 @@ export interface DetectorConfig
     GradNormSettings,
     ThroughputSettings,
     OverfitSettings,
-    IdleGpuSettings {
+    IdleGpuSettings,
+    SpikeSettings,
+    DivergenceSettings {
   stallS: number;
-  spikeWindow: number;
-  spikeMadK: number;
-  spikeMinRatio: number;
-  divergenceWindow: number;
-  divergenceMinRise: number;
   /** Plateau notes per run (default 1). */
   plateauMaxAlerts: number;
   /** Consecutive all-finite points that end a NaN episode. */

@@ -4,9 +4,9 @@ import type { Notifier } from '../bot/notifier.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
-import type { Executor, ProcessState } from '../runs/executor.js';
-import type { RunStore } from '../runs/run-store.js';
+import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import type { AlertService } from './alert-service.js';
 import type { Monitor } from './monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
@@ -21,8 +21,7 @@ export function createRunWatcher(options: {
   redis: Redis;
   prefix: string;
   monitor: Monitor;
-  store: RunStore;
-  executor: Executor;
+  runs: RunsFacade;
   alerts: AlertService;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
@@ -42,7 +41,7 @@ export function createRunWatcher(options: {
 
   async function loadRun(runId: string): Promise<RunMeta | undefined> {
     try {
-      return await options.store.readMeta(runId);
+      return await options.runs.get(runId);
     } catch {
       return undefined;
     }
@@ -50,8 +49,12 @@ export function createRunWatcher(options: {
 
   async function pollProcess(meta: RunMeta): Promise<ProcessState> {
     if (meta.status === 'queued' || meta.status === 'pending_approval') return { kind: 'pending' };
-    const states = await options.executor.poll([meta]);
-    return states.get(meta.id) ?? { kind: 'unknown', reason: 'the executor does not know this run' };
+    return (
+      (await options.runs.processState(meta)) ?? {
+        kind: 'unknown',
+        reason: 'the executor does not know this run',
+      }
+    );
   }
 
   async function maybePostProgress(meta: RunMeta): Promise<void> {

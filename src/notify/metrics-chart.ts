@@ -1,10 +1,10 @@
 import { createReadStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Notifier } from '../bot/notifier.js';
+import { metricsFileOf } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
 import type { RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
-import { metricsFileOf } from '../runs/stdout-metrics/derived-file.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import { renderChart } from './charts/render-chart.js';
 
 export interface ChartRequest {
@@ -59,14 +59,14 @@ export async function readMetricSeries(
  */
 export function createMetricsCharts(options: {
   runs: RunService;
-  store: RunStore;
+  facade: RunsFacade;
   notifier: Notifier;
   quickchartUrl: string;
 }) {
   return async function postChart(request: ChartRequest): Promise<string> {
     const meta = await options.runs.findRun(request.run);
     // The helper's metrics.jsonl, else the points the monitor parsed from output.log.
-    const { path } = await metricsFileOf(options.store.runDir(meta.id));
+    const { path } = await metricsFileOf(options.facade.runDirectory(meta.id));
     const wanted = request.metrics !== undefined && request.metrics.length > 0 ? request.metrics : ['loss'];
     let series = await readMetricSeries(path, wanted, request.steps);
     if (Object.keys(series).length === 0 && (request.metrics === undefined || request.metrics.length === 0)) {

@@ -3,7 +3,7 @@ import { LlmError } from '../errors.js';
 import type { OpsMetrics } from './ops-metrics.js';
 
 /** The error kinds `shepherd_llm_errors_total` uses: coarse enough to alert on, fine enough to act on. */
-export function llmErrorKind(error: unknown): string {
+function llmErrorKind(error: unknown): string {
   if (error instanceof LlmError) {
     const status = error.status;
     if (status === 429) return 'rate_limited';

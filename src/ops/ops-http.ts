@@ -5,7 +5,7 @@ import { ADMIN_BASE_PATH } from './admin-board.js';
 import type { OpsMetrics } from './ops-metrics.js';
 import type { Readiness } from './readiness.js';
 
-export interface OpsHttpOptions {
+interface OpsHttpOptions {
   readiness: Readiness;
   metrics: OpsMetrics;
   /** When set, `/metrics` needs it (Bearer, or basic auth with it as the password). */
@@ -20,11 +20,6 @@ export interface OpsHttpOptions {
 /** The paths this listener answers; the web server hands them over before its own routes. */
 export const OPS_PATHS = ['/healthz', '/readyz', '/metrics', ADMIN_BASE_PATH] as const;
 
-export function isOpsPath(url: string | undefined): boolean {
-  const path = (url ?? '/').split('?', 1)[0] ?? '/';
-  return OPS_PATHS.some((prefix) => path === prefix || path.startsWith(`${prefix}/`));
-}
-
 function sameSecret(given: string, expected: string): boolean {
   const a = Buffer.from(given);
   const b = Buffer.from(expected);
@@ -32,7 +27,7 @@ function sameSecret(given: string, expected: string): boolean {
 }
 
 /** Accepts `Authorization: Bearer <token>` or basic auth whose password is the token. */
-export function hasToken(request: IncomingMessage, token: string): boolean {
+function hasToken(request: IncomingMessage, token: string): boolean {
   const header = request.headers.authorization ?? '';
   const [scheme, value = ''] = header.split(' ', 2);
   if (scheme?.toLowerCase() === 'bearer') return sameSecret(value.trim(), token);

@@ -8,7 +8,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
  */
 
 /** Reads current state at scrape time; each sample replaces the gauge's previous values. */
-export interface StateSources {
+interface StateSources {
   /** queue name → state → count */
   queueJobs?: () => Promise<Record<string, Record<string, number>>>;
   /** run status → count */

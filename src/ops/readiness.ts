@@ -1,18 +1,18 @@
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 
-export interface CheckResult {
+interface CheckResult {
   ok: boolean;
   detail?: string;
 }
 
-export interface ReadinessCheck {
+interface ReadinessCheck {
   /** What the JSON names, e.g. `redis`, `worker:turns`, `adapter:slack`. */
   name: string;
   run(): Promise<CheckResult> | CheckResult;
 }
 
-export interface ReadinessReport {
+interface ReadinessReport {
   ready: boolean;
   checks: Record<string, CheckResult>;
 }

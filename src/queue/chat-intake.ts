@@ -2,12 +2,12 @@ import type { Queue } from 'bullmq';
 import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
-import { SCRIPT_NEW_ID } from '../redis.js';
+import { SCRIPT_NEW_ID } from '../script-step.js';
 import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from './turn-inbox.js';
 import { createTurnRequester, requestTurn } from './turn-worker.js';
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
-export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
+type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
 
 /**
  * Routes action ids of the form `verb:argument` (e.g. `approve:ap_1a2b`) to the handler registered for
@@ -31,7 +31,7 @@ export function createActionRouter() {
 
 export type ActionRouter = ReturnType<typeof createActionRouter>;
 
-export interface InboundOptions {
+interface InboundOptions {
   inbox: TurnInbox;
   turnQueue: Queue;
   actions: ActionRouter;

@@ -5,7 +5,7 @@ import { logQueueErrors } from './job-payload.js';
 import { createJobWorker } from './job-worker.js';
 import { type ControlJob, controlJob, QUEUE_NAMES } from './jobs.js';
 
-export type ControlHandlers = {
+type ControlHandlers = {
   [Kind in ControlJob['kind']]?: (job: Extract<ControlJob, { kind: Kind }>) => Promise<void>;
 };
 

@@ -14,7 +14,7 @@ import type { QueueName } from './jobs.js';
  * - maps typed errors to BullMQ outcomes: a `BotError` with `retryable: false` becomes an
  *   UnrecoverableError (no attempt can help); anything else is retried per the job's options.
  */
-export interface JobWorkerOptions<Data> {
+interface JobWorkerOptions<Data> {
   connection: WorkerOptions['connection'];
   prefix: string;
   logger: Logger;
@@ -25,7 +25,7 @@ export interface JobWorkerOptions<Data> {
   workerOptions?: Omit<WorkerOptions, 'connection' | 'prefix' | 'concurrency'>;
 }
 
-export type JobHandler<Data, Result> = (data: Data, job: Job, token?: string) => Promise<Result>;
+type JobHandler<Data, Result> = (data: Data, job: Job, token?: string) => Promise<Result>;
 
 /** Whether no further attempt can help: a non-retryable typed error. */
 export function isFinalError(error: unknown): error is BotError {

@@ -122,24 +122,16 @@ export const monitorTickJob = z.object({
   v: z.literal(1),
   runId: z.string(),
 });
-export type MonitorTickJob = z.infer<typeof monitorTickJob>;
+type MonitorTickJob = z.infer<typeof monitorTickJob>;
 
 /** Retries of outbound posts: 4 attempts, waiting 1 s, 2 s, 4 s between them. */
-export const NOTIFY_ATTEMPTS = 4;
+const NOTIFY_ATTEMPTS = 4;
 export const NOTIFY_BACKOFF_MS = [1000, 2000, 4000] as const;
 /** Attempts of a turn job (retried 0.5 s, 1 s, 2 s, 4 s apart) before its batch is dropped. */
 export const TURN_ATTEMPTS = 5;
 
-/** The schema a queue's worker parses every job with. */
-export const QUEUE_SCHEMAS = {
-  [QUEUE_NAMES.turns]: agentTurnJob,
-  [QUEUE_NAMES.notify]: notifyJob,
-  [QUEUE_NAMES.control]: controlJob,
-  [QUEUE_NAMES.monitor]: monitorTickJob,
-} as const;
-
 /** One kind of job: where it goes, what it is called, what it carries and how it is retried and kept. */
-export interface JobContract<Data> {
+interface JobContract<Data> {
   queue: QueueName;
   /** The BullMQ job name; notify jobs are named by their `op`. */
   name: string | ((data: Data) => string);

@@ -40,7 +40,7 @@ export function cardToPayload(card: Card): CardPayload {
   };
 }
 
-export function payloadToCard(payload: CardPayload): Card {
+function payloadToCard(payload: CardPayload): Card {
   const { image, ...rest } = payload;
   const card: Card = {};
   if (rest.title !== undefined) card.title = rest.title;
@@ -63,7 +63,7 @@ export function payloadToCard(payload: CardPayload): Card {
 
 const onceJobId = (key: string) => `post-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 
-export interface QueueNotifierOptions {
+interface QueueNotifierOptions {
   connection: Redis;
   prefix: string;
   /** How long a caller waits for a post to land (retries included) before giving up waiting. */
@@ -178,7 +178,7 @@ export async function performNotify(lookup: AdapterLookup, job: NotifyJob): Prom
   }
 }
 
-export interface NotifyWorkerOptions {
+interface NotifyWorkerOptions {
   connection: Redis;
   prefix: string;
   adapters: AdapterLookup;

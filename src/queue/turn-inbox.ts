@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createScriptRunner, SCRIPT_NEW_ID, type ScriptStep } from '../redis.js';
+import { createScriptRunner } from '../redis.js';
+import { SCRIPT_NEW_ID, type ScriptStep } from '../script-step.js';
 
 /**
  * The per-thread inbox that makes agent turns serial and lossless.

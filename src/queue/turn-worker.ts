@@ -18,9 +18,9 @@ export { TURN_ATTEMPTS };
 const MAX_BATCH = 50;
 
 /** `prefetchedHistory`: the thread's stored session, read under the lock with the first batch. */
-export type BatchProcessor = (threadId: string, batch: Batch, prefetchedHistory?: string[]) => Promise<void>;
+type BatchProcessor = (threadId: string, batch: Batch, prefetchedHistory?: string[]) => Promise<void>;
 
-export interface TurnWorkerOptions {
+interface TurnWorkerOptions {
   connection: Redis;
   /** Where the sweeper re-requests turns for inboxes whose wake-up job was lost. */
   queue: Queue;

@@ -52,7 +52,7 @@ export interface AuditLog {
 }
 
 /** The capped Redis stream of run transitions. */
-export const auditStreamKey = (prefix: string) => `${prefix}:audit`;
+const auditStreamKey = (prefix: string) => `${prefix}:audit`;
 
 /** Every transition goes to the Redis stream `<prefix>:audit` (capped) and the run's `audit.jsonl`. */
 export function createAuditLog(options: {

@@ -16,13 +16,13 @@ import type { RunMeta } from './run-types.js';
  * NaN weights. The history file is the run's own report; it can only choose among its own checkpoints.
  */
 
-export const CHECKPOINT_HISTORY_FILE = 'checkpoints.jsonl';
+const CHECKPOINT_HISTORY_FILE = 'checkpoints.jsonl';
 const MAX_HISTORY_BYTES = 512 * 1024;
 const KEEP_SECONDS = 7 * 24 * 3600;
 
-export type CheckpointHealth = 'ok' | 'bad' | 'unknown';
+type CheckpointHealth = 'ok' | 'bad' | 'unknown';
 
-export interface CheckpointEntry {
+interface CheckpointEntry {
   step: number;
   /** Path as the script gave it (relative to the run directory), or null. */
   checkpoint: string | null;
@@ -39,13 +39,13 @@ export interface CheckpointEntry {
 }
 
 /** The first bad step of a NaN, divergence or spike, per launch. */
-export interface IncidentMark {
+interface IncidentMark {
   launch: number;
   kind: string;
   firstBadStep: number;
 }
 
-export interface ResumeChoice {
+interface ResumeChoice {
   entry?: CheckpointEntry;
   /** A sentence for the approval card. */
   text: string;
@@ -60,7 +60,7 @@ interface FixPin {
   resume: 'keep' | 'scratch' | { entry: CheckpointEntry };
 }
 
-export interface FixLaunch {
+interface FixLaunch {
   launch: number;
   fix: number;
   maxFixes: number;

@@ -42,7 +42,7 @@ end
 return released
 `;
 
-export type AllocationResult = { ok: true; indices: number[] } | { ok: false; free: number };
+type AllocationResult = { ok: true; indices: number[] } | { ok: false; free: number };
 
 export interface GpuAllocator {
   /** Inventory indices this allocator hands out. */
@@ -56,7 +56,7 @@ export interface GpuAllocator {
 }
 
 /** The hash of GPU index → owning run. */
-export const gpuOwnersKey = (prefix: string) => `${prefix}:gpu-owners`;
+const gpuOwnersKey = (prefix: string) => `${prefix}:gpu-owners`;
 
 export function createGpuAllocator(options: {
   redis: Redis;

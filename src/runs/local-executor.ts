@@ -3,7 +3,6 @@ import { closeSync, openSync } from 'node:fs';
 import { chmod, cp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -17,12 +16,10 @@ import {
 } from './process-table.js';
 import { chownTree, type RunUser } from './run-as-user.js';
 import { applyEnvironment, type Environments } from './run-environments.js';
-import { RUN_FILES } from './run-files.js';
+import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
-/** Directory holding `shepherd.py` and the launcher; prepended to every run's PYTHONPATH. */
-export const PYTHON_RUNTIME_DIR = fileURLToPath(new URL('./python/', import.meta.url));
 const LAUNCHER_FILE = 'shepherd_launcher.py';
 
 /** Copy a directory tree where any user can read it (directories 0755, files 0644); returns the copy. */
@@ -50,7 +47,7 @@ const exitStatusSchema = z.object({
 });
 type ExitStatus = z.infer<typeof exitStatusSchema>;
 
-export interface LocalExecutorOptions {
+interface LocalExecutorOptions {
   /** `runs.python` from config. */
   python: string;
   /** Absolute runs directory (`RunStore.runsDir`). */
@@ -69,7 +66,7 @@ export interface LocalExecutorOptions {
 }
 
 /** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
-export function localLaunchPlan(
+function localLaunchPlan(
   meta: RunMeta,
   runDir: string,
   python: string,
@@ -92,7 +89,7 @@ export function localLaunchPlan(
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
-export function exitStatusToState(status: ExitStatus): ProcessState {
+function exitStatusToState(status: ExitStatus): ProcessState {
   if (status.timeLimit === true) {
     const state: ProcessState = { kind: 'signaled', signal: 'SIGTERM', crashClass: 'timeout' };
     if (status.exitCode !== null) state.exitCode = status.exitCode;

@@ -12,7 +12,7 @@ export interface MetricPoint {
   metrics: Record<string, number>;
 }
 
-export type MetricLineResult = { ok: true; point: MetricPoint } | { ok: false; reason: string };
+type MetricLineResult = { ok: true; point: MetricPoint } | { ok: false; reason: string };
 
 // A per-process nonce makes a collision with a real string value practically impossible.
 const nonce = Math.random().toString(36).slice(2, 10);

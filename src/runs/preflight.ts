@@ -4,8 +4,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseMetricLine } from './file-tail.js';
-import { PYTHON_RUNTIME_DIR } from './local-executor.js';
-import { RUN_FILES } from './run-files.js';
+import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 
 /**
  * The CPU pre-flight: before a GPU job is put on an approval card, run its script for a few steps on
@@ -14,7 +13,7 @@ import { RUN_FILES } from './run-files.js';
  * (`SHEPHERD_PREFLIGHT=1`, `SHEPHERD_PREFLIGHT_STEPS=N`).
  */
 
-export interface PreflightOptions {
+interface PreflightOptions {
   python: string;
   /** The runs' environment (nothing here reads `process.env`). */
   environment: Readonly<Record<string, string | undefined>>;
@@ -22,7 +21,7 @@ export interface PreflightOptions {
   timeoutS: number;
 }
 
-export type PreflightResult =
+type PreflightResult =
   | {
       ok: true;
       steps: number;

@@ -5,7 +5,7 @@ import { readdirSync, readFileSync } from 'node:fs';
  * pid (pids are reused) and to see whether any member of a run's process group is still alive.
  */
 
-export interface ProcessStat {
+interface ProcessStat {
   state: string;
   /** Parent pid (field 4). */
   ppid: number;
@@ -15,7 +15,7 @@ export interface ProcessStat {
 }
 
 /** Parse one /proc/<pid>/stat line; the command name may contain spaces and parentheses. */
-export function parseProcStat(text: string): ProcessStat | undefined {
+function parseProcStat(text: string): ProcessStat | undefined {
   const close = text.lastIndexOf(')');
   if (close < 0) return undefined;
   // Fields after the name: state(3) ppid(4) pgrp(5) … starttime(22).
@@ -79,7 +79,7 @@ export function liveProcessGroups(): Set<number> {
  * Live descendants of a process from /proc parent links. The launcher is a child subreaper, so while it
  * lives every process its run started — even one that called setsid() and was orphaned — is below it.
  */
-export function liveDescendants(rootPid: number): number[] {
+function liveDescendants(rootPid: number): number[] {
   const children = new Map<number, Array<{ pid: number; stat: ProcessStat }>>();
   for (const entry of allProcesses()) {
     const list = children.get(entry.stat.ppid);

@@ -1,4 +1,4 @@
-import { isApprover, platformOfThread } from '../approvals/approvers.js';
+import { isApprover, platformOfThread } from '../bot/approvers.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -23,7 +23,7 @@ export class RunAccessError extends ToolPolicyError {
   }
 }
 
-export interface RunAccessOptions {
+interface RunAccessOptions {
   /** `SHEPHERD_APPROVERS`. */
   approvers: readonly string[];
   audit: AuditLog;

@@ -11,7 +11,7 @@ import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 
 /** What people (and Shepherd) do to an existing run; each works under the run's lock. See `RunService`. */
-export interface RunActions {
+interface RunActions {
   approve(run: string, by: Actor): Promise<RunMeta>;
   reject(run: string, by: Actor, reason?: string): Promise<RunMeta>;
   requestApproval(run: string, by: Actor, reason?: string): Promise<RunMeta>;
@@ -22,7 +22,7 @@ export interface RunActions {
   restartWithCurrentScript(run: string, by: Actor): Promise<RunMeta>;
 }
 
-export interface RunActionsOptions {
+interface RunActionsOptions {
   store: RunStore;
   audit: AuditLog;
   allocator: GpuAllocator;

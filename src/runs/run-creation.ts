@@ -1,12 +1,12 @@
 import { symlink } from 'node:fs/promises';
 import path from 'node:path';
-import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { AuditLog } from './audit-log.js';
 import type { Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
+import { estimateCostUsd } from './run-cost.js';
 import { plural } from './run-events.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunLock } from './run-lock.js';
@@ -48,12 +48,12 @@ export interface AdoptRequest {
 }
 
 /** How runs come into being: created for approval, or adopted (watched) as already running. */
-export interface RunCreation {
+interface RunCreation {
   createRun(request: CreateRunRequest): Promise<RunMeta>;
   adopt(request: AdoptRequest): Promise<RunMeta>;
 }
 
-export interface RunCreationOptions {
+interface RunCreationOptions {
   config: Config;
   store: RunStore;
   audit: AuditLog;

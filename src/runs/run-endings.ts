@@ -59,7 +59,7 @@ export interface RunEndings {
   reconcile(): Promise<ReconcileReport>;
 }
 
-export interface RunEndingsOptions {
+interface RunEndingsOptions {
   store: RunStore;
   executor: Executor;
   allocator: GpuAllocator;

@@ -10,7 +10,7 @@ import { RunError } from '../errors.js';
  * `apptainer exec` (or pyxis's `srun --container-image` on Slurm); `env` adds variables.
  */
 
-export const environmentSpecSchema = z
+const environmentSpecSchema = z
   .object({
     python: z.string().min(1).optional(),
     venv: z.string().min(1).optional(),
@@ -19,7 +19,7 @@ export const environmentSpecSchema = z
     env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
   })
   .strict();
-export type EnvironmentSpec = z.infer<typeof environmentSpecSchema>;
+type EnvironmentSpec = z.infer<typeof environmentSpecSchema>;
 
 const environmentsSchema = z.record(z.string().regex(/^[\w.-]{1,64}$/), environmentSpecSchema);
 export type Environments = Readonly<Record<string, EnvironmentSpec>>;
@@ -47,7 +47,7 @@ export function parseEnvironments(value: string | undefined): Environments {
   return parsed.data as Environments;
 }
 
-export function knownEnvironments(environments: Environments): string {
+function knownEnvironments(environments: Environments): string {
   const names = Object.keys(environments);
   return names.length === 0 ? 'none are configured (SHEPHERD_ENVIRONMENTS)' : names.join(', ');
 }
@@ -71,7 +71,7 @@ export function pickEnvironment(
 }
 
 /** How an environment changes one launch: the argv to run, directories to put first on PATH, variables. */
-export interface EnvironmentLaunch {
+interface EnvironmentLaunch {
   argv: string[];
   pathPrefix: string[];
   variables: Record<string, string>;

@@ -1,3 +1,8 @@
+import { fileURLToPath } from 'node:url';
+
+/** Directory holding `shepherd.py` and the launcher; prepended to every run's PYTHONPATH. */
+export const PYTHON_RUNTIME_DIR = fileURLToPath(new URL('./python/', import.meta.url));
+
 /** The files every run directory holds. Use these names; do not write the literals elsewhere. */
 export const RUN_FILES = {
   meta: 'meta.json',

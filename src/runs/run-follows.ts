@@ -17,7 +17,7 @@ import type { RunMeta } from './run-types.js';
  */
 
 export const FOLLOW_EVENTS = ['finished', 'failed', 'alert', 'stalled'] as const;
-export type FollowEvent = (typeof FOLLOW_EVENTS)[number];
+type FollowEvent = (typeof FOLLOW_EVENTS)[number];
 
 const followSchema = z.object({
   runId: z.string(),
@@ -28,11 +28,11 @@ const followSchema = z.object({
   by: z.object({ id: z.string(), name: z.string() }),
   createdAt: z.number(),
 });
-export type Follow = z.infer<typeof followSchema>;
+type Follow = z.infer<typeof followSchema>;
 
 const KEEP_SECONDS = 30 * 24 * 3600;
 
-export interface RunFollowsOptions {
+interface RunFollowsOptions {
   redis: Redis;
   prefix: string;
   store: RunStore;

@@ -17,7 +17,7 @@ export interface RunLauncher {
   terminateRun(meta: RunMeta, reason: 'pause' | 'stop'): Promise<ProcessState>;
 }
 
-export interface RunLauncherOptions {
+interface RunLauncherOptions {
   config: Config;
   store: RunStore;
   executor: Executor;

@@ -4,7 +4,7 @@ import { RUN_STATUSES, type RunMeta } from './run-types.js';
 const user = z.object({ id: z.string(), name: z.string() });
 
 /** zod schema for `meta.json`; a file that does not match is reported, never half-trusted. */
-export const runMetaSchema = z.object({
+const runMetaSchema = z.object({
   schemaVersion: z.literal(1),
   id: z.string().min(1),
   name: z.string().min(1),

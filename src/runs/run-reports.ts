@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
+import { metricsFileOf } from './derived-file.js';
 import type { ClusterInfo, Executor, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
-import { metricsFileOf } from './stdout-metrics/derived-file.js';
 
 export interface ResumeInfo {
   step: number | null;
@@ -34,7 +34,10 @@ export interface ClusterReport extends ClusterInfo {
 }
 
 /** The run's resume.json (written by the training script), or undefined when missing or not an object. */
-export async function readResume(store: RunStore, runId: string): Promise<ResumeInfo | undefined> {
+export async function readResume(
+  store: Pick<RunStore, 'runDir'>,
+  runId: string,
+): Promise<ResumeInfo | undefined> {
   try {
     const raw: unknown = JSON.parse(await readFile(path.join(store.runDir(runId), RUN_FILES.resume), 'utf8'));
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) return undefined;
@@ -56,12 +59,12 @@ export async function lastStepOf(store: RunStore, meta: RunMeta): Promise<Partia
   return last?.step === undefined ? {} : { lastStep: last.step };
 }
 
-export interface RunReports {
+interface RunReports {
   status(run: string): Promise<RunStatusReport>;
   clusterInfo(): Promise<ClusterReport>;
 }
 
-export interface RunReportsOptions {
+interface RunReportsOptions {
   store: RunStore;
   executor: Executor;
   allocator: GpuAllocator;

@@ -19,7 +19,7 @@ import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
  */
 
 /** What `createRun` needs; the store fills id, timestamps and bookkeeping. */
-export interface NewRunInput {
+interface NewRunInput {
   name: string;
   script: string;
   threadId: string;
@@ -72,7 +72,7 @@ export function slugifyRunName(name: string): string {
 }
 
 /** `r-MMDD-xxxx`: short enough to type, random enough not to clash (mkdir decides on a clash). */
-export function newRunId(now: Date): string {
+function newRunId(now: Date): string {
   const month = String(now.getUTCMonth() + 1).padStart(2, '0');
   const day = String(now.getUTCDate()).padStart(2, '0');
   return `r-${month}${day}-${randomBytes(2).toString('hex')}`;
@@ -80,7 +80,7 @@ export function newRunId(now: Date): string {
 
 const RUN_ID_PATTERN = /^r-\d{4}-[0-9a-f]{4,}$/;
 
-export interface RunStoreOptions {
+interface RunStoreOptions {
   dataDir: string;
   logger: Logger;
   /** Where the authoritative run records live; without it (unit tests) meta.json is read directly. */

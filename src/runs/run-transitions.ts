@@ -8,7 +8,7 @@ import type { RunStore } from './run-store.js';
 import type { RunMeta, RunStatus } from './run-types.js';
 
 /** One status change: who did it, the audit reason, the user-facing reason and meta edits. */
-export interface StatusChange {
+interface StatusChange {
   by: Actor;
   reason?: string;
   statusReason?: string;
@@ -31,7 +31,7 @@ export interface RunTransitions {
   tryWithRun<T>(runId: string, work: (meta: RunMeta) => Promise<T>): Promise<T | undefined>;
 }
 
-export interface RunTransitionsOptions {
+interface RunTransitionsOptions {
   store: RunStore;
   audit: AuditLog;
   lock: RunLock;

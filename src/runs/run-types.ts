@@ -85,6 +85,6 @@ export interface RunMeta {
   watch?: WatchSource;
 }
 
-export type WatchSource =
+type WatchSource =
   | { source: 'slurm'; logPath: string }
   | { source: 'log'; logPath: string; pid?: number; pidStartTime?: string };

@@ -19,7 +19,7 @@ const CRASH_TEXT =
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The last lines of a log (up to 16 KiB), or '' when it cannot be read. */
-export async function readLogTail(file: string, bytes = TAIL_BYTES): Promise<string> {
+async function readLogTail(file: string, bytes = TAIL_BYTES): Promise<string> {
   try {
     const handle = await open(file, 'r');
     try {
@@ -43,7 +43,7 @@ export function endingFromLog(tail: string): ProcessState {
 }
 
 /** Is the watched pid still the process we started watching? */
-export function watchedPidAlive(pid: number, startTime: string | undefined): boolean {
+function watchedPidAlive(pid: number, startTime: string | undefined): boolean {
   if (!hasProcFs()) {
     try {
       process.kill(pid, 0);

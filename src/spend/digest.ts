@@ -4,17 +4,17 @@ import { JOBS, schedule } from '../queue/jobs.js';
 import type { SpendReports } from './spend-report.js';
 
 /** `SHEPHERD_DIGEST_AT` (`HH:MM` UTC) as a cron pattern for a BullMQ job scheduler. */
-export function digestPattern(at: string): string {
+function digestPattern(at: string): string {
   const [hours, minutes] = at.split(':').map(Number);
   return `${minutes ?? 0} ${hours ?? 0} * * *`;
 }
 
 /** `SHEPHERD_DIGEST_CHANNEL` as a thread id for a new top-level message: `web:digest` → `web:digest:`. */
-export function digestThread(channel: string): string {
+function digestThread(channel: string): string {
   return channel.split(':').length >= 3 ? channel : `${channel}:`;
 }
 
-export const DIGEST_SCHEDULER_ID = 'daily-digest';
+const DIGEST_SCHEDULER_ID = 'daily-digest';
 
 export async function scheduleDigest(queue: Queue, at: string | undefined): Promise<void> {
   if (at === undefined) {

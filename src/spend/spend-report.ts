@@ -1,19 +1,19 @@
-import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import { formatDollars, formatGpuHours, groupUsage, startOfMonthUtc, table, usageOf } from './usage.js';
 
 /** `spend`, the monthly budget and the daily digest, all from the runs' real running time. */
 export function createSpendReports(options: {
-  store: RunStore;
+  runs: RunsFacade;
   gpuHourUsd: number;
   budgetUsdMonth?: number | undefined;
   now?: () => Date;
 }) {
   const now = options.now ?? (() => new Date());
-  const runDir = (runId: string) => options.store.runDir(runId);
+  const runDir = (runId: string) => options.runs.runDirectory(runId);
 
   async function spentUsd(from: Date, to: Date): Promise<number> {
-    const usages = await usageOf(await options.store.listRuns(), runDir, { from, to }, options.gpuHourUsd);
+    const usages = await usageOf(await options.runs.list(), runDir, { from, to }, options.gpuHourUsd);
     return usages.reduce((sum, usage) => sum + usage.usd, 0);
   }
 
@@ -24,7 +24,7 @@ export function createSpendReports(options: {
   async function report(days: number, by: 'person' | 'channel'): Promise<string> {
     const to = now();
     const from = new Date(to.getTime() - days * 86_400_000);
-    const usages = await usageOf(await options.store.listRuns(), runDir, { from, to }, options.gpuHourUsd);
+    const usages = await usageOf(await options.runs.list(), runDir, { from, to }, options.gpuHourUsd);
     const groups = groupUsage(usages, by);
     const period = `the last ${days} day${days === 1 ? '' : 's'}`;
     const lines = [`Spend over ${period} by ${by} (running time × GPUs × $${options.gpuHourUsd}/GPU-hour):`];
@@ -65,7 +65,7 @@ export function createSpendReports(options: {
   /** The daily digest for the 24 hours up to `at`. */
   async function digest(at: Date, openApprovals: string[]): Promise<string> {
     const from = new Date(at.getTime() - 86_400_000);
-    const all = await options.store.listRuns();
+    const all = await options.runs.list();
     const usages = await usageOf(all, runDir, { from, to: at }, options.gpuHourUsd);
     const names = (metas: RunMeta[]) =>
       metas.length === 0

@@ -10,7 +10,7 @@ import type { RunMeta } from '../runs/run-types.js';
  * per transition), clipped to a window, times its GPUs. A run still running counts up to now.
  */
 
-export interface RunUsage {
+interface RunUsage {
   meta: RunMeta;
   /** Running time inside the window, in hours. */
   hours: number;
@@ -22,12 +22,12 @@ export interface RunUsage {
   endedInWindow: boolean;
 }
 
-export interface Window {
+interface Window {
   from: Date;
   to: Date;
 }
 
-export async function readAudit(runDir: string): Promise<AuditEntry[]> {
+async function readAudit(runDir: string): Promise<AuditEntry[]> {
   let text: string;
   try {
     text = await readFile(join(runDir, RUN_FILES.audit), 'utf8');
@@ -108,7 +108,7 @@ export async function usageOf(
   return usages;
 }
 
-export function channelOf(threadId: string): string {
+function channelOf(threadId: string): string {
   try {
     const reference = decodeThreadId(threadId);
     return `${reference.platform}:${reference.channel}`;
@@ -117,7 +117,7 @@ export function channelOf(threadId: string): string {
   }
 }
 
-export interface SpendGroup {
+interface SpendGroup {
   key: string;
   runs: number;
   gpuHours: number;

@@ -2,8 +2,8 @@ import type { Notifier } from '../bot/notifier.js';
 import { RunError } from '../errors.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import type { RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import { table } from '../spend/usage.js';
 import { formatValue, readMetric, summarise } from './leaderboard.js';
 
@@ -25,7 +25,7 @@ const MAXIMISED = /acc|f1|auc|bleu|rouge|score|reward|precision|recall|map|em$/i
  */
 export function createRunComparison(options: {
   runs: RunService;
-  store: RunStore;
+  facade: RunsFacade;
   notifier: Notifier;
   quickchartUrl: string;
 }) {
@@ -49,7 +49,7 @@ export function createRunComparison(options: {
     const rows: string[][] = [];
     let best: { run: string; value: number } | undefined;
     for (const meta of metas) {
-      const points = await readMetric(options.store.runDir(meta.id), name, request.steps);
+      const points = await readMetric(options.facade.runDirectory(meta.id), name, request.steps);
       const summary = summarise(points, mode);
       if (points.length > 0) series[meta.name] = points;
       rows.push([

@@ -4,14 +4,14 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { RunAccess } from '../runs/run-access.js';
 import type { Actor, RunService } from '../runs/run-service.js';
-import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import type { Sweep, SweepStore, Trial } from './sweep-store.js';
 
 export interface SweepServiceOptions {
   store: SweepStore;
   runs: RunService;
-  runStore: RunStore;
+  facade: RunsFacade;
   approvals: ApprovalService;
   notifier: Notifier;
   workspace: string;

@@ -1,13 +1,13 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
-import { estimateCostUsd } from '../approvals/approval-policy.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../redact.js';
-import { resolveWorkspaceScript } from '../runs/run-operations.js';
+import { formatCommand, prepareCommand } from '../runs/command-launch.js';
+import { estimateCostUsd } from '../runs/run-cost.js';
 import { checkMaxHours } from '../runs/time-limit.js';
-import { formatCommand, prepareCommand } from '../tools/command-launch.js';
+import { resolveWorkspaceScript } from '../runs/workspace-script.js';
 import type { SweepContext } from './sweep-context.js';
 import {
   describeValues,
@@ -20,7 +20,7 @@ import {
 import type { Sweep, Trial } from './sweep-store.js';
 
 /** Who asks for a sweep and where its card goes. */
-export interface SweepRequest {
+interface SweepRequest {
   spec: SweepSpec;
   threadId: string;
   actor: ChatUser;

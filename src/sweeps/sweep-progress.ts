@@ -69,7 +69,7 @@ async function judgeCanary(context: SweepContext, sweep: Sweep, by: Actor): Prom
   if (canary.state === 'waiting') {
     return { ...sweep, trials: [await launchTrial(context, canary, by), ...sweep.trials.slice(1)] };
   }
-  const points = await readMetric(context.runStore.runDir(canary.runId), sweep.metric);
+  const points = await readMetric(context.facade.runDirectory(canary.runId), sweep.metric);
   const summary = summarise(points, sweep.mode);
   if (canary.stoppedEarly !== undefined)
     return failCanary(context, sweep, `was stopped early (${canary.stoppedEarly})`);

@@ -6,7 +6,7 @@ import type { CheckpointHistory } from '../runs/checkpoint-history.js';
 import { type MetricRecord, parseMetricLine } from '../runs/file-tail.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import { readResume } from '../runs/run-reports.js';
-import type { RunStore } from '../runs/run-store.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 
 /**
  * What `list_checkpoints` shows: the run's checkpoint history (`checkpoints.jsonl`, with the health the
@@ -15,7 +15,7 @@ import type { RunStore } from '../runs/run-store.js';
  * episode then (recomputed from metrics.jsonl, so it holds even when no alert was raised).
  */
 
-export interface CheckpointRecord {
+interface CheckpointRecord {
   step: number;
   path: string | null;
   /** ISO time of the save, when known. */
@@ -44,7 +44,7 @@ interface StepHealth {
 }
 
 /** Walks the loss curve once and labels each step with the episode it was in, if any. */
-export function labelSteps(
+function labelSteps(
   records: MetricRecord[],
   detectors: { divergenceWindow: number; divergenceMinRise: number },
 ): StepHealth[] {
@@ -82,11 +82,11 @@ interface Saved {
 }
 
 /** Runs without checkpoints.jsonl: the helper's log lines, plus resume.json for the latest. */
-async function savedFromLog(store: RunStore, runId: string): Promise<Saved[]> {
-  const directory = store.runDir(runId);
+async function savedFromLog(runs: RunsFacade, runId: string): Promise<Saved[]> {
+  const directory = runs.runDirectory(runId);
   const [log, resume] = await Promise.all([
     readFile(path.join(directory, RUN_FILES.output), 'utf8').catch(() => ''),
-    readResume(store, runId),
+    readResume({ runDir: runs.runDirectory }, runId),
   ]);
   const byStep = new Map<number, Saved>();
   for (const line of log.split('\n')) {
@@ -107,11 +107,11 @@ async function savedFromLog(store: RunStore, runId: string): Promise<Saved[]> {
 }
 
 export function createCheckpointLister(options: {
-  store: RunStore;
+  runs: RunsFacade;
   history: Pick<CheckpointHistory, 'list'>;
   detectors: { divergenceWindow: number; divergenceMinRise: number };
 }): CheckpointLister {
-  const { store } = options;
+  const { runs } = options;
   return async (runId) => {
     const entries = await options.history.list(runId);
     const saved: Saved[] =
@@ -126,8 +126,10 @@ export function createCheckpointLister(options: {
             if (entry.intact !== undefined) item.intact = entry.intact;
             return item;
           })
-        : await savedFromLog(store, runId);
-    const metrics = await readFile(path.join(store.runDir(runId), RUN_FILES.metrics), 'utf8').catch(() => '');
+        : await savedFromLog(runs, runId);
+    const metrics = await readFile(path.join(runs.runDirectory(runId), RUN_FILES.metrics), 'utf8').catch(
+      () => '',
+    );
     const steps = labelSteps(
       metrics
         .split('\n')

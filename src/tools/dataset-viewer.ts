@@ -13,7 +13,7 @@ import { defineTool, type ToolDefinition } from './registry.js';
  * plainly instead of as an HTTP status.
  */
 
-export interface DatasetViewerOptions {
+interface DatasetViewerOptions {
   baseUrl: string;
   token?: string | undefined;
   fetch?: typeof fetch;
@@ -150,7 +150,7 @@ export function createDatasetViewer(options: DatasetViewerOptions) {
   };
 }
 
-export type DatasetViewer = ReturnType<typeof createDatasetViewer>;
+type DatasetViewer = ReturnType<typeof createDatasetViewer>;
 
 /** What the model reads when the viewer refuses: gated, private or missing, in plain words. */
 function explainFailure(error: unknown, dataset: string, hasToken: boolean): Error {

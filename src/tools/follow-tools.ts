@@ -9,7 +9,7 @@ const runReference = z.string().min(1).max(100).describe('The run id (r-…) or 
 /** Statuses after which none of the followed events can happen any more. */
 const OVER: ReadonlySet<RunMeta['status']> = new Set(['completed', 'stopped', 'rejected']);
 
-export interface FollowToolsOptions {
+interface FollowToolsOptions {
   follows: RunFollows;
   findRun(run: string): Promise<RunMeta>;
   maxTurns: number;

@@ -10,7 +10,7 @@ import { type HubClient, HubError, type HubModelSummary, hubRepoIdPattern } from
  * timeout (headers and body), cancellation and logging. Every failure becomes a `HubError`.
  */
 
-export interface HubClientOptions {
+interface HubClientOptions {
   /** e.g. `https://huggingface.co` or a mirror. */
   baseUrl: string;
   /** Sent as `Authorization: Bearer …` (private and gated repos); never logged. */

@@ -34,7 +34,7 @@ function tagValues(tags: string[], prefix: string): string[] {
 }
 
 /** One model as a line: id · downloads · likes · task · params · library. */
-export function formatModelLine(model: HubModelSummary): string {
+function formatModelLine(model: HubModelSummary): string {
   return joinParts([
     model.id,
     model.downloads !== undefined && `${formatCount(model.downloads)} downloads`,
@@ -47,7 +47,7 @@ export function formatModelLine(model: HubModelSummary): string {
 }
 
 /** One dataset as a line: id · downloads · likes · tasks · size. */
-export function formatDatasetLine(dataset: HubDatasetSummary): string {
+function formatDatasetLine(dataset: HubDatasetSummary): string {
   const tasks = tagValues(dataset.tags, 'task_categories').slice(0, 3).join(', ');
   const size = tagValues(dataset.tags, 'size_categories')[0];
   return joinParts([
@@ -61,7 +61,7 @@ export function formatDatasetLine(dataset: HubDatasetSummary): string {
 }
 
 /** A model's details, a few lines. */
-export function formatModelInfo(model: HubModelInfo): string {
+function formatModelInfo(model: HubModelInfo): string {
   const dtypes = Object.keys(model.parametersByDtype);
   const lines = [
     model.id,

@@ -5,7 +5,7 @@ import { BotError } from '../errors.js';
  * (`hub-api.ts`, over `@huggingface/hub`).
  */
 
-export type HubErrorCode =
+type HubErrorCode =
   | 'hub_http'
   | 'hub_network'
   | 'hub_timeout'

@@ -16,9 +16,9 @@
  * - overhead: +10 % fragmentation and 1 GB for the CUDA context.
  */
 
-export type FineTuneMethod = 'full' | 'lora' | 'qlora';
+type FineTuneMethod = 'full' | 'lora' | 'qlora';
 
-export interface MemoryEstimateInput {
+interface MemoryEstimateInput {
   parameters: number;
   method: FineTuneMethod;
   seqLen: number;
@@ -28,7 +28,7 @@ export interface MemoryEstimateInput {
   gpuMemoryGb: number;
 }
 
-export interface MemoryBreakdown {
+interface MemoryBreakdown {
   weightsGb: number;
   gradientsGb: number;
   optimizerGb: number;
@@ -40,7 +40,7 @@ export interface MemoryBreakdown {
   totalCheckpointedGb: number;
 }
 
-export interface MemoryEstimate extends MemoryBreakdown {
+interface MemoryEstimate extends MemoryBreakdown {
   fits: 'yes' | 'with-checkpointing' | 'no';
   suggestions: string[];
   hiddenSize: number;
@@ -48,12 +48,12 @@ export interface MemoryEstimate extends MemoryBreakdown {
 }
 
 const GB = 1e9;
-export const LORA_TRAINABLE_FRACTION = 0.006;
-export const ASSUMED_VOCABULARY = 128_000;
+const LORA_TRAINABLE_FRACTION = 0.006;
+const ASSUMED_VOCABULARY = 128_000;
 const QLORA_BYTES_PER_PARAMETER = 4.127 / 8;
 
 /** Hidden size and layers from P ≈ 12·L·h² with L ≈ h/128 (h rounded to a multiple of 64). */
-export function shapeFromParameters(parameters: number): { hiddenSize: number; layers: number } {
+function shapeFromParameters(parameters: number): { hiddenSize: number; layers: number } {
   const raw = Math.cbrt((parameters * 128) / 12);
   const hiddenSize = Math.max(64, Math.round(raw / 64) * 64);
   const layers = Math.max(1, Math.round(parameters / (12 * hiddenSize * hiddenSize)));

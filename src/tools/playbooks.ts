@@ -13,7 +13,7 @@ import { defineTool } from './registry.js';
  * the directory.
  */
 
-export interface PlaybookEntry {
+interface PlaybookEntry {
   name: string;
   title: string;
   useWhen: string;
@@ -31,7 +31,7 @@ export function defaultPlaybooksDir(): string {
   return fileURLToPath(new URL('../../prompts/playbooks', import.meta.url));
 }
 
-export function parsePlaybook(name: string, text: string): PlaybookEntry {
+function parsePlaybook(name: string, text: string): PlaybookEntry {
   const lines = text.split('\n');
   const title =
     lines

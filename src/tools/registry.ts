@@ -26,7 +26,7 @@ export interface ToolDefinition<Input extends z.ZodType = z.ZodType> {
   execute(input: z.output<Input>, context: ToolContext): Promise<string | object>;
 }
 
-export interface ToolResult {
+interface ToolResult {
   content: string;
   isError: boolean;
 }

@@ -5,8 +5,8 @@ import { createInterface } from 'node:readline';
 import { RunError } from '../errors.js';
 import { parseMetricLine } from '../runs/file-tail.js';
 import { RUN_FILES } from '../runs/run-files.js';
-import type { RunStore } from '../runs/run-store.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 
 /**
  * What `read_run_file` reads: a script version, output.log, a metrics summary, the config or the meta.
@@ -19,7 +19,7 @@ const DEFAULT_LOG_TAIL = 100;
 const GREP_CONTEXT = 2;
 const MAX_LINE_CHARS = 500;
 
-export type RunFileKind =
+type RunFileKind =
   | { kind: 'script'; version: number | undefined; label: string }
   | { kind: 'log' }
   | { kind: 'metrics' }
@@ -39,7 +39,7 @@ export function parseRunFile(file: string): RunFileKind | undefined {
   return undefined;
 }
 
-export interface LineWindow {
+interface LineWindow {
   startLine?: number | undefined;
   endLine?: number | undefined;
   grep?: string | undefined;
@@ -176,8 +176,8 @@ export async function readNumbered(
   return `${label}:\n${text}${footer(label, result, shown, window)}`;
 }
 
-async function scriptVersions(store: RunStore, meta: RunMeta): Promise<string> {
-  const files = await readdir(store.runDir(meta.id)).catch(() => [] as string[]);
+async function scriptVersions(runs: RunsFacade, meta: RunMeta): Promise<string> {
+  const files = await readdir(runs.runDirectory(meta.id)).catch(() => [] as string[]);
   const archived = files
     .map((file) => /^train_v(\d+)\.py$/.exec(file)?.[1])
     .filter((version): version is string => version !== undefined)
@@ -189,7 +189,7 @@ async function scriptVersions(store: RunStore, meta: RunMeta): Promise<string> {
 }
 
 export async function readScriptFile(
-  store: RunStore,
+  runs: RunsFacade,
   meta: RunMeta,
   version: number | undefined,
   label: string,
@@ -197,23 +197,23 @@ export async function readScriptFile(
 ): Promise<string> {
   let source: string;
   try {
-    source = await store.readScript(meta.id, version);
+    source = await runs.readScript(meta.id, version);
   } catch (error) {
     if (error instanceof RunError && error.code === 'script_not_found') {
       throw new RunError(
         'script_not_found',
-        `${meta.name} has no ${label} (${await scriptVersions(store, meta)})`,
+        `${meta.name} has no ${label} (${await scriptVersions(runs, meta)})`,
       );
     }
     throw error;
   }
   const lines = source.endsWith('\n') ? source.slice(0, -1).split('\n') : source.split('\n');
   const text = await readNumbered(`${label} of ${meta.name}`, lines, window, 'head');
-  return `${text}\n${await scriptVersions(store, meta)}.`;
+  return `${text}\n${await scriptVersions(runs, meta)}.`;
 }
 
-export async function readLogFile(store: RunStore, meta: RunMeta, window: LineWindow): Promise<string> {
-  const file = path.join(store.runDir(meta.id), RUN_FILES.output);
+export async function readLogFile(runs: RunsFacade, meta: RunMeta, window: LineWindow): Promise<string> {
+  const file = path.join(runs.runDirectory(meta.id), RUN_FILES.output);
   const stream = createReadStream(file, { encoding: 'utf8' });
   const opened = await new Promise<boolean>((resolve) => {
     stream.once('open', () => resolve(true));
@@ -235,8 +235,10 @@ function formatValue(value: number): string {
 }
 
 /** Per metric: points, first → last, min and max with their steps, non-finite count; the last lines. */
-export async function summariseMetrics(store: RunStore, meta: RunMeta): Promise<string> {
-  const text = await readFile(path.join(store.runDir(meta.id), RUN_FILES.metrics), 'utf8').catch(() => '');
+export async function summariseMetrics(runs: RunsFacade, meta: RunMeta): Promise<string> {
+  const text = await readFile(path.join(runs.runDirectory(meta.id), RUN_FILES.metrics), 'utf8').catch(
+    () => '',
+  );
   const records = text
     .split('\n')
     .map(parseMetricLine)

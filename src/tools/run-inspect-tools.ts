@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../redact.js';
 import type { RunOperations } from '../runs/run-operations.js';
-import type { RunStore } from '../runs/run-store.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { parseRunFile, readLogFile, readScriptFile, summariseMetrics } from './run-file-reader.js';
@@ -51,11 +51,11 @@ const editInput = z.object({
 });
 
 export function createRunInspectTools(options: {
-  store: RunStore;
+  runs: RunsFacade;
   operations: RunOperations;
   checkpoints: CheckpointLister;
 }): ToolDefinition[] {
-  const { store, operations } = options;
+  const { runs, operations } = options;
   return [
     defineTool({
       name: 'read_run_file',
@@ -64,7 +64,7 @@ export function createRunInspectTools(options: {
       kind: 'read',
       input: readInput,
       async execute(input) {
-        const meta = await store.findRun(input.run);
+        const meta = await runs.find(input.run);
         const file = parseRunFile(input.file);
         if (file === undefined) {
           throw new ToolPolicyError(
@@ -83,13 +83,13 @@ export function createRunInspectTools(options: {
         let text: string;
         switch (file.kind) {
           case 'script':
-            text = await readScriptFile(store, meta, file.version, file.label, window);
+            text = await readScriptFile(runs, meta, file.version, file.label, window);
             break;
           case 'log':
-            text = await readLogFile(store, meta, window);
+            text = await readLogFile(runs, meta, window);
             break;
           case 'metrics':
-            text = await summariseMetrics(store, meta);
+            text = await summariseMetrics(runs, meta);
             break;
           case 'config':
             text =
@@ -111,7 +111,7 @@ export function createRunInspectTools(options: {
       kind: 'read',
       input: z.object({ run: runReference }),
       async execute(input) {
-        const meta = await store.findRun(input.run);
+        const meta = await runs.find(input.run);
         const all = await options.checkpoints(meta.id);
         if (all.length === 0) {
           return `${meta.name} has saved no checkpoint yet (the script records them with shepherd.save_checkpoint(step, path)).`;
@@ -140,8 +140,8 @@ export function createRunInspectTools(options: {
       kind: 'write',
       input: editInput,
       async execute(input, context) {
-        const meta = await store.findRun(input.run);
-        const current = await store.readScript(meta.id);
+        const meta = await runs.find(input.run);
+        const current = await runs.readScript(meta.id);
         const edited = applyEdits(current, input.edits);
         if (!edited.ok) throw new ToolPolicyError('edit_not_applied', redactSecrets(edited.error));
         const result = await operations.updateScript(

@@ -7,7 +7,7 @@ import { describePreflight, runPreflight } from '../runs/preflight.js';
  * hooks below, whoever asked (a person's `run`, the agent, a monitor fix).
  */
 
-export interface ScriptChecks {
+interface ScriptChecks {
   /** Resolves a sentence with the line number when the script does not compile, else undefined. */
   checkSyntax(source: string): Promise<string | undefined>;
   /** The pre-flight line for the card, or undefined when pre-flights are off. */
@@ -18,7 +18,7 @@ export interface ScriptChecks {
  * py_compile prints either `File "train.py", line 4 … SyntaxError: …` or, for some errors,
  * `Sorry: IndentationError: … (train.py, line 2)`. This keeps the line and the message.
  */
-export function describeSyntaxError(output: string): string {
+function describeSyntaxError(output: string): string {
   const lines = output.trim().split('\n');
   const fileLine = /File "[^"]*", line (\d+)/.exec(output)?.[1];
   const sorryLine = /\([^()]*, line (\d+)\)\s*$/m.exec(output)?.[1];

@@ -4,12 +4,12 @@
  * text), so the model can send a longer, unique `old`.
  */
 
-export interface ScriptEdit {
+interface ScriptEdit {
   old: string;
   new: string;
 }
 
-export type EditResult = { ok: true; script: string } | { ok: false; error: string };
+type EditResult = { ok: true; script: string } | { ok: false; error: string };
 
 const MAX_CANDIDATES = 5;
 

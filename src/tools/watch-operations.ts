@@ -25,7 +25,7 @@ import { readSlurmJobInfo } from '../runs/slurm/slurm-job-info.js';
 const WATCH_MAX_HOURS = 720;
 const CONFIRM_TTL_S = 24 * 3600;
 
-export interface WatchOperationsOptions {
+interface WatchOperationsOptions {
   runs: RunService;
   workspace: string;
   redis: Redis;
@@ -44,10 +44,6 @@ interface StopConfirmation {
   threadId: string;
   what: string;
   cardMessageId?: string;
-}
-
-export function watchedRunNotice(meta: RunMeta): string {
-  return `${meta.name} is watched: Shepherd did not launch it, so it offers no fix or relaunch.`;
 }
 
 function stopWhat(meta: RunMeta): string {
@@ -216,5 +212,3 @@ export function createWatchOperations(options: WatchOperationsOptions) {
 
   return { watch, confirmStop, onAction };
 }
-
-export type WatchOperations = ReturnType<typeof createWatchOperations>;

@@ -1,7 +1,7 @@
 import { z } from 'zod';
-import { createLlmProvider } from '../../src/agent/create-llm-provider.js';
 import type { LlmProvider } from '../../src/agent/llm-provider.js';
 import type { ChatMessage } from '../../src/agent/messages.js';
+import { createLlmProvider } from '../../src/agent/providers/create-llm-provider.js';
 import { createLogger } from '../../src/logger.js';
 import { defineTool, type ToolContext } from '../../src/tools/registry.js';
 import {

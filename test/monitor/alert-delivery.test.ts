@@ -9,11 +9,10 @@ import { createAlertService } from '../../src/monitor/alert-service.js';
 import type { Monitor } from '../../src/monitor/monitor.js';
 import type { Incident } from '../../src/monitor/types.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
-import type { Executor } from '../../src/runs/executor.js';
 import type { RunOperations } from '../../src/runs/run-operations.js';
 import type { RunService } from '../../src/runs/run-service.js';
-import type { RunStore } from '../../src/runs/run-store.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunsFacade } from '../../src/runs/runs-facade.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const THREAD = 'slack:C1:1700000000.000100';
@@ -106,8 +105,7 @@ describe('alert delivery', () => {
       prefix,
       monitor: {} as Monitor,
       runs: { status: async () => Promise.reject(new Error('no status here')) } as unknown as RunService,
-      store: {} as RunStore,
-      executor: {} as Executor,
+      facade: {} as RunsFacade,
       operations: {} as RunOperations,
       notifier: flaky,
       provider: {} as LlmProvider,

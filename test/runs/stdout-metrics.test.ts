@@ -4,14 +4,14 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
 import { ConfigError } from '../../src/errors.js';
-import { parseMetricLine } from '../../src/runs/file-tail.js';
-import { compileMetricPattern, MetricPatternError } from '../../src/runs/stdout-metrics/custom-pattern.js';
 import {
   appendDerived,
   formatDerivedLine,
   metricsFileOf,
   STDOUT_METRICS_FILE,
-} from '../../src/runs/stdout-metrics/derived-file.js';
+} from '../../src/runs/derived-file.js';
+import { parseMetricLine } from '../../src/runs/file-tail.js';
+import { compileMetricPattern, MetricPatternError } from '../../src/runs/stdout-metrics/custom-pattern.js';
 import { createStdoutParser, createStdoutParseState } from '../../src/runs/stdout-metrics/stdout-parser.js';
 
 function parseOne(line: string, pattern?: RegExp) {

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { isListedUser } from '../../src/approvals/approvers.js';
+import { isListedUser } from '../../src/bot/approvers.js';
 import { loadConfig } from '../../src/config.js';
 import { type DiscordEmulator, startDiscordEmulator } from '../discord/emulator/discord-emulator.js';
 import { makeUser } from '../discord/emulator/payloads.js';

@@ -2,7 +2,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { estimateCostUsd } from '../../src/approvals/approval-policy.js';
+import { estimateCostUsd } from '../../src/runs/run-cost.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';

@@ -1,13 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import {
-  type ApprovalPolicy,
-  checkDecision,
-  estimateCostUsd,
-  isAutoApproved,
-} from '../../src/approvals/approval-policy.js';
+import { type ApprovalPolicy, checkDecision, isAutoApproved } from '../../src/approvals/approval-policy.js';
 import type { Approval } from '../../src/approvals/approval-store.js';
-import { isApprover, isListedUser, platformOfThread } from '../../src/approvals/approvers.js';
+import { isApprover, isListedUser, platformOfThread } from '../../src/bot/approvers.js';
 import { RunError } from '../../src/errors.js';
+import { estimateCostUsd } from '../../src/runs/run-cost.js';
 
 const alice = { id: 'U0ALICE', name: 'alice' };
 const bob = { id: 'U0BOB', name: 'bob' };

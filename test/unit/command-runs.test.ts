@@ -4,11 +4,11 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parsePlainCommand, splitCommandLine } from '../../src/commands/parse-command.js';
 import { loadConfig } from '../../src/config.js';
+import { commandWarnings, formatCommand, processesPerNode } from '../../src/runs/command-launch.js';
 import { applyEnvironment, parseEnvironments, pickEnvironment } from '../../src/runs/run-environments.js';
 import { expandOutputPattern, parseScontrolJob } from '../../src/runs/slurm/slurm-job-info.js';
 import { renderJobScript } from '../../src/runs/slurm/slurm-job-script.js';
 import { endingFromLog } from '../../src/runs/watched-executor.js';
-import { commandWarnings, formatCommand, processesPerNode } from '../../src/tools/command-launch.js';
 
 describe('run -- <command> and watch commands', () => {
   it('takes everything after -- as the argv, options before it', () => {

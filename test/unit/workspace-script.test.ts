@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveWorkspaceScript } from '../../src/runs/run-operations.js';
+import { resolveWorkspaceScript } from '../../src/runs/workspace-script.js';
 
 describe('workspace scripts', () => {
   const root = mkdtempSync(join(tmpdir(), 'shepherd-ws-'));

@@ -19,7 +19,7 @@ import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
 import { type ChatMessage, formatUserContent } from '../messages.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
-export interface AnthropicProviderOptions {
+interface AnthropicProviderOptions {
   /** e.g. `https://api.anthropic.com`; a trailing `/v1` is accepted (the SDK adds its own). */
   baseUrl: string;
   model: string;

@@ -18,13 +18,13 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY_POLICY: RetryPolicy = { maxRetries: 2, baseDelayMs: 500, maxDelayMs: 30_000 };
 
 /** What a provider learns from a failed attempt. */
-export interface ClassifiedFailure {
+interface ClassifiedFailure {
   error: LlmError;
   retryAfterMs?: number;
 }
 
 /** The error classes both SDKs export with the same hierarchy. */
-export interface SdkErrorClasses {
+interface SdkErrorClasses {
   APIError: abstract new (
     ...parameters: never[]
   ) => Error & { status?: number | undefined; headers?: unknown };
@@ -34,7 +34,7 @@ export interface SdkErrorClasses {
 }
 
 /** Thrown unchanged when the caller aborted: not an endpoint failure, so no retry and no `LlmError`. */
-export class LlmAbortedError extends Error {
+class LlmAbortedError extends Error {
   constructor(cause?: unknown) {
     super('LLM request aborted', cause === undefined ? undefined : { cause });
     this.name = 'LlmAbortedError';
@@ -125,7 +125,7 @@ export function backoffDelay(retry: number, policy: RetryPolicy, random: () => n
   return Math.min(policy.maxDelayMs, Math.round(jittered));
 }
 
-export interface RetryOptions {
+interface RetryOptions {
   policy: RetryPolicy;
   provider: string;
   reason: string;

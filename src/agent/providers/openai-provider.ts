@@ -8,7 +8,7 @@ import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
 import { type ChatMessage, formatUserContent } from '../messages.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
-export interface OpenAiProviderOptions {
+interface OpenAiProviderOptions {
   /** Any OpenAI-compatible endpoint: OpenAI, Ollama (`http://localhost:11434/v1`), vLLM, … */
   baseUrl: string;
   model: string;

@@ -21,13 +21,13 @@ export const DISCORD_LIMITS = {
   customId: 100,
 } as const;
 
-export interface DiscordEmbedField {
+interface DiscordEmbedField {
   name: string;
   value: string;
   inline?: boolean;
 }
 
-export interface DiscordEmbed {
+interface DiscordEmbed {
   title?: string;
   description?: string;
   color?: number;
@@ -36,14 +36,14 @@ export interface DiscordEmbed {
   footer?: { text: string };
 }
 
-export interface DiscordButton {
+interface DiscordButton {
   type: 2;
   style: 1 | 2 | 3 | 4;
   label: string;
   custom_id: string;
 }
 
-export interface DiscordActionRow {
+interface DiscordActionRow {
   type: 1;
   components: DiscordButton[];
 }
@@ -54,7 +54,7 @@ export interface DiscordFile {
   contentType: string;
 }
 
-export interface RenderedCard {
+interface RenderedCard {
   embeds: DiscordEmbed[];
   components: DiscordActionRow[];
   files: DiscordFile[];
@@ -88,7 +88,7 @@ function buttonStyle(style: CardAction['style']): DiscordButton['style'] {
 }
 
 /** Throws when an action id would not fit Discord's `custom_id`: it is an id, so it must never be cut. */
-export function assertCustomId(actionId: string): void {
+function assertCustomId(actionId: string): void {
   if (actionId.length === 0 || actionId.length > DISCORD_LIMITS.customId) {
     throw new RangeError(`card action id must be 1–${DISCORD_LIMITS.customId} characters: ${actionId}`);
   }

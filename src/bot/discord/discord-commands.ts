@@ -47,7 +47,7 @@ const runSubcommand = (name: string, description: string, required = true) => ({
 });
 
 /** The raw application-command JSON. */
-export function commandDefinition(botName: string) {
+function commandDefinition(botName: string) {
   return {
     name: COMMAND_NAME,
     type: CHAT_INPUT,

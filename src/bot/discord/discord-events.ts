@@ -26,7 +26,7 @@ import { dmSessionId, threadSessionId } from './discord-threads.js';
  * sessions lives in the core, except which Discord thread a message belongs to.
  */
 
-export interface InboundOptions {
+interface InboundOptions {
   client: Client;
   handlers: InboundHandlers;
   guildIds: readonly string[];
@@ -43,7 +43,7 @@ export interface InboundOptions {
 
 const threadResponse = z.object({ id: z.string() });
 
-export interface DiscordInbound {
+interface DiscordInbound {
   handleMessage(message: Message): Promise<void>;
   handleInteraction(interaction: Interaction): Promise<void>;
 }

@@ -2,7 +2,7 @@
  * Pure text helpers for inbound Discord messages: how mentions read to the agent and how threads are named.
  */
 
-export const THREAD_NAME_LIMIT = 100;
+const THREAD_NAME_LIMIT = 100;
 
 const USER_MENTION = /<@!?(\d+)>/g;
 const ROLE_OR_CHANNEL_MENTION = /<(?:@&|#)\d+>/g;

@@ -8,7 +8,7 @@ import { targetChannelId } from './discord-threads.js';
 const messageResponse = z.object({ id: z.string() });
 
 /** Creating and editing messages over REST; every failure is logged and rethrown as a `PlatformError`. */
-export interface DiscordMessages {
+interface DiscordMessages {
   /** Posts a message in the thread; resolves its id. */
   create(
     threadId: string,

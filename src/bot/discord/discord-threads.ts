@@ -10,7 +10,7 @@ import { decodeThreadId, encodeThreadId } from '../chat-adapter.js';
  */
 
 /** The `channel` part of a DM session id. */
-export const DM_CHANNEL = 'dm';
+const DM_CHANNEL = 'dm';
 
 export function threadSessionId(parentChannelId: string, threadChannelId: string): string {
   return encodeThreadId({ platform: 'discord', channel: parentChannelId, thread: threadChannelId });

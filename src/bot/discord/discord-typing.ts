@@ -5,7 +5,7 @@ import { targetChannelId } from './discord-threads.js';
 /** The typing indicator never outlives a stuck turn by much. */
 const TYPING_MAX_MS = 10 * 60_000;
 
-export interface TypingIndicator {
+interface TypingIndicator {
   /** Types in the thread until `stop`, renewing the indicator; at most TYPING_MAX_MS. */
   start(threadId: string): void;
   stop(threadId: string): void;

@@ -59,14 +59,14 @@ export function splitContent(text: string, limit: number = DISCORD_LIMITS.conten
   return chunks.length === 0 ? ['\u200b'] : chunks;
 }
 
-export interface ExtractOptions {
+interface ExtractOptions {
   /** Code blocks longer than this many characters become attachments. */
   maxInlineBlock?: number;
   /** Lines of the block kept inline as an excerpt. */
   excerptLines?: number;
 }
 
-export interface ExtractedText {
+interface ExtractedText {
   text: string;
   files: DiscordFile[];
 }

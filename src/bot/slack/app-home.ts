@@ -19,7 +19,7 @@ import type { SlackBlock } from './cards.js';
 import { escapeMrkdwn } from './mrkdwn.js';
 
 /** Action ids of the tab's buttons: `home:<change>:<runId>`. */
-export const HOME_ACTION_PREFIX = 'home:';
+const HOME_ACTION_PREFIX = 'home:';
 /** A home tab holds at most 100 blocks; two per run plus the header and notice. */
 const MAX_RUNS = 45;
 
@@ -37,7 +37,7 @@ const LABELS: Record<RunControl, string> = { pause: 'Pause', resume: 'Resume', s
  * The session id a home-tab click is made from. It is no run's thread, so only a run's requester (or an
  * approver, when approvers are configured) may change it from here, as from any other thread.
  */
-export function homeThreadId(userId: string): string {
+function homeThreadId(userId: string): string {
   return encodeThreadId({ platform: 'slack', channel: 'home', thread: userId });
 }
 
@@ -58,7 +58,7 @@ function runLine(run: RunOverview): string {
 }
 
 /** The `home` view for `views.publish`. */
-export function homeView(runs: readonly RunOverview[], notice?: string) {
+function homeView(runs: readonly RunOverview[], notice?: string) {
   const blocks: SlackBlock[] = [{ type: 'header', text: { type: 'plain_text', text: 'Runs' } }];
   if (notice !== undefined) {
     blocks.push({ type: 'section', text: { type: 'mrkdwn', text: escapeMrkdwn(notice).slice(0, 3000) } });
@@ -98,7 +98,7 @@ const homeActionSchema = z.object({
   actions: z.array(z.object({ action_id: z.string() })).min(1),
 });
 
-export interface AppHomeDependencies {
+interface AppHomeDependencies {
   logger: Logger;
   chatUser(userId: string): Promise<ChatUser>;
   /** `views.publish` of `view` for `userId`. */

@@ -11,29 +11,29 @@ import {
   undisguiseMarkdownLinks,
 } from './mrkdwn.js';
 
-export interface TextObject {
+interface TextObject {
   type: 'plain_text' | 'mrkdwn';
   text: string;
   emoji?: boolean;
 }
 
-export interface HeaderBlock {
+interface HeaderBlock {
   type: 'header';
   text: TextObject;
 }
 
-export interface SectionBlock {
+interface SectionBlock {
   type: 'section';
   text?: TextObject;
   fields?: TextObject[];
 }
 
-export interface ContextBlock {
+interface ContextBlock {
   type: 'context';
   elements: TextObject[];
 }
 
-export interface ButtonElement {
+interface ButtonElement {
   type: 'button';
   text: TextObject;
   action_id: string;
@@ -41,14 +41,14 @@ export interface ButtonElement {
   style?: 'primary' | 'danger';
 }
 
-export interface ActionsBlock {
+interface ActionsBlock {
   type: 'actions';
   block_id: string;
   elements: ButtonElement[];
 }
 
 /** Standard Markdown that Slack renders itself (https://docs.slack.dev/reference/block-kit/blocks/markdown-block). */
-export interface MarkdownBlock {
+interface MarkdownBlock {
   type: 'markdown';
   text: string;
 }
@@ -76,7 +76,7 @@ export interface SlackMessageBody {
 }
 
 /** Slack's documented limits. */
-export const SLACK_LIMITS = {
+const SLACK_LIMITS = {
   blocksPerMessage: 50,
   messageChars: 40_000,
   sectionText: SECTION_TEXT_LIMIT,
@@ -219,7 +219,7 @@ export function renderTextMessages(markdown: string): SlackMessageBody[] {
  * Slack's `<…>` tokens (`<!channel>`, `<@U…>`, `<https://evil|https://good>`) must not ping or disguise a
  * link in text Shepherd quotes: a zero-width space after each `<` keeps the text readable and inert.
  */
-export function neutralizeSlackTokens(markdown: string): string {
+function neutralizeSlackTokens(markdown: string): string {
   return markdown.replace(/<(?=\S)/g, '<\u200B');
 }
 

@@ -18,7 +18,7 @@ import {
 } from './slack-routing.js';
 import { dmThreadId, isDirectMessageChannel } from './slack-threads.js';
 
-export interface ListenerDependencies {
+interface ListenerDependencies {
   logger: Logger;
   recentDeliveries: RecentIds;
   chatUser(userId: string): Promise<ChatUser>;

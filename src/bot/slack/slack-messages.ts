@@ -21,7 +21,7 @@ import { toPlatformError } from './slack-errors.js';
 import { slackThread } from './slack-threads.js';
 
 /** Runs one Web API call; a failure is logged and rethrown as a `PlatformError`. */
-export type SlackCall = <T>(context: string, threadId: string, work: () => Promise<T>) => Promise<T>;
+type SlackCall = <T>(context: string, threadId: string, work: () => Promise<T>) => Promise<T>;
 
 export function createSlackCall(logger: Logger): SlackCall {
   return async (context, threadId, work) => {
@@ -38,7 +38,7 @@ export function createSlackCall(logger: Logger): SlackCall {
   };
 }
 
-export interface SlackMessages {
+interface SlackMessages {
   /** Posts one rendered body; resolves its ts. Not wrapped in `call`: callers name the call. */
   postBody(channel: string, threadTs: string | undefined, body: SlackMessageBody): Promise<string>;
   postMessage(threadId: string, text: string): Promise<PostedMessage>;
@@ -49,7 +49,7 @@ export interface SlackMessages {
   postEphemeral(threadId: string, userId: string, text: string): Promise<void>;
 }
 
-export interface SlackMessagesOptions {
+interface SlackMessagesOptions {
   client: webApi.WebClient;
   call: SlackCall;
   logger: Logger;

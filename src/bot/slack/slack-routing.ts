@@ -43,8 +43,6 @@ export const slashCommandSchema = z.object({
   trigger_id: z.string().min(1),
 });
 
-export type SlashCommand = z.output<typeof slashCommandSchema>;
-
 export interface BotIdentity {
   /** The bot's user id (`U…`), from `auth.test`. */
   botUserId: string;
@@ -54,7 +52,7 @@ export interface BotIdentity {
   allowBots: boolean;
 }
 
-export type MessageDecision =
+type MessageDecision =
   | { kind: 'ignore'; reason: string }
   | {
       kind: 'deliver';

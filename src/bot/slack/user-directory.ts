@@ -5,7 +5,7 @@
 import type { Logger } from '../../logger.js';
 
 /** The slice of `users.info` the directory reads. */
-export type UsersInfo = (arguments_: { user: string }) => Promise<{
+type UsersInfo = (arguments_: { user: string }) => Promise<{
   user?: {
     name?: string;
     real_name?: string;
@@ -13,7 +13,7 @@ export type UsersInfo = (arguments_: { user: string }) => Promise<{
   };
 }>;
 
-export interface UserDirectoryOptions {
+interface UserDirectoryOptions {
   usersInfo: UsersInfo;
   logger: Logger;
   ttlMs?: number;
@@ -22,7 +22,7 @@ export interface UserDirectoryOptions {
   now?: () => number;
 }
 
-export interface UserDirectory {
+interface UserDirectory {
   displayName(userId: string): Promise<string>;
 }
 

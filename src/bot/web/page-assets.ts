@@ -9,8 +9,8 @@ export interface PageAssets {
   style: string;
 }
 
-export const PAGE_SCRIPT_FILE = 'page.js';
-export const PAGE_STYLE_FILE = 'page.css';
+const PAGE_SCRIPT_FILE = 'page.js';
+const PAGE_STYLE_FILE = 'page.css';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const sourceDir = join(here, 'page');
@@ -19,7 +19,7 @@ const sourceDir = join(here, 'page');
  * Bundle `page/main.ts` (and markdown-it, DOMPurify, Chart.js it imports) with esbuild: local files only,
  * no network. Takes well under a second, so development runs (tsx) bundle at start-up.
  */
-export async function bundlePage(): Promise<PageAssets> {
+async function bundlePage(): Promise<PageAssets> {
   const esbuild = await import('esbuild');
   const result = await esbuild.build({
     entryPoints: [join(sourceDir, 'main.ts')],

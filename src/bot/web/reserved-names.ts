@@ -7,7 +7,7 @@
 const ALWAYS_RESERVED = ['shepherd', 'system'];
 
 /** The form two names are compared in. */
-export function comparableName(name: string): string {
+function comparableName(name: string): string {
   return name
     .normalize('NFKC')
     .replace(/\p{Cf}/gu, '')

@@ -17,7 +17,7 @@ import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } 
  * same people may make them.
  */
 
-export type WebRunChange = 'pause' | 'resume' | 'stop';
+type WebRunChange = 'pause' | 'resume' | 'stop';
 
 /** What the runs API needs from the core (wired in app.ts). */
 export interface WebRunsSource {
@@ -97,7 +97,7 @@ function boundedInteger(raw: string | null, fallback: number, max: number): numb
   return Math.min(value, max);
 }
 
-export interface WebRunsRoutes {
+interface WebRunsRoutes {
   name: 'runs';
   route: WebRoute;
   /** Starts telling SSE clients about run changes (status, step, loss) while any page is open. */

@@ -1,13 +1,14 @@
-import type { Features } from '../../features.js';
+import type { RunOperations } from '../../runs/run-operations.js';
+import type { RunsFacade } from '../../runs/runs-facade.js';
 import type { WebRunsSource } from './runs-api.js';
 
-/** The runs API's view of the core: reads from the run service and store, changes through chat's operations. */
-export function createWebRunsSource(features: Features): WebRunsSource {
-  const { runs, operations } = features;
+/** The runs API's view of the core: reads through the runs facade, changes through chat's operations. */
+export function createWebRunsSource(parts: { runs: RunsFacade; operations: RunOperations }): WebRunsSource {
+  const { runs, operations } = parts;
   return {
-    listRuns: () => runs.service.listRuns(),
-    findRun: (reference) => runs.service.findRun(reference),
-    runDir: (runId) => runs.store.runDir(runId),
+    listRuns: () => runs.list(),
+    findRun: (reference) => runs.find(reference),
+    runDir: (runId) => runs.runDirectory(runId),
     // The same access check as chat (run-access.ts): requester, approver, or someone in the run's thread.
     change(change, runId, actor, threadId) {
       if (change === 'pause') return operations.pause(runId, actor, threadId, 'button');

@@ -20,7 +20,7 @@ import { createWebRequestHandler, WEB_BOT_USER } from './web-http.js';
 import type { WebRoute } from './web-json.js';
 import type { NewWebMessage, WebStore } from './web-store.js';
 
-export interface WebAdapterOptions {
+interface WebAdapterOptions {
   store: WebStore;
   /** Used only to `duplicate()` a subscriber connection for live events when the server starts. */
   redis: Redis;
@@ -36,7 +36,7 @@ export interface WebAdapterOptions {
   mounts?: Array<{ pathPrefix: string; listener: RequestListener }>;
 }
 
-export interface WebAddress {
+interface WebAddress {
   host: string;
   port: number;
   url: string;
@@ -51,7 +51,7 @@ export interface WebAdapter extends ChatAdapter {
 }
 
 /** Routes outside web-http.ts, with an optional life cycle tied to the server's (live events). */
-export interface WebExtension {
+interface WebExtension {
   /** Named on the page (`data-extensions`), so it only calls APIs that exist. */
   name: string;
   route: WebRoute;

@@ -5,7 +5,7 @@ import { encodeThreadId } from '../chat-adapter.js';
 import { webStoreEventSchema } from './web-store.js';
 
 /** What the page receives on `/api/events` for each new or edited message. */
-export interface WebPageEvent {
+interface WebPageEvent {
   kind: 'message-create' | 'message-edit';
   channel: string;
   /** Root message id of the thread. */

@@ -19,7 +19,7 @@ export interface WebGuardOptions {
   token: string | undefined;
 }
 
-export type GuardVerdict =
+type GuardVerdict =
   | { allowed: true }
   | { allowed: false; status: number; message: string }
   | { allowed: false; status: 303; location: string; cookie: string };
@@ -173,5 +173,3 @@ export function createWebGuard(options: WebGuardOptions) {
     return false;
   };
 }
-
-export type WebGuard = ReturnType<typeof createWebGuard>;

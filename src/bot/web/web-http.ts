@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { SCRIPT_NEW_ID } from '../../redis.js';
+import { SCRIPT_NEW_ID } from '../../script-step.js';
 import {
   decodeThreadId,
   encodeThreadId,

@@ -34,7 +34,7 @@ end
 `;
 
 /** The number of ARGV entries `create_message` reads; a step's args follow them. */
-export const CREATE_MESSAGE_ARGS = 11;
+const CREATE_MESSAGE_ARGS = 11;
 
 export const CREATE_MESSAGE_SCRIPT = `${CREATE_MESSAGE_FUNCTION}
 return create_message()

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { PlatformError } from '../../errors.js';
-import type { ScriptStep } from '../../redis.js';
+import type { ScriptStep } from '../../script-step.js';
 import {
   CREATE_MESSAGE_SCRIPT,
   createMessageWithStepScript,

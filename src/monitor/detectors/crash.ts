@@ -1,7 +1,17 @@
 import { redactSecrets } from '../../redact.js';
-import type { ProcessState } from '../../runs/executor.js';
+import type { ExecutorCrashClass, ProcessState } from '../../runs/executor.js';
 import type { RunMeta } from '../../runs/run-types.js';
-import type { CrashClass } from '../types.js';
+
+/** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */
+export type CrashClass =
+  | 'cuda_oom'
+  | 'host_oom_kill'
+  | 'nccl_timeout'
+  | 'missing_module'
+  | 'syntax_error'
+  | 'file_not_found'
+  | ExecutorCrashClass
+  | 'other';
 
 /** Crash detection: a non-zero exit or an unexpected signal, with the last traceback and a class. */
 
@@ -14,7 +24,7 @@ export interface CrashFinding {
   label: string;
 }
 
-export const MAX_TRACEBACK_CHARS = 1500;
+const MAX_TRACEBACK_CHARS = 1500;
 
 const CRASH_LABELS: Record<CrashClass, string> = {
   cuda_oom: 'CUDA out of memory',
@@ -41,10 +51,6 @@ const TEXT_CLASSES: Array<[CrashClass, RegExp]> = [
   ['syntax_error', /\b(?:SyntaxError|IndentationError|TabError)\b/],
   ['file_not_found', /FileNotFoundError|No such file or directory/],
 ];
-
-export function crashLabel(crashClass: CrashClass): string {
-  return CRASH_LABELS[crashClass];
-}
 
 /** The last Python traceback in a log tail (or its last lines when there is none), redacted and bounded. */
 export function extractTraceback(logTail: string, maxChars: number = MAX_TRACEBACK_CHARS): string {

@@ -1,4 +1,4 @@
-import { finiteOnly, median, scaledMad } from '../robust.js';
+import { finiteOnly, median, scaledMad } from './robust.js';
 
 /**
  * Grad-norm explosion: `grad_norm` far above its robust band — above `median + K × MAD` of the previous

@@ -1,27 +1,33 @@
-import { finiteOnly, median, scaledMad } from '../robust.js';
-import type { DetectorConfig } from '../types.js';
+import { finiteOnly, median, scaledMad } from './robust.js';
+
+export interface SpikeSettings {
+  spikeWindow: number;
+  spikeMadK: number;
+  spikeMinRatio: number;
+}
+
+export interface DivergenceSettings {
+  divergenceWindow: number;
+  divergenceMinRise: number;
+}
 
 /** Pure loss-curve detectors: spike (per point) and divergence (per tick); plateau is in plateau.ts. */
 
-export interface SpikeVerdict {
+interface SpikeVerdict {
   spike: boolean;
   median: number;
   threshold: number;
 }
 
 /** Points needed before a spike can be judged (fewer makes the median meaningless). */
-export const MIN_SPIKE_HISTORY = 10;
+const MIN_SPIKE_HISTORY = 10;
 
 /**
  * Is `value` a spike against the `previous` values (the rolling window before it)? Robust: above
  * median + k·MAD *and* at least `spikeMinRatio` × the median (when the median is positive), so neither a
  * perfectly flat curve (MAD 0) nor ordinary noise trips it.
  */
-export function checkSpike(
-  previous: readonly number[],
-  value: number,
-  config: Pick<DetectorConfig, 'spikeWindow' | 'spikeMadK' | 'spikeMinRatio'>,
-): SpikeVerdict {
+export function checkSpike(previous: readonly number[], value: number, config: SpikeSettings): SpikeVerdict {
   const window = finiteOnly(previous.slice(-config.spikeWindow));
   if (window.length < Math.min(MIN_SPIKE_HISTORY, config.spikeWindow) || !Number.isFinite(value)) {
     return { spike: false, median: Number.NaN, threshold: Number.NaN };
@@ -34,7 +40,7 @@ export function checkSpike(
   return { spike: value > threshold, median: center, threshold };
 }
 
-export interface DivergenceVerdict {
+interface DivergenceVerdict {
   diverging: boolean;
   from: number;
   to: number;
@@ -47,10 +53,7 @@ export interface DivergenceVerdict {
  * A single spike moves none of the three medians, and every point of the last third must lie above the
  * first third's median (noise alone does not keep a whole third high).
  */
-export function checkDivergence(
-  values: readonly number[],
-  config: Pick<DetectorConfig, 'divergenceWindow' | 'divergenceMinRise'>,
-): DivergenceVerdict {
+export function checkDivergence(values: readonly number[], config: DivergenceSettings): DivergenceVerdict {
   const window = finiteOnly(values).slice(-config.divergenceWindow);
   if (window.length < Math.max(config.divergenceWindow, 6))
     return { diverging: false, from: 0, to: 0, rise: 0 };

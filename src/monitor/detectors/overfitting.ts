@@ -1,4 +1,4 @@
-import { median } from '../robust.js';
+import { median } from './robust.js';
 
 /**
  * Overfitting: an evaluation loss (`eval_*` / `val_*` loss) has risen for `overfitEvals` evaluations in a
@@ -29,7 +29,7 @@ export function recordEval(series: EvalSeries, step: number, value: number, trai
   if (series.points.length > MAX_EVALS) series.points.shift();
 }
 
-export interface OverfitVerdict {
+interface OverfitVerdict {
   overfitting: boolean;
   best?: { step: number; value: number };
   last?: { step: number; value: number };

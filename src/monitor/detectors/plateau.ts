@@ -24,7 +24,7 @@ export interface PlateauSettings {
   plateauConfidenceZ: number;
 }
 
-export interface PlateauVerdict {
+interface PlateauVerdict {
   plateau: boolean;
   fromStep?: number;
   /** Relative improvement the trend projects over the window, and its optimistic bound. */

@@ -2,7 +2,7 @@ import type { ProcessState } from '../../runs/executor.js';
 
 /** Stall: the process is alive but no new step for max(stallS, 10 × median step interval). */
 
-export interface StallVerdict {
+interface StallVerdict {
   stalled: boolean;
   idleMs: number;
   limitMs: number;

@@ -1,5 +1,5 @@
 import { definedOnly } from '../../defined-only.js';
-import { median } from '../robust.js';
+import { median } from './robust.js';
 
 /**
  * Throughput drop: steps per second, measured per tick between ticks where the step advanced, below

@@ -5,7 +5,7 @@
  * then reflects.
  */
 
-export interface Trend {
+interface Trend {
   slope: number;
   /** Lower and upper confidence bounds of the slope. */
   lower: number;
@@ -15,7 +15,7 @@ export interface Trend {
   points: number;
 }
 
-export const MAX_TREND_BINS = 48;
+const MAX_TREND_BINS = 48;
 
 function medianOf(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -26,7 +26,7 @@ function medianOf(values: number[]): number {
 }
 
 /** Equal-count bins of (x, y), each reduced to the median of its x and of its y. */
-export function binMedians(xs: readonly number[], ys: readonly number[], bins: number): [number[], number[]] {
+function binMedians(xs: readonly number[], ys: readonly number[], bins: number): [number[], number[]] {
   if (xs.length <= bins) return [[...xs], [...ys]];
   const outX: number[] = [];
   const outY: number[] = [];

@@ -8,7 +8,7 @@ type QuickChartClass = typeof quickChartModule.default;
 const QuickChart: QuickChartClass =
   (quickChartModule as unknown as { default?: QuickChartClass }).default ??
   (quickChartModule as unknown as QuickChartClass);
-export type QuickChartInstance = InstanceType<QuickChartClass>;
+type QuickChartInstance = InstanceType<QuickChartClass>;
 
 /**
  * The one chart builder: a Chart.js configuration (plain data, no functions, so a QuickChart server can

@@ -66,7 +66,7 @@ function isPoint(point: SeriesPoint | undefined): point is SeriesPoint {
   return point !== undefined;
 }
 
-export interface DownsampledSeries {
+interface DownsampledSeries {
   /** Finite points, at most `maxPoints`. */
   line: SeriesPoint[];
   /** NaN / ±Infinity points (at most 100, evenly picked), to draw as markers. */

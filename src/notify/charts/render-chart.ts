@@ -3,8 +3,6 @@ import { buildChart, type ChartInput } from './chart-config.js';
 import { renderLocal } from './render-local.js';
 import { renderWithQuickChart } from './render-quickchart.js';
 
-export type { ChartInput } from './chart-config.js';
-export type { SeriesPoint } from './lttb.js';
 export { ChartRenderError, isPng } from './render-quickchart.js';
 
 /**

@@ -9,7 +9,7 @@ export interface CommandResult {
   exitCode: number;
 }
 
-export interface RunCommandOptions {
+interface RunCommandOptions {
   timeoutMs?: number;
   cwd?: string;
 }

@@ -30,7 +30,7 @@ const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url)
 /** Job ids per squeue/sacct call; far above any team's active runs, but keeps argv bounded. */
 const IDS_PER_CALL = 1000;
 
-export interface SlurmExecutorOptions {
+interface SlurmExecutorOptions {
   config: Pick<Config, 'slurm' | 'runs'>;
   logger: Logger;
   /** Runs `sbatch`, `squeue`, `sacct`, `scancel`, `scontrol`; defaults to `execFile` (never a shell). */

@@ -5,7 +5,7 @@ import type { RunCommand } from './slurm-command.js';
 import { shortenSlurmError } from './slurm-parse.js';
 
 /** What `watch slurm:<id>` needs to know about a job Shepherd did not submit. */
-export interface SlurmJobInfo {
+interface SlurmJobInfo {
   jobId: string;
   name: string;
   state: string;

@@ -6,7 +6,7 @@ export function shellQuote(value: string): string {
   return `'${value.replaceAll("'", `'\\''`)}'`;
 }
 
-export interface JobScriptInput {
+interface JobScriptInput {
   python: string;
   script: string;
   launchNumber: number;

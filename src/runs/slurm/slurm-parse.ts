@@ -197,7 +197,7 @@ export function mapSlurmState(
 }
 
 /** One node from `scontrol show node -d -o`. */
-export interface SlurmNode {
+interface SlurmNode {
   name: string;
   state: string;
   partitions: string[];

@@ -12,9 +12,9 @@ import type { StdoutFormat } from './types.js';
  */
 
 /** The built-in formats, tried in this order; the first that reads a line wins. */
-export const DEFAULT_FORMATS: readonly StdoutFormat[] = [pythonDictFormat, jsonLineFormat, keyValueFormat];
+const DEFAULT_FORMATS: readonly StdoutFormat[] = [pythonDictFormat, jsonLineFormat, keyValueFormat];
 
-export interface StdoutPoint {
+interface StdoutPoint {
   step: number;
   metrics: Record<string, number>;
   /** Which format read it. */
@@ -37,7 +37,7 @@ export interface StdoutParseState {
   lines: number;
 }
 
-export interface StdoutParseResult {
+interface StdoutParseResult {
   points: StdoutPoint[];
   /** Step shown by the training bar after the last point, when it moved on without a metric line. */
   progressStep?: number;
@@ -62,7 +62,7 @@ function hasAny(record: Record<string, number>): boolean {
   return false;
 }
 
-export interface StdoutParserOptions {
+interface StdoutParserOptions {
   /** Compiled SHEPHERD_METRIC_PATTERN; tried before the built-in formats. */
   pattern?: RegExp;
   formats?: readonly StdoutFormat[];

@@ -6,7 +6,7 @@ import type { CardAction, ChannelSummary, Message, TurnTrace } from './types.js'
 /** Channels, threads, messages and cards: the chat half of the playground. */
 
 const BOT_USER = 'shepherd';
-export const BOT_NAME = document.body.dataset.botName || BOT_USER;
+const BOT_NAME = document.body.dataset.botName || BOT_USER;
 
 interface CardNote {
   kind: 'ok' | 'error';
@@ -30,10 +30,10 @@ export function userName(): string {
 
 /** DM mode's channels (see web-http.ts): no mention needed, one session per channel. */
 const DM_PREFIX = 'dm.';
-export const isDirectMessage = (channel: string) => channel.startsWith(DM_PREFIX);
+const isDirectMessage = (channel: string) => channel.startsWith(DM_PREFIX);
 
 /** The DM channel of a person: their name reduced to what channel names allow. */
-export function dmChannelFor(name: string): string {
+function dmChannelFor(name: string): string {
   const slug = name
     .toLowerCase()
     .replace(/[^a-z0-9_.-]+/g, '-')
@@ -55,7 +55,7 @@ export function toggleDirectMessage(): void {
   else selectThread(channel, thread);
 }
 
-export function saveLocation(): void {
+function saveLocation(): void {
   const hash = `#${encodeURIComponent(state.channel)}${state.thread ? `/${encodeURIComponent(state.thread)}` : ''}`;
   if (location.hash !== hash) history.replaceState(null, '', hash);
 }
@@ -70,7 +70,7 @@ export function restoreLocation(): void {
   if (parts[1]) state.thread = decodeURIComponent(parts[1]);
 }
 
-export function selectChannel(channel: string): void {
+function selectChannel(channel: string): void {
   state.channel = channel;
   state.thread = null;
   state.messages = [];
@@ -80,7 +80,7 @@ export function selectChannel(channel: string): void {
   byId('composer-text').focus();
 }
 
-export function selectThread(channel: string, thread: string): void {
+function selectThread(channel: string, thread: string): void {
   state.channel = channel;
   state.thread = thread;
   state.messages = [];
@@ -326,7 +326,7 @@ async function postInThread(text: string): Promise<void> {
 }
 
 /** "Who am I": the people seen recently (thread starters, authors on screen), offered on the name field. */
-export function renderRecentUsers(): void {
+function renderRecentUsers(): void {
   const names = new Set<string>();
   for (const message of state.messages) if (message.user !== BOT_USER) names.add(message.user);
   for (const channel of state.channels) for (const thread of channel.threads) names.add(thread.user);

@@ -28,7 +28,7 @@ export function isFileUrl(url: unknown): url is string {
   return typeof url === 'string' && url.startsWith('/api/files/');
 }
 
-export interface ApiResult<T> {
+interface ApiResult<T> {
   status: number;
   ok: boolean;
   data: Partial<T> & { error?: string; message?: string };

@@ -6,7 +6,7 @@ export interface CardAction {
   style?: string;
 }
 
-export interface Card {
+interface Card {
   title?: string;
   text?: string;
   fields?: { label: string; value: string }[];
@@ -31,7 +31,7 @@ export interface Message {
   visibleTo?: string;
 }
 
-export interface ThreadSummary {
+interface ThreadSummary {
   threadId: string;
   user: string;
   preview: string;

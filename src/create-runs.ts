@@ -1,21 +1,26 @@
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
-import { definedOnly } from '../defined-only.js';
-import type { Logger } from '../logger.js';
-import { type AuditLog, createAuditLog } from './audit-log.js';
-import { type CheckpointHistory, createCheckpointHistory } from './checkpoint-history.js';
-import type { Executor } from './executor.js';
-import { createGpuAllocator, type GpuAllocator } from './gpu-allocator.js';
-import { detectGpus, type GpuInfo } from './gpu-inventory.js';
-import { createLocalExecutor } from './local-executor.js';
-import { lookupRunUser } from './run-as-user.js';
-import type { RunEventHandler } from './run-events.js';
-import { createRunService, type RunService } from './run-service.js';
-import { createRunStore, type RunStore } from './run-store.js';
-import { createSlurmExecutor } from './slurm/slurm-executor.js';
-import { createWatchAwareExecutor } from './watched-executor.js';
+import type { Config } from './config.js';
+import { definedOnly } from './defined-only.js';
+import type { Logger } from './logger.js';
+import { type AuditLog, createAuditLog } from './runs/audit-log.js';
+import { type CheckpointHistory, createCheckpointHistory } from './runs/checkpoint-history.js';
+import type { Executor } from './runs/executor.js';
+import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
+import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
+import { createLocalExecutor } from './runs/local-executor.js';
+import { lookupRunUser } from './runs/run-as-user.js';
+import type { RunEventHandler } from './runs/run-events.js';
+import { createRunService, type RunService } from './runs/run-service.js';
+import { createRunStore, type RunStore } from './runs/run-store.js';
+import { createRunsFacade, type RunsFacade } from './runs/runs-facade.js';
+import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
+import { createWatchAwareExecutor } from './runs/watched-executor.js';
 
-export interface RunsRuntime {
+/**
+ * The runs core as the composition roots hold it. Other folders see it through `RunsFacade` (reads) and
+ * `RunService`/`RunOperations` (changes); `store` and `executor` are for the roots and runs/ itself.
+ */
+export interface RunsRuntime extends RunsFacade {
   service: RunService;
   store: RunStore;
   audit: AuditLog;
@@ -85,5 +90,14 @@ export async function createRunsRuntime(options: {
     logger,
     ...definedOnly({ clock: options.clock, onEvent: options.onEvent }),
   });
-  return { service, store, audit, allocator, executor, gpus, checkpoints };
+  return {
+    ...createRunsFacade({ store, executor }),
+    service,
+    store,
+    audit,
+    allocator,
+    executor,
+    gpus,
+    checkpoints,
+  };
 }

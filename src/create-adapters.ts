@@ -1,12 +1,12 @@
 import type { RequestListener } from 'node:http';
-import type { Config } from '../config.js';
-import { definedOnly } from '../defined-only.js';
-import type { Logger } from '../logger.js';
-import type { ChatAdapter } from './chat-adapter.js';
-import { createDiscordAdapter } from './discord/discord-adapter.js';
-import { createSlackAdapter } from './slack/slack-adapter.js';
+import type { ChatAdapter } from './bot/chat-adapter.js';
+import { createDiscordAdapter } from './bot/discord/discord-adapter.js';
+import { createSlackAdapter } from './bot/slack/slack-adapter.js';
+import type { Config } from './config.js';
+import { definedOnly } from './defined-only.js';
+import type { Logger } from './logger.js';
 
-export interface ConfiguredAdapters {
+interface ConfiguredAdapters {
   adapters: ChatAdapter[];
   /** Listeners the playground's HTTP server also serves (Slack's HTTP events at `/slack/events`). */
   mounts: Array<{ pathPrefix: string; listener: RequestListener }>;

@@ -3,7 +3,7 @@ import { copyFile, lstat, mkdir, readFile, realpath, stat, writeFile } from 'nod
 import path from 'node:path';
 import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from './run-types.js';
 
 /**
  * `run … -- <command>`: checks a command against the workspace, finds the files it names (the `.py` a fix
@@ -39,7 +39,7 @@ function inside(root: string, target: string): boolean {
 }
 
 /** Resolves `--cwd` (default: the workspace) to a real directory inside the workspace. */
-export async function resolveWorkingDirectory(workspace: string, cwd: string | undefined): Promise<string> {
+async function resolveWorkingDirectory(workspace: string, cwd: string | undefined): Promise<string> {
   const root = await realpath(workspace);
   if (cwd === undefined) return root;
   const candidate = path.resolve(root, cwd);
@@ -160,7 +160,7 @@ function git(cwd: string, args: string[]): Promise<string | undefined> {
   });
 }
 
-export interface Provenance {
+interface Provenance {
   command: string[];
   cwd: string;
   environment?: string;

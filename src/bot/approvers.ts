@@ -1,5 +1,5 @@
-import type { ChatUser, Platform } from '../bot/chat-adapter.js';
-import { decodeThreadId } from '../bot/chat-adapter.js';
+import type { ChatUser, Platform } from './chat-adapter.js';
+import { decodeThreadId } from './chat-adapter.js';
 
 /*
  * `SHEPHERD_APPROVERS` names people by stable platform id only — Slack `U…`, Discord snowflakes,

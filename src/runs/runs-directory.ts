@@ -1,10 +1,11 @@
 import { join } from 'node:path';
+import type { RunOverview, RunsDirectory } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import type { Features } from '../features.js';
-import { readLastMetrics } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunOverview, RunsDirectory } from './chat-adapter.js';
+import { readLastMetrics } from './file-tail.js';
+import { RUN_FILES } from './run-files.js';
+import type { RunOperations } from './run-operations.js';
+import type { RunMeta } from './run-types.js';
+import type { RunsFacade } from './runs-facade.js';
 
 /** Only the tail is read: a list shows the last loss, not the history. */
 const LAST_RECORDS = 5;
@@ -16,11 +17,11 @@ function lossOf(values: Record<string, number>): number | undefined {
 }
 
 /** The runs as Slack's App Home and Discord's autocomplete see them; changes go through chat's operations. */
-export function createRunsDirectory(features: Pick<Features, 'runs' | 'operations'>): RunsDirectory {
-  const { runs, operations } = features;
+export function createRunsDirectory(parts: { runs: RunsFacade; operations: RunOperations }): RunsDirectory {
+  const { runs, operations } = parts;
 
   async function overview(meta: RunMeta): Promise<RunOverview> {
-    const records = await readLastMetrics(join(runs.store.runDir(meta.id), RUN_FILES.metrics), LAST_RECORDS);
+    const records = await readLastMetrics(join(runs.runDirectory(meta.id), RUN_FILES.metrics), LAST_RECORDS);
     const last = records.at(-1);
     const step = last?.step ?? meta.lastStep;
     const loss = last === undefined ? undefined : lossOf(last.values);
@@ -37,7 +38,7 @@ export function createRunsDirectory(features: Pick<Features, 'runs' | 'operation
 
   return {
     async list() {
-      const metas = await runs.service.listRuns();
+      const metas = await runs.list();
       metas.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
       return Promise.all(metas.map(overview));
     },

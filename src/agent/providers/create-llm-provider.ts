@@ -1,12 +1,12 @@
-import type { Config } from '../config.js';
-import { definedOnly } from '../defined-only.js';
-import type { Logger } from '../logger.js';
-import type { LlmProvider } from './llm-provider.js';
-import { createAnthropicProvider } from './providers/anthropic-provider.js';
-import { DEFAULT_RETRY_POLICY } from './providers/llm-retry.js';
-import { createOpenAiProvider } from './providers/openai-provider.js';
+import type { Config } from '../../config.js';
+import { definedOnly } from '../../defined-only.js';
+import type { Logger } from '../../logger.js';
+import type { LlmProvider } from '../llm-provider.js';
+import { createAnthropicProvider } from './anthropic-provider.js';
+import { DEFAULT_RETRY_POLICY } from './llm-retry.js';
+import { createOpenAiProvider } from './openai-provider.js';
 
-export interface CreateLlmProviderOptions {
+interface CreateLlmProviderOptions {
   logger: Logger;
   /** Called once per HTTP request (retries included), with the request's reason. */
   onCall?: (reason: string) => void;

@@ -1,0 +1,136 @@
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { folderOf, packageName, readGraph, type SourceFileInfo } from './import-graph.js';
+
+/**
+ * The import-boundary check `npm run lint` runs. Rules:
+ * (a) a port imports no npm package but zod, not even through the files it imports;
+ * (b) no two folders (directories: src/bot and src/bot/web are different) import each other — files
+ *     directly in src/ are shared ground and exempt;
+ * (c) no file under a subfolder imports a composition root (src/app.ts, src/features.ts, src/main.ts);
+ *     the CLI folder composes the app too, so it may;
+ * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors.
+ */
+
+export interface BoundaryRules {
+  /** The source folder the folder rule applies to. */
+  sourceRoot: string;
+  /** The ports and the only packages they may import. */
+  ports: string[];
+  portPackages: string[];
+  compositionRoots: string[];
+  /** Folders that are composition roots themselves (they may import the roots and runs internals). */
+  compositionFolders: string[];
+  /** The runs folder and the files behind its door. */
+  runsFolder: string;
+  runsInternals: string[];
+}
+
+export const SHEPHERD_RULES: BoundaryRules = {
+  sourceRoot: 'src',
+  ports: [
+    'src/bot/chat-adapter.ts',
+    'src/agent/llm-provider.ts',
+    'src/runs/executor.ts',
+    'src/tools/tool-call.ts',
+    'src/tools/registry.ts',
+  ],
+  portPackages: ['zod'],
+  // create-runs wires the runs core (store, executors) from config, for app.ts and the tests.
+  compositionRoots: ['src/app.ts', 'src/features.ts', 'src/main.ts', 'src/create-runs.ts'],
+  compositionFolders: ['src/cli'],
+  runsFolder: 'src/runs',
+  runsInternals: ['src/runs/run-store.ts', 'src/runs/local-executor.ts', 'src/runs/slurm/slurm-executor.ts'],
+};
+
+function inside(path: string, folder: string): boolean {
+  return path.startsWith(`${folder}/`);
+}
+
+/** (a): walks each port's imports (type-only ones too: an SDK type in a port is an SDK dependency). */
+function portViolations(graph: Map<string, SourceFileInfo>, rules: BoundaryRules): string[] {
+  const found: string[] = [];
+  for (const port of rules.ports) {
+    const seen = new Set<string>();
+    const queue: { path: string; via: string[] }[] = [{ path: port, via: [port] }];
+    while (queue.length > 0) {
+      const next = queue.shift();
+      if (next === undefined || seen.has(next.path)) continue;
+      seen.add(next.path);
+      for (const edge of graph.get(next.path)?.imports ?? []) {
+        const name = packageName(edge.specifier);
+        if (name !== undefined && !rules.portPackages.includes(name)) {
+          found.push(`port ${port} imports the package ${name} (${next.via.join(' → ')})`);
+        }
+        if (edge.target !== undefined) queue.push({ path: edge.target, via: [...next.via, edge.target] });
+      }
+    }
+  }
+  return found;
+}
+
+/** (b): every pair of folders that import each other, with the files on both sides. */
+function folderCycleViolations(files: SourceFileInfo[], rules: BoundaryRules): string[] {
+  const edges = new Map<string, string[]>();
+  for (const file of files) {
+    const from = folderOf(file.path);
+    if (!inside(file.path, rules.sourceRoot) || from === rules.sourceRoot) continue;
+    for (const edge of file.imports) {
+      if (edge.target === undefined) continue;
+      const to = folderOf(edge.target);
+      if (to === from || to === rules.sourceRoot || !inside(edge.target, rules.sourceRoot)) continue;
+      const key = `${from}|${to}`;
+      edges.set(key, [...(edges.get(key) ?? []), `${file.path} → ${edge.target}`]);
+    }
+  }
+  const found: string[] = [];
+  for (const [key, pairs] of edges) {
+    const [from = '', to = ''] = key.split('|');
+    const back = edges.get(`${to}|${from}`);
+    if (back === undefined || from > to) continue;
+    found.push(`folders ${from} and ${to} import each other:\n    ${[...pairs, ...back].join('\n    ')}`);
+  }
+  return found;
+}
+
+/** (c) and (d). */
+function doorViolations(files: SourceFileInfo[], rules: BoundaryRules): string[] {
+  const found: string[] = [];
+  for (const file of files) {
+    const composes =
+      rules.compositionRoots.includes(file.path) ||
+      rules.compositionFolders.some((folder) => inside(file.path, folder));
+    if (composes) continue;
+    for (const edge of file.imports) {
+      if (edge.target === undefined) continue;
+      if (rules.compositionRoots.includes(edge.target) && folderOf(file.path) !== rules.sourceRoot) {
+        found.push(`${file.path} imports the composition root ${edge.target}`);
+      }
+      if (rules.runsInternals.includes(edge.target) && !inside(file.path, rules.runsFolder)) {
+        found.push(`${file.path} reaches behind the runs door: ${edge.target} (use the runs facade)`);
+      }
+    }
+  }
+  return found;
+}
+
+/** All violations under `root` (the repository, or a fixture tree in tests). */
+export function checkBoundaries(root: string, rules: BoundaryRules = SHEPHERD_RULES): string[] {
+  const files = readGraph(root, [rules.sourceRoot]);
+  const graph = new Map(files.map((file) => [file.path, file]));
+  return [
+    ...portViolations(graph, rules),
+    ...folderCycleViolations(files, rules),
+    ...doorViolations(files, rules),
+  ];
+}
+
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const violations = checkBoundaries(resolve(fileURLToPath(import.meta.url), '../..'));
+  for (const violation of violations) process.stderr.write(`${violation}\n`);
+  if (violations.length > 0) {
+    process.stderr.write(`check-boundaries: ${violations.length} violation(s)\n`);
+    process.exit(1);
+  }
+  process.stdout.write('check-boundaries: ok\n');
+}

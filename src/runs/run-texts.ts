@@ -1,0 +1,84 @@
+import { codeBlock } from '../code-block.js';
+import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { formatCommand } from './command-launch.js';
+import type { ClusterReport, RunStatusReport } from './run-reports.js';
+import type { RunMeta } from './run-types.js';
+
+/** The sentences run actions answer with: one line per run, a status report, the cluster. */
+
+export function describeRun(meta: RunMeta): string {
+  const where =
+    meta.gpuIndices.length > 0
+      ? ` on GPUs ${meta.gpuIndices.join(',')}`
+      : meta.jobId
+        ? ` (Slurm job ${meta.jobId})`
+        : '';
+  const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
+  const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
+  if (meta.watch !== undefined) {
+    const source =
+      meta.watch.source === 'slurm'
+        ? `Slurm job ${meta.jobId ?? '?'}`
+        : `${meta.watch.logPath}${meta.watch.pid === undefined ? '' : `, pid ${meta.watch.pid}`}`;
+    return `${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
+  }
+  const environment = meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`;
+  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${environment}${step}${reason}`;
+}
+
+export function statusText(report: RunStatusReport): string {
+  const lines = [describeRun(report.meta)];
+  if (report.meta.command !== undefined) lines.push(`command: ${formatCommand(report.meta.command)}`);
+  const last = report.lastMetrics.at(-1);
+  if (last !== undefined) {
+    const values = Object.entries(last.values)
+      .map(([name, value]) => `${name}=${formatNumber(value)}`)
+      .join(', ');
+    const source = report.metricsSource === 'stdout' ? ', read from output.log' : '';
+    lines.push(`last metrics (step ${last.step ?? '?'}${source}): ${values}`);
+  }
+  if (report.lastMetrics.length >= 2) {
+    const first = report.lastMetrics[0]?.values.loss;
+    const latest = last?.values.loss;
+    if (first !== undefined && latest !== undefined) {
+      lines.push(
+        `loss trend over the last ${report.lastMetrics.length} points: ${formatNumber(first)} → ${formatNumber(latest)}`,
+      );
+    }
+  }
+  if (report.resume?.step !== undefined && report.resume.step !== null) {
+    lines.push(`last checkpoint: step ${report.resume.step}`);
+  }
+  if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
+  if (report.logTail.length > 0)
+    lines.push(`last log lines:\n${codeBlock(report.logTail.slice(-8).join('\n'))}`);
+  return lines.join('\n');
+}
+
+export function clusterText(info: ClusterReport): string {
+  const lines = [`executor: ${info.executor}; GPUs: ${info.gpusTotal} total, ${info.gpusFree} free`];
+  for (const entry of info.gpusByRun) {
+    lines.push(
+      `• ${entry.name}: ${entry.gpus} GPU${entry.gpus === 1 ? '' : 's'}${entry.indices.length ? ` (${entry.indices.join(',')})` : ''}`,
+    );
+  }
+  for (const node of info.nodes ?? []) {
+    lines.push(`• node ${node.name}: ${node.state}, GPUs ${node.gpusAllocated}/${node.gpusTotal} allocated`);
+  }
+  if (info.queueLength !== undefined) lines.push(`queue length: ${info.queueLength}`);
+  if (info.hostLoad.length > 0)
+    lines.push(`host load: ${info.hostLoad.map((value) => value.toFixed(2)).join(' ')}`);
+  for (const note of info.notes ?? []) lines.push(note);
+  return lines.join('\n');
+}
+
+function formatNumber(value: number): string {
+  if (!Number.isFinite(value)) return String(value);
+  return Math.abs(value) >= 1000 || Number.isInteger(value) ? String(value) : value.toPrecision(4);
+}
+
+/** A sentence for an expected failure, or a rethrow for a bug. */
+export function userFacingError(error: unknown): string {
+  if (error instanceof RunError || error instanceof ToolPolicyError) return error.message;
+  return `something went wrong: ${errorMessage(error)}`;
+}
