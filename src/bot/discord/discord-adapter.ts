@@ -15,6 +15,7 @@ import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import { isTurnStatusCard } from '../turn-status-card.js';
 import { DISCORD_LIMITS, type DiscordFile, renderCard, safeFilename, truncate } from './cards.js';
 import { registerCommands } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
@@ -85,7 +86,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
 
   /*
    * "Shepherd is typing…" while a turn works. The turn's status line is a card with a Cancel button
-   * (`cancel:turn`, see app.ts) that becomes the answer by an edit, so the adapter types from that card
+   * (`cancel:turn`, see turn-status-card.ts) that becomes the answer by an edit, so the adapter types from that card
    * until the message is edited or something else is posted there; at most TYPING_MAX_MS.
    */
   const typing = new Map<string, { timer: NodeJS.Timeout; until: number }>();
@@ -119,8 +120,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     clearInterval(entry.timer);
     typing.delete(channelId);
   }
-  const isTurnStatus = (card: Card) =>
-    card.actions?.some((action) => action.actionId === 'cancel:turn') === true;
+  const isTurnStatus = isTurnStatusCard;
 
   function rememberInteraction(threadId: string, userId: string, interaction: DeferredInteraction): void {
     const now = clock();
