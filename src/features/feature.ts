@@ -42,5 +42,3 @@ export interface FeatureBase {
   /** Environment inherited by training processes (main passes `process.env`). */
   runEnvironment: Readonly<Record<string, string | undefined>>;
 }
-
-export const NO_FEATURE: Feature = { actions: [], controlHandlers: {}, tools: [], workers: [] };
