@@ -8,7 +8,7 @@ import { folderOf, packageName, readGraph, type SourceFileInfo } from './import-
  * (b) no two folders (directories: src/bot and src/bot/web are different) import each other — files
  *     directly in src/ are shared ground and exempt;
  * (c) no file under a subfolder imports a composition root (src/app.ts, src/features.ts, src/main.ts);
- *     the CLI folder composes the app too, so it may;
+ *     the CLI folder composes the app too, and src/features/ holds features.ts's per-feature factories, so they may;
  * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors.
  */
 
@@ -38,7 +38,8 @@ export const SHEPHERD_RULES: BoundaryRules = {
   portPackages: ['zod'],
   // create-runs wires the runs core (store, executors) from config, for app.ts and the tests.
   compositionRoots: ['src/app.ts', 'src/features.ts', 'src/main.ts', 'src/create-runs.ts'],
-  compositionFolders: ['src/cli'],
+  // src/features/ holds the per-feature factories features.ts composes; they wire stores and executors too.
+  compositionFolders: ['src/cli', 'src/features'],
   runsFolder: 'src/runs',
   runsInternals: ['src/runs/run-store.ts', 'src/runs/local-executor.ts', 'src/runs/slurm/slurm-executor.ts'],
 };

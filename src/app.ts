@@ -1,24 +1,20 @@
 import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { runAgentTurn } from './agent/agent-loop.js';
 import { createLlmCallCounter, type LlmCallCounter } from './agent/llm-call-counter.js';
 import type { LlmProvider } from './agent/llm-provider.js';
-import type { ChatMessage } from './agent/messages.js';
 import { createLlmProvider } from './agent/providers/create-llm-provider.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
-import { compactSession, withSummary } from './agent/session-compaction.js';
-import { createSessionStore, parseSessionEntries } from './agent/session-store.js';
-import { loadSystemPrompt } from './agent/system-prompt.js';
+import { createSessionStore } from './agent/session-store.js';
 import { createThreadState } from './agent/thread-state.js';
-import { createTurnRunner } from './agent/turn-runner.js';
-import { createTurnTraceStore, type TraceStep } from './agent/turn-trace.js';
-import type { Card, ChatAdapter, Platform } from './bot/chat-adapter.js';
+import { createTurnTraceStore } from './agent/turn-trace.js';
+import { createAppTurns } from './app-turns.js';
+import type { ChatAdapter, Platform } from './bot/chat-adapter.js';
 import { createWebRunsRoutes } from './bot/web/runs-api.js';
 import { createWebRunsSource } from './bot/web/runs-source.js';
 import { createWebTurnsRoutes } from './bot/web/turns-api.js';
 import { createWebAdapter, type WebAdapter } from './bot/web/web-adapter.js';
 import { createWebStore } from './bot/web/web-store.js';
-import { createSessionCommands, parseSessionCommand } from './commands/session-commands.js';
+import { parseSessionCommand } from './commands/session-commands.js';
 import type { Config } from './config.js';
 import { createConfiguredAdapters } from './create-adapters.js';
 import { definedOnly } from './defined-only.js';
@@ -71,13 +67,59 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
+  const spine = createSpine(config, logger, overrides);
+  const { redis, prefix, web, notifier, inbox, turnQueue, ops } = spine;
+  const llmCalls = createLlmCallCounter({ redis, prefix, logger });
+  registerSecretValues(config.secretValues);
+  const provider = createProvider(config, logger, overrides, ops, llmCalls);
+  const features = await createFeatures({
+    config,
+    logger,
+    redis,
+    prefix,
+    notifier,
+    actions: spine.actions,
+    pushEvent: spine.pushEvent,
+    provider,
+    runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
+    onAlert: (kind) => ops.metrics.alert(kind),
+    ...definedOnly({ executor: overrides.executor }),
+  });
+  // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
+  spine.handlers.runs = createRunsDirectory(features);
+  web.extend(
+    createWebRunsRoutes({
+      source: createWebRunsSource(features),
+      logger: logger.child({ component: 'web' }),
+      botName: config.botName,
+    }),
+  );
+  web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
+  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
+  const processBatch = createAppTurns({ config, logger, provider, features, ...spine });
+  return {
+    config,
+    redis,
+    web,
+    notifier,
+    inbox,
+    turnQueue,
+    features,
+    llmCalls,
+    ops,
+    pushEvent: spine.pushEvent,
+    ...createLifecycle({ config, logger, spine, features, processBatch }),
+  };
+}
+
+type Spine = ReturnType<typeof createSpine>;
+
+/** Connections, adapters, queues and stores of the chat spine (no features yet). */
+function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
   const redis = createRedis(config.redisUrl, { logger });
   // The ack path (playground store, inbox) batches concurrent requests' commands into one write.
   const ackRedis = createRedis(config.redisUrl, { autoPipelining: true, logger });
   const prefix = config.queuePrefix;
-  const runsAdapters = config.role !== 'worker';
-  const runsWorkers = config.role !== 'bot';
-
   const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
   const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
@@ -95,14 +137,10 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
     adapters.set(adapter.platform, adapter);
   }
-  const lookup = (platform: Platform) => adapters.get(platform);
-
   const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix, logger);
-  const sessions = createSessionStore({ redis, prefix, logger });
   const threadState = createThreadState({ redis, prefix });
-  const traces = createTurnTraceStore({ redis, prefix });
   const actions = createActionRouter();
   const handlers = createInboundHandlers({
     inbox,
@@ -117,198 +155,93 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
       }
     },
   });
-
   const pushEvent = (threadId: string, eventId: string, text: string) =>
     pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
-
-  const llmCalls = createLlmCallCounter({ redis, prefix, logger });
-  registerSecretValues(config.secretValues);
-  // Everything sent to a model is redacted here, whichever provider (or test double) is used.
-  const provider = createRedactingProvider(
-    instrumentProvider(
-      overrides.provider ??
-        createLlmProvider(config.llm, {
-          logger,
-          onCall: (reason) => {
-            ops.metrics.llmCall(reason);
-            llmCalls
-              .increment(reason)
-              .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
-            overrides.onLlmCall?.(reason);
-          },
-        }),
-      ops.metrics,
-      config.llm.model,
-    ),
-  );
-
-  const features = await createFeatures({
-    config,
-    logger,
-    redis,
-    prefix,
-    notifier,
-    actions,
-    pushEvent,
-    provider,
-    runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
-    onAlert: (kind) => ops.metrics.alert(kind),
-    ...definedOnly({ executor: overrides.executor }),
-  });
-  // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
-  handlers.runs = createRunsDirectory(features);
-  web.extend(
-    createWebRunsRoutes({
-      source: createWebRunsSource(features),
-      logger: logger.child({ component: 'web' }),
-      botName: config.botName,
-    }),
-  );
-  web.extend(createWebTurnsRoutes({ store: webStore, traces }));
-  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
-  const systemPrompt = loadSystemPrompt(config.botName);
-  /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
-  const resetInBatch = new Set<string>();
-  const sessionCommands = createSessionCommands({
-    state: threadState,
-    follows: features.follows,
-    defaultModel: config.llm.model,
-    allowedModels: config.llm.models,
-    historyLength: (threadId) => sessions.length(threadId),
-    botName: config.botName,
-    onReset: (threadId) => resetInBatch.add(threadId),
-  });
-  // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
-  const statusCard = (text: string): Card => ({
-    text,
-    actions: [{ actionId: 'cancel:turn', label: 'Cancel', style: 'danger' }],
-  });
-  actions.register('cancel', async (action) => {
-    if (!(await threadState.turnRunning(action.threadId))) {
-      return { status: 'resolved', message: 'nothing is running in this thread' };
-    }
-    await threadState.requestCancel(action.threadId, action.user.name);
-    return { status: 'accepted', message: 'cancelling at the next tool boundary' };
-  });
-  const threadModel = async (threadId: string) => {
-    const chosen = await threadState.model(threadId);
-    // A model dropped from the allowed list since it was chosen falls back to the default.
-    return chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
+  const sessions = createSessionStore({ redis, prefix, logger });
+  const traces = createTurnTraceStore({ redis, prefix });
+  return {
+    ...{ redis, ackRedis, prefix, ops, webStore, web, adapters, notifier, inbox, turnQueue },
+    ...{ threadState, actions, handlers, pushEvent, sessions, traces },
   };
+}
 
-  const processBatch = createTurnRunner({
-    logger,
-    loadHistory: async (threadId, prefetched) => {
-      const stale = resetInBatch.delete(threadId);
-      const stored =
-        prefetched === undefined || stale
-          ? await sessions.load(threadId)
-          : parseSessionEntries(prefetched, threadId, logger);
-      return compactSession(
-        { provider, state: threadState, logger: logger.child({ threadId }) },
-        threadId,
-        stored,
-        await threadModel(threadId),
-      );
-    },
-    postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
-    postedOnce: (key) => notifier.postedOnce(key),
-    edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
-    statusCard: {
-      post: (key, threadId, text) => notifier.postCardOnce(key, threadId, statusCard(text)),
-      update: (threadId, messageId, text) => notifier.updateCard(threadId, messageId, statusCard(text)),
-    },
-    tryCommand: async (threadId, item) =>
-      (await sessionCommands.tryHandle(threadId, item.text, item.user)) ??
-      features.commands.tryHandle(threadId, item),
-    runAgent: async ({ threadId, history, actor, onProgress }) => {
-      const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
-      const steps: TraceStep[] = [];
-      const startedAt = Date.now();
-      const result = await runAgentTurn({
-        provider,
-        registry: features.tools,
-        systemPrompt: withSummary(systemPrompt, summary),
-        history,
-        context: { threadId, actor },
-        maxToolRounds: config.llm.maxToolRounds,
-        onProgress,
-        cancelledBy: () => threadState.cancelRequested(threadId),
-        ...definedOnly({ model }),
-        defaultModel: config.llm.model,
-        onTrace: (step) => steps.push(step),
-        logger: logger.child({ threadId }),
-      });
-      await traces
-        .record({
-          id: `${threadId}:${startedAt}`,
-          threadId,
-          startedAt,
-          endedAt: Date.now(),
-          outcome: result.outcome,
-          reply: result.reply,
-          steps,
-        })
-        .catch((error: unknown) => logger.warn({ threadId, err: String(error) }, 'turn trace not stored'));
-      if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
-      await threadState.clearCancel(threadId);
-      return result;
-    },
-    commit: (threadId, batch, messages: ChatMessage[]) =>
-      inbox.commitBatch(threadId, batch, (multi) => sessions.appendInTransaction(multi, threadId, messages)),
-  });
+/** Everything sent to a model is redacted here, whichever provider (or test double) is used. */
+function createProvider(
+  config: Config,
+  logger: Logger,
+  overrides: AppOverrides,
+  ops: Ops,
+  llmCalls: LlmCallCounter,
+): LlmProvider {
+  const provider =
+    overrides.provider ??
+    createLlmProvider(config.llm, {
+      logger,
+      onCall: (reason) => {
+        ops.metrics.llmCall(reason);
+        llmCalls
+          .increment(reason)
+          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+        overrides.onLlmCall?.(reason);
+      },
+    });
+  return createRedactingProvider(instrumentProvider(provider, ops.metrics, config.llm.model));
+}
 
+/** Start and stop: adapters, the notify worker, the turn worker and the features' workers, in order. */
+function createLifecycle(options: {
+  config: Config;
+  logger: Logger;
+  spine: Spine;
+  features: Features;
+  processBatch: ReturnType<typeof createAppTurns>;
+}): Pick<App, 'start' | 'stop'> {
+  const { config, logger, spine, features } = options;
+  const { redis, ackRedis, prefix, ops, adapters, notifier, turnQueue, web } = spine;
+  const runsAdapters = config.role !== 'worker';
+  const runsWorkers = config.role !== 'bot';
   const workers: Worker[] = [];
   let notifyWorker: Worker | undefined;
   let started = false;
   let closed = false;
 
+  const turnWorker = () =>
+    createTurnWorker({
+      connection: redis,
+      queue: turnQueue,
+      prefix,
+      inbox: spine.inbox,
+      processBatch: options.processBatch,
+      sessionKey: spine.sessions.historyKey,
+      onBatchDropped: async (threadId, batch, error) => {
+        await notifier
+          .post(
+            threadId,
+            `Sorry — I could not handle the last ${batch.items.length === 1 ? 'message' : `${batch.items.length} messages`} after several attempts (${String(error).slice(0, 200)}). Please try again.`,
+          )
+          .catch(() => undefined);
+      },
+      logger: logger.child({ component: 'turns' }),
+      concurrency: config.queue.turnConcurrency,
+      lockMs: config.queue.lockMs,
+    });
+
   return {
-    config,
-    redis,
-    web,
-    notifier,
-    inbox,
-    turnQueue,
-    features,
-    llmCalls,
-    ops,
-    pushEvent,
     async start() {
       if (started) return;
       started = true;
       // Adapters first: a port already in use fails start-up before any worker has taken a job.
       if (runsAdapters) {
-        for (const adapter of adapters.values()) await adapter.start(handlers);
+        for (const adapter of adapters.values()) await adapter.start(spine.handlers);
         notifyWorker = createNotifyWorker({
           connection: redis,
           prefix,
-          adapters: lookup,
+          adapters: (platform) => adapters.get(platform),
           logger: logger.child({ component: 'notify' }),
         });
       }
       if (runsWorkers) {
-        workers.push(
-          createTurnWorker({
-            connection: redis,
-            queue: turnQueue,
-            prefix,
-            inbox,
-            processBatch,
-            sessionKey: sessions.historyKey,
-            onBatchDropped: async (threadId, batch, error) => {
-              await notifier
-                .post(
-                  threadId,
-                  `Sorry — I could not handle the last ${batch.items.length === 1 ? 'message' : `${batch.items.length} messages`} after several attempts (${String(error).slice(0, 200)}). Please try again.`,
-                )
-                .catch(() => undefined);
-            },
-            logger: logger.child({ component: 'turns' }),
-            concurrency: config.queue.turnConcurrency,
-            lockMs: config.queue.lockMs,
-          }),
-        );
+        workers.push(turnWorker());
         workers.push(...(await features.startWorkers()));
       }
       ops.watchWorkers(notifyWorker === undefined ? workers : [notifyWorker, ...workers]);

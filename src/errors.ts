@@ -184,6 +184,16 @@ export class RunError extends BotError<RunErrorCode> {
   }
 }
 
+/** A decision card's stored record (its subject or its decision) no longer matches its schema. */
+export class DecisionRecordError extends BotError<'decision_record_invalid'> {
+  readonly key: string;
+  constructor(key: string, message: string, options?: { cause?: unknown }) {
+    super('decision_record_invalid', message, options);
+    this.name = 'DecisionRecordError';
+    this.key = key;
+  }
+}
+
 export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }

@@ -13,6 +13,9 @@ const WHOLE_CHARS = 3500;
 /** A longer one shows its start; the whole file is attached. */
 const HEAD_LINES = 25;
 
+/** The card's buttons (`approve:<approvalId>`, `reject:<approvalId>`); the action router keys on these. */
+export const APPROVAL_ACTIONS = { approve: 'approve', reject: 'reject' } as const;
+
 const KIND_TITLE: Record<Approval['kind'], string> = {
   start: 'Approve training run',
   resume: 'Approve resuming run',
@@ -108,8 +111,8 @@ export function approvalCard(approval: Approval): Card {
     ...definedOnly({ attachment }),
     fields,
     actions: [
-      { actionId: `approve:${approval.id}`, label: 'Approve', style: 'primary' },
-      { actionId: `reject:${approval.id}`, label: 'Reject', style: 'danger' },
+      { actionId: `${APPROVAL_ACTIONS.approve}:${approval.id}`, label: 'Approve', style: 'primary' },
+      { actionId: `${APPROVAL_ACTIONS.reject}:${approval.id}`, label: 'Reject', style: 'danger' },
     ],
   };
 }

@@ -79,13 +79,13 @@ export interface ApprovalService {
   /** Posts the approval card (or applies an auto-approval) and returns the stored approval. */
   request(request: ApprovalRequest): Promise<{ approval: Approval; autoApproved: boolean }>;
   requestSweep(request: SweepApprovalRequest): Promise<{ approval: Approval; autoApproved: boolean }>;
-  /** The button handler for `approve:<id>` and `reject:<id>`. */
+  /** The button handler for `APPROVAL_ACTIONS.approve` and `.reject` (`approve:<id>`, `reject:<id>`). */
   onAction(
     action: InboundAction,
     decision: 'approved' | 'rejected',
     approvalId: string,
   ): Promise<ActionOutcome>;
-  /** The control job: applies a recorded decision (idempotent: a retry after a crash is harmless). */
+  /** The control job: applies a recorded decision once (a retried job reuses the stored outcome). */
   apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void>;
 }
 
@@ -204,21 +204,21 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
   }
 
   async function onAction(action: InboundAction, decision: 'approved' | 'rejected', approvalId: string) {
-    const approval = await store.get(approvalId);
-    if (approval === undefined)
-      return { status: 'unknown', message: 'this approval no longer exists' } as const;
-    const existing = await store.getDecision(approvalId);
-    if (existing !== undefined) return { status: 'resolved', message: describeExisting(existing) } as const;
-    if (now().getTime() >= Date.parse(approval.expiresAt)) {
-      return { status: 'resolved', message: 'this approval has expired; ask again' } as const;
-    }
-    const verdict = checkDecision(options.policy, approval, action.user, decision);
-    if (!verdict.allowed) return { status: 'forbidden', message: verdict.reason } as const;
-    const recorded: Decision = { decision, user: action.user, at: now().toISOString(), auto: false };
-    const result = await store.decide(approvalId, recorded);
-    if (!result.won) return { status: 'resolved', message: describeExisting(result.decision) } as const;
-    await enqueueDecision(approval, recorded);
-    return { status: 'accepted', message: decision === 'approved' ? 'approved' : 'rejected' } as const;
+    return store.click(approvalId, {
+      unknown: 'this approval no longer exists',
+      choose: async (approval, existing) => {
+        if (existing !== undefined) return { status: 'resolved', message: describeExisting(existing) };
+        if (now().getTime() >= Date.parse(approval.expiresAt)) {
+          return { status: 'resolved', message: 'this approval has expired; ask again' };
+        }
+        const verdict = checkDecision(options.policy, approval, action.user, decision);
+        if (!verdict.allowed) return { status: 'forbidden', message: verdict.reason };
+        return { decision: { decision, user: action.user, at: now().toISOString(), auto: false } };
+      },
+      lost: describeExisting,
+      enqueue: (approval, recorded) => enqueueDecision(approval, recorded),
+      accepted: (recorded) => (recorded.decision === 'approved' ? 'approved' : 'rejected'),
+    });
   }
 
   async function apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void> {
@@ -227,43 +227,38 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
       logger.warn({ approvalId: job.approvalId }, 'decision for an unknown approval; ignored');
       return;
     }
-    let decision = await store.getDecision(approval.id);
     if (job.decision === 'expired') {
       // The expiry job only wins when nobody decided in time.
-      const result = await store.decide(approval.id, {
-        decision: 'expired',
-        user: job.user,
-        at: now().toISOString(),
-        auto: true,
-      });
-      if (!result.won) return;
-      decision = result.decision;
+      const expiry: Decision = { decision: 'expired', user: job.user, at: now().toISOString(), auto: true };
+      if (!(await store.decide(approval.id, expiry)).won) return;
     }
-    if (decision === undefined) return;
+    await store.settle(approval.id, {
+      effect: applyDecision,
+      resolvedCard: (subject, decision) => resolvedApprovalCard(subject, decision),
+      after: tellThread,
+    });
+  }
 
-    let outcome: string;
+  /** Applies a decision to its run or sweep; never throws, the outcome line says what happened. */
+  async function applyDecision(approval: Approval, decision: Decision): Promise<string> {
     try {
-      outcome = await applyToRun(approval, decision);
+      return await applyToRun(approval, decision);
     } catch (error) {
       if (error instanceof RunError && error.code === 'illegal_transition') {
-        // Already applied by an earlier attempt of this job, or the run moved on meanwhile.
-        outcome = `nothing to do: ${error.message}`;
+        // The run moved on meanwhile (or an attempt crashed after applying it, before recording so).
         logger.info({ approvalId: approval.id, err: error.message }, 'approval already applied');
-      } else {
-        outcome = `could not be applied: ${errorMessage(error)}`;
-        await notifier.post(
-          approval.threadId,
-          `⚠️ ${approval.runName}: the approved action failed — ${errorMessage(error)}`,
-        );
+        return `nothing to do: ${error.message}`;
       }
-    }
-    if (approval.cardMessageId !== undefined) {
-      await notifier.updateCard(
+      await notifier.post(
         approval.threadId,
-        approval.cardMessageId,
-        resolvedApprovalCard(approval, decision),
+        `⚠️ ${approval.runName}: the approved action failed — ${errorMessage(error)}`,
       );
+      return `could not be applied: ${errorMessage(error)}`;
     }
+  }
+
+  /** The thread hears of a decision that was not an approval; the agent of its own pending tool call. */
+  async function tellThread(approval: Approval, decision: Decision, outcome: string): Promise<void> {
     if (decision.decision !== 'approved') {
       const what =
         decision.decision === 'expired'

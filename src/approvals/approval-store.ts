@@ -1,11 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import { z } from 'zod';
+import {
+  createDecisionStore,
+  type DecisionStore,
+  type DecisionStoreOptions,
+} from '../decisions/decision-store.js';
 
 /**
  * Durable approvals. The pending request (including the agent's tool call, if any) is stored under an
- * `approvalId` with a schema version; a card button carries only that id. The first decision wins
- * atomically (SET NX on the decision key), so double clicks and races apply at most one outcome.
+ * `approvalId` with a schema version; a card button carries only that id. A decision card
+ * (decisions/decision-store.ts): the first decision wins atomically, so double clicks and races apply at
+ * most one outcome.
  */
 
 const userSchema = z.object({ id: z.string(), name: z.string() });
@@ -55,41 +60,22 @@ export const decisionSchema = z.object({
 });
 export type Decision = z.infer<typeof decisionSchema>;
 
-export interface ApprovalStore {
+export interface ApprovalStore extends DecisionStore<Approval, Decision> {
   create(
     input: Omit<Approval, 'schemaVersion' | 'id' | 'createdAt' | 'expiresAt'>,
     ttlMs: number,
     now: Date,
   ): Promise<Approval>;
-  get(approvalId: string): Promise<Approval | undefined>;
-  setCardMessage(approvalId: string, messageId: string): Promise<void>;
-  /** Records the decision if none exists yet; returns the winning decision and whether it was this one. */
-  decide(approvalId: string, decision: Decision): Promise<{ won: boolean; decision: Decision }>;
-  getDecision(approvalId: string): Promise<Decision | undefined>;
 }
 
-const KEEP_SECONDS = 30 * 24 * 3600;
-
-export function createApprovalStore(options: { redis: Redis; prefix: string }): ApprovalStore {
-  const { redis, prefix } = options;
-  const key = (id: string) => `${prefix}:approval:${id}`;
-  const decisionKey = (id: string) => `${prefix}:approval-decision:${id}`;
-
-  async function get(approvalId: string): Promise<Approval | undefined> {
-    const raw = await redis.get(key(approvalId));
-    if (raw === null) return undefined;
-    const parsed = approvalSchema.safeParse(parseJson(raw));
-    return parsed.success ? parsed.data : undefined;
-  }
-
-  async function getDecision(approvalId: string): Promise<Decision | undefined> {
-    const raw = await redis.get(decisionKey(approvalId));
-    if (raw === null) return undefined;
-    const parsed = decisionSchema.safeParse(parseJson(raw));
-    return parsed.success ? parsed.data : undefined;
-  }
-
+export function createApprovalStore(options: DecisionStoreOptions): ApprovalStore {
+  // Keys `<prefix>:approval:<id>` and `<prefix>:approval-decision:<id>`, as before the primitive.
+  const decisions = createDecisionStore(
+    { name: 'approval', subject: approvalSchema, decision: decisionSchema },
+    options,
+  );
   return {
+    ...decisions,
     async create(input, ttlMs, now) {
       const approval: Approval = {
         ...input,
@@ -98,29 +84,7 @@ export function createApprovalStore(options: { redis: Redis; prefix: string }): 
         createdAt: now.toISOString(),
         expiresAt: new Date(now.getTime() + ttlMs).toISOString(),
       };
-      await redis.set(key(approval.id), JSON.stringify(approval), 'EX', KEEP_SECONDS);
-      return approval;
+      return decisions.save(approval.id, approval);
     },
-    get,
-    async setCardMessage(approvalId, messageId) {
-      const approval = await get(approvalId);
-      if (approval === undefined) return;
-      await redis.set(key(approvalId), JSON.stringify({ ...approval, cardMessageId: messageId }), 'KEEPTTL');
-    },
-    async decide(approvalId, decision) {
-      const ok = await redis.set(decisionKey(approvalId), JSON.stringify(decision), 'EX', KEEP_SECONDS, 'NX');
-      if (ok === 'OK') return { won: true, decision };
-      const existing = await getDecision(approvalId);
-      return { won: false, decision: existing ?? decision };
-    },
-    getDecision,
   };
-}
-
-function parseJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

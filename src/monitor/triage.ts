@@ -23,7 +23,7 @@ const triageAnswerSchema = z
 
 type TriageAnswer = z.infer<typeof triageAnswerSchema>;
 
-type TriageResult =
+export type TriageResult =
   | { decision: 'LGTM' | 'WARNING'; diagnosis: string; parsed: boolean; attempts: number }
   | { decision: 'FIX'; diagnosis: string; script: string; parsed: true; attempts: number };
 

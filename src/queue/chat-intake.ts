@@ -7,7 +7,7 @@ import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } 
 import { createTurnRequester, requestTurn } from './turn-worker.js';
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
-type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
+export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
 
 /**
  * Routes action ids of the form `verb:argument` (e.g. `approve:ap_1a2b`) to the handler registered for

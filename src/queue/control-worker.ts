@@ -5,7 +5,7 @@ import { logQueueErrors } from './job-payload.js';
 import { createJobWorker } from './job-worker.js';
 import { type ControlJob, controlJob, QUEUE_NAMES } from './jobs.js';
 
-type ControlHandlers = {
+export type ControlHandlers = {
   [Kind in ControlJob['kind']]?: (job: Extract<ControlJob, { kind: Kind }>) => Promise<void>;
 };
 
@@ -43,4 +43,22 @@ export function createControlWorker(options: {
       describe: (data) => ({ kind: data.kind }),
     },
   );
+}
+
+/** Several features may handle one kind (the periodic refresh): their handlers run in the given order. */
+export function mergeControlHandlers(list: readonly ControlHandlers[]): ControlHandlers {
+  const byKind = new Map<string, Array<(job: ControlJob) => Promise<void>>>();
+  for (const handlers of list) {
+    for (const [kind, handler] of Object.entries(handlers)) {
+      if (handler === undefined) continue;
+      byKind.set(kind, [...(byKind.get(kind) ?? []), handler as (job: ControlJob) => Promise<void>]);
+    }
+  }
+  const merged: Record<string, (job: ControlJob) => Promise<void>> = {};
+  for (const [kind, handlers] of byKind) {
+    merged[kind] = async (job) => {
+      for (const handler of handlers) await handler(job);
+    };
+  }
+  return merged as ControlHandlers;
 }

@@ -19,7 +19,7 @@ import { defineTool, type ToolDefinition } from './registry.js';
 
 const KEEP_SECONDS = 24 * 3600;
 
-interface MemoryNotes {
+export interface MemoryNotes {
   record(threadId: string, model: string, text: string): Promise<void>;
   /** The thread's latest estimate; for a launch naming a model, only an estimate of that model. */
   latest(threadId: string, modelId: string | undefined): Promise<string | undefined>;

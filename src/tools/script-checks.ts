@@ -7,7 +7,7 @@ import { describePreflight, runPreflight } from '../runs/preflight.js';
  * hooks below, whoever asked (a person's `run`, the agent, a monitor fix).
  */
 
-interface ScriptChecks {
+export interface ScriptChecks {
   /** Resolves a sentence with the line number when the script does not compile, else undefined. */
   checkSyntax(source: string): Promise<string | undefined>;
   /** The pre-flight line for the card, or undefined when pre-flights are off. */

@@ -2,9 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { realpath, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import { z } from 'zod';
 import type { ActionOutcome, Card, ChatUser, InboundAction } from '../bot/chat-adapter.js';
 import type { Notifier } from '../bot/notifier.js';
 import type { WatchTarget } from '../commands/parse-command.js';
+import { createDecisionStore } from '../decisions/decision-store.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -25,6 +27,10 @@ import { readSlurmJobInfo } from '../runs/slurm/slurm-job-info.js';
 const WATCH_MAX_HOURS = 720;
 const CONFIRM_TTL_S = 24 * 3600;
 
+/** The stop card's buttons (`confirm-stop:<token>`, `keep-running:<token>`); the action router keys on these. */
+export const WATCH_ACTIONS = { confirmStop: 'confirm-stop', keepRunning: 'keep-running' } as const;
+type WatchVerb = (typeof WATCH_ACTIONS)[keyof typeof WATCH_ACTIONS];
+
 interface WatchOperationsOptions {
   runs: RunService;
   workspace: string;
@@ -38,13 +44,21 @@ interface WatchOperationsOptions {
   logger: Logger;
 }
 
-interface StopConfirmation {
-  runId: string;
-  runName: string;
-  threadId: string;
-  what: string;
-  cardMessageId?: string;
-}
+const stopConfirmationSchema = z.object({
+  runId: z.string(),
+  runName: z.string(),
+  threadId: z.string(),
+  what: z.string(),
+  cardMessageId: z.string().optional(),
+});
+type StopConfirmation = z.infer<typeof stopConfirmationSchema>;
+
+const stopDecisionSchema = z.object({
+  verb: z.enum([WATCH_ACTIONS.confirmStop, WATCH_ACTIONS.keepRunning]),
+  user: z.object({ id: z.string(), name: z.string() }),
+  at: z.string(),
+});
+type StopDecision = z.infer<typeof stopDecisionSchema>;
 
 function stopWhat(meta: RunMeta): string {
   if (meta.watch?.source === 'slurm') return `scancel of Slurm job ${meta.jobId ?? '?'}`;
@@ -52,10 +66,26 @@ function stopWhat(meta: RunMeta): string {
   return 'nothing to signal (no pid was given): Shepherd just stops watching';
 }
 
-export function createWatchOperations(options: WatchOperationsOptions) {
+export interface WatchOperations {
+  /** `watch slurm:<jobid>` or `watch <log> [--pid N]`: adopts the run and says how it is watched. */
+  watch(target: WatchTarget, runName: string | undefined, threadId: string, actor: ChatUser): Promise<string>;
+  /** `stop <watched run>`: posts the confirmation card; the button does the stop. */
+  confirmStop(meta: RunMeta, actor: ChatUser): Promise<string>;
+  onAction(action: InboundAction, verb: WatchVerb, token: string): Promise<ActionOutcome>;
+}
+
+export function createWatchOperations(options: WatchOperationsOptions): WatchOperations {
   const { runs, redis, prefix, notifier, logger } = options;
-  const confirmKey = (token: string) => `${prefix}:stop-confirm:${token}`;
-  const decidedKey = (token: string) => `${prefix}:stop-confirm-decided:${token}`;
+  // A decision card without a control job: the stop is applied off the click's answer, in this process.
+  const confirmations = createDecisionStore(
+    {
+      name: 'stop-confirm',
+      subject: stopConfirmationSchema,
+      decision: stopDecisionSchema,
+      keepSeconds: CONFIRM_TTL_S,
+    },
+    { redis, prefix, notifier },
+  );
 
   async function watchSlurm(jobId: string, runName: string | undefined, threadId: string, actor: ChatUser) {
     const info = await readSlurmJobInfo(options.slurmCommand, jobId);
@@ -136,8 +166,8 @@ export function createWatchOperations(options: WatchOperationsOptions) {
       text: `Shepherd did not launch ${confirmation.runName}. Stopping it means ${confirmation.what}.`,
       fields: [{ label: 'Run', value: confirmation.runName }],
       actions: [
-        { actionId: `confirm-stop:${token}`, label: 'Stop it', style: 'danger' },
-        { actionId: `keep-running:${token}`, label: 'Keep it running' },
+        { actionId: `${WATCH_ACTIONS.confirmStop}:${token}`, label: 'Stop it', style: 'danger' },
+        { actionId: `${WATCH_ACTIONS.keepRunning}:${token}`, label: 'Keep it running' },
       ],
     };
   }
@@ -152,62 +182,69 @@ export function createWatchOperations(options: WatchOperationsOptions) {
       what: stopWhat(meta),
     };
     const posted = await notifier.postCard(meta.threadId, confirmCard(confirmation, token));
-    await redis.set(
-      confirmKey(token),
-      JSON.stringify({ ...confirmation, cardMessageId: posted.messageId }),
-      'EX',
-      CONFIRM_TTL_S,
-    );
+    await confirmations.save(token, { ...confirmation, cardMessageId: posted.messageId });
     logger.info({ runId: meta.id, by: actor.id }, 'stop of a watched run asked; waiting for confirmation');
     return `${meta.name} is a watched run: confirm on the card to stop it (${confirmation.what}).`;
   }
 
-  async function resolve(confirmation: StopConfirmation, outcome: string): Promise<void> {
-    if (confirmation.cardMessageId === undefined) return;
+  function resolvedCard(confirmation: StopConfirmation, outcome: string): Card {
     const { actions: _actions, ...card } = confirmCard(confirmation, '');
-    await notifier.updateCard(confirmation.threadId, confirmation.cardMessageId, {
-      ...card,
-      resolved: outcome,
+    return { ...card, resolved: outcome };
+  }
+
+  /** The decision's effect; never throws, the outcome line says what happened. */
+  async function applyStop(confirmation: StopConfirmation, decision: StopDecision): Promise<string> {
+    const clock = `${decision.at.slice(11, 16)} UTC`;
+    const who = decision.user.name;
+    if (decision.verb === WATCH_ACTIONS.keepRunning) return `Kept running by ${who} at ${clock}`;
+    try {
+      await runs.stop(confirmation.runId, decision.user, `stopped from the thread (${confirmation.what})`);
+      return `Stopped by ${who} at ${clock} (${confirmation.what})`;
+    } catch (error) {
+      logger.warn({ runId: confirmation.runId, err: errorMessage(error) }, 'stop of a watched run failed');
+      return `Stop by ${who} failed: ${errorMessage(error)}`;
+    }
+  }
+
+  async function settle(token: string): Promise<void> {
+    await confirmations.settle(token, {
+      effect: applyStop,
+      resolvedCard: (confirmation, _decision, outcome) => resolvedCard(confirmation, outcome),
     });
   }
 
-  /** Buttons `confirm-stop:<token>` and `keep-running:<token>`; the first click decides. */
-  async function onAction(
-    action: InboundAction,
-    verb: 'confirm-stop' | 'keep-running',
-    token: string,
-  ): Promise<ActionOutcome> {
-    const raw = await redis.get(confirmKey(token));
-    if (raw === null) return { status: 'unknown', message: 'this confirmation has expired; send stop again' };
-    const confirmation = JSON.parse(raw) as StopConfirmation;
-    if (options.access !== undefined) {
-      // Deciding a stop card is stopping the run (or refusing to): checked and audited before it counts.
-      try {
-        const meta = await runs.findRun(confirmation.runId);
-        await options.access.authorize(meta, action.user, action.threadId, 'stop', 'button');
-      } catch (error) {
-        if (error instanceof RunAccessError) return { status: 'forbidden', message: error.message };
-        throw error;
-      }
+  /** Deciding a stop card is stopping the run (or refusing to): checked and audited before it counts. */
+  async function refusal(confirmation: StopConfirmation, action: InboundAction) {
+    if (options.access === undefined) return undefined;
+    try {
+      const meta = await runs.findRun(confirmation.runId);
+      await options.access.authorize(meta, action.user, action.threadId, 'stop', 'button');
+      return undefined;
+    } catch (error) {
+      if (error instanceof RunAccessError) return error.message;
+      throw error;
     }
-    const won = await redis.set(decidedKey(token), action.user.name, 'EX', CONFIRM_TTL_S, 'NX');
-    if (won !== 'OK') return { status: 'resolved', message: 'this was already decided' };
-    const clock = `${new Date().toISOString().slice(11, 16)} UTC`;
-    if (verb === 'keep-running') {
-      await resolve(confirmation, `Kept running by ${action.user.name} at ${clock}`);
-      return { status: 'accepted', message: 'kept running' };
-    }
-    // The stop may wait out the grace period: answer the click now, report on the card.
-    void runs
-      .stop(confirmation.runId, action.user, `stopped from the thread (${confirmation.what})`)
-      .then(() => resolve(confirmation, `Stopped by ${action.user.name} at ${clock} (${confirmation.what})`))
-      .catch(async (error: unknown) => {
-        logger.warn({ runId: confirmation.runId, err: errorMessage(error) }, 'stop of a watched run failed');
-        await resolve(confirmation, `Stop by ${action.user.name} failed: ${errorMessage(error)}`).catch(
-          () => undefined,
-        );
-      });
-    return { status: 'accepted', message: 'stopping' };
+  }
+
+  /** Buttons `WATCH_ACTIONS` (`confirm-stop:<token>`, `keep-running:<token>`); the first click decides. */
+  async function onAction(action: InboundAction, verb: WatchVerb, token: string): Promise<ActionOutcome> {
+    return confirmations.click(token, {
+      unknown: 'this confirmation has expired; send stop again',
+      choose: async (confirmation) => {
+        const refused = await refusal(confirmation, action);
+        if (refused !== undefined) return { status: 'forbidden', message: refused };
+        return { decision: { verb, user: action.user, at: new Date().toISOString() } };
+      },
+      lost: () => 'this was already decided',
+      enqueue: async (_confirmation, decision) => {
+        if (decision.verb === WATCH_ACTIONS.keepRunning) return settle(token);
+        // The stop may wait out the grace period: answer the click now, report on the card.
+        void settle(token).catch((error: unknown) => {
+          logger.warn({ token, err: errorMessage(error) }, 'stop confirmation not settled');
+        });
+      },
+      accepted: (decision) => (decision.verb === WATCH_ACTIONS.keepRunning ? 'kept running' : 'stopping'),
+    });
   }
 
   return { watch, confirmStop, onAction };

@@ -13,6 +13,7 @@ import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import { isTurnStatusCard } from '../turn-status-card.js';
 import { DISCORD_LIMITS, renderCard, safeFilename, truncate } from './cards.js';
 import { registerCommands } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
@@ -87,8 +88,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
     intervalMs: config.typingIntervalMs ?? 8000,
   });
   const messages = createDiscordMessages(client, logger);
-  const isTurnStatus = (card: Card) =>
-    card.actions?.some((action) => action.actionId === 'cancel:turn') === true;
+  const isTurnStatus = isTurnStatusCard;
 
   function rememberInteraction(threadId: string, userId: string, interaction: DeferredInteraction): void {
     const now = clock();

@@ -14,7 +14,7 @@ interface TypingIndicator {
 
 /**
  * "Shepherd is typing…" while a turn works. The turn's status line is a card with a Cancel button
- * (`cancel:turn`, see app.ts) that becomes the answer by an edit, so the adapter types from that card
+ * (`cancel:turn`, see bot/turn-status-card.ts) that becomes the answer by an edit, so the adapter types from that card
  * until the message is edited or something else is posted there.
  */
 export function createTypingIndicator(options: {

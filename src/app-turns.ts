@@ -1,0 +1,136 @@
+import { runAgentTurn } from './agent/agent-loop.js';
+import type { LlmProvider } from './agent/llm-provider.js';
+import type { ChatMessage } from './agent/messages.js';
+import { compactSession, withSummary } from './agent/session-compaction.js';
+import { parseSessionEntries, type SessionStore } from './agent/session-store.js';
+import { loadSystemPrompt } from './agent/system-prompt.js';
+import type { ThreadState } from './agent/thread-state.js';
+import { createTurnRunner } from './agent/turn-runner.js';
+import type { TraceStep, TurnTraceStore } from './agent/turn-trace.js';
+import { TURN_ACTIONS, turnStatusCard } from './bot/turn-status-card.js';
+import { createSessionCommands } from './commands/session-commands.js';
+import type { Config } from './config.js';
+import { definedOnly } from './defined-only.js';
+import type { Features } from './features.js';
+import type { Logger } from './logger.js';
+import type { ActionRouter } from './queue/chat-intake.js';
+import type { QueueNotifier } from './queue/notify-queue.js';
+import type { TurnInbox } from './queue/turn-inbox.js';
+
+/** What a thread's turn is made of: its history, commands, the agent loop, and the status card. */
+interface AppTurnsOptions {
+  config: Config;
+  logger: Logger;
+  provider: LlmProvider;
+  features: Features;
+  notifier: QueueNotifier;
+  inbox: TurnInbox;
+  sessions: SessionStore;
+  threadState: ThreadState;
+  traces: TurnTraceStore;
+  actions: ActionRouter;
+}
+
+/** Builds the turn worker's batch processor and registers the status card's Cancel button. */
+export function createAppTurns(options: AppTurnsOptions) {
+  const { config, logger, provider, features, notifier, inbox, sessions, threadState } = options;
+  /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
+  const resetInBatch = new Set<string>();
+  const sessionCommands = createSessionCommands({
+    state: threadState,
+    follows: features.follows,
+    defaultModel: config.llm.model,
+    allowedModels: config.llm.models,
+    historyLength: (threadId) => sessions.length(threadId),
+    botName: config.botName,
+    onReset: (threadId) => resetInBatch.add(threadId),
+  });
+  // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
+  options.actions.register(TURN_ACTIONS.cancel, async (action) => {
+    if (!(await threadState.turnRunning(action.threadId))) {
+      return { status: 'resolved', message: 'nothing is running in this thread' };
+    }
+    await threadState.requestCancel(action.threadId, action.user.name);
+    return { status: 'accepted', message: 'cancelling at the next tool boundary' };
+  });
+  const threadModel = async (threadId: string) => {
+    const chosen = await threadState.model(threadId);
+    // A model dropped from the allowed list since it was chosen falls back to the default.
+    return chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
+  };
+  const runAgent = createAgentRunner(options, threadModel);
+
+  return createTurnRunner({
+    logger,
+    loadHistory: async (threadId, prefetched) => {
+      const stale = resetInBatch.delete(threadId);
+      const stored =
+        prefetched === undefined || stale
+          ? await sessions.load(threadId)
+          : parseSessionEntries(prefetched, threadId, logger);
+      return compactSession(
+        { provider, state: threadState, logger: logger.child({ threadId }) },
+        threadId,
+        stored,
+        await threadModel(threadId),
+      );
+    },
+    postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
+    postedOnce: (key) => notifier.postedOnce(key),
+    edit: (threadId, messageId, text) => notifier.edit(threadId, messageId, text),
+    statusCard: {
+      post: (key, threadId, text) => notifier.postCardOnce(key, threadId, turnStatusCard(text)),
+      update: (threadId, messageId, text) => notifier.updateCard(threadId, messageId, turnStatusCard(text)),
+    },
+    tryCommand: async (threadId, item) =>
+      (await sessionCommands.tryHandle(threadId, item.text, item.user)) ??
+      features.commands.tryHandle(threadId, item),
+    runAgent,
+    commit: (threadId, batch, messages: ChatMessage[]) =>
+      inbox.commitBatch(threadId, batch, (multi) => sessions.appendInTransaction(multi, threadId, messages)),
+  });
+}
+
+type RunAgent = Parameters<typeof createTurnRunner>[0]['runAgent'];
+
+/** One agent turn with the thread's summary and model; its trace is kept for the playground. */
+function createAgentRunner(
+  options: AppTurnsOptions,
+  threadModel: (threadId: string) => Promise<string | undefined>,
+): RunAgent {
+  const { config, logger, provider, features, threadState, traces } = options;
+  const systemPrompt = loadSystemPrompt(config.botName);
+  return async ({ threadId, history, actor, onProgress }) => {
+    const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
+    const steps: TraceStep[] = [];
+    const startedAt = Date.now();
+    const result = await runAgentTurn({
+      provider,
+      registry: features.tools,
+      systemPrompt: withSummary(systemPrompt, summary),
+      history,
+      context: { threadId, actor },
+      maxToolRounds: config.llm.maxToolRounds,
+      onProgress,
+      cancelledBy: () => threadState.cancelRequested(threadId),
+      ...definedOnly({ model }),
+      defaultModel: config.llm.model,
+      onTrace: (step) => steps.push(step),
+      logger: logger.child({ threadId }),
+    });
+    await traces
+      .record({
+        id: `${threadId}:${startedAt}`,
+        threadId,
+        startedAt,
+        endedAt: Date.now(),
+        outcome: result.outcome,
+        reply: result.reply,
+        steps,
+      })
+      .catch((error: unknown) => logger.warn({ threadId, err: String(error) }, 'turn trace not stored'));
+    if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
+    await threadState.clearCancel(threadId);
+    return result;
+  };
+}

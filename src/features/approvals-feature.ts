@@ -1,0 +1,65 @@
+import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
+import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
+import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
+import type { RunsRuntime } from '../create-runs.js';
+import type { SpendReports } from '../spend/spend-report.js';
+import type { Feature, FeatureBase } from './feature.js';
+
+interface ApprovalsFeature extends Feature {
+  approvals: ApprovalService;
+}
+
+/** Approval cards: the approve / reject buttons and the control job that applies a decision. */
+export function createApprovalsFeature(
+  base: FeatureBase,
+  dependencies: {
+    runs: RunsRuntime;
+    spend: SpendReports;
+    /** Applies a decision on a whole sweep (bound once the sweeps exist). */
+    onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
+  },
+): ApprovalsFeature {
+  const { config, logger, redis, prefix, notifier } = base;
+  const { spend } = dependencies;
+  const budgetUsdMonth = config.approvals.budgetUsdMonth;
+  const approvals = createApprovalService({
+    store: createApprovalStore({
+      redis,
+      prefix,
+      notifier,
+      onInvalid: (error) => logger.warn({ key: error.key, err: error.message }, 'unreadable approval record'),
+    }),
+    runs: dependencies.runs.service,
+    notifier,
+    controlQueue: base.controlQueue,
+    policy: {
+      approvers: config.approvals.approvers,
+      selfApproval: config.approvals.selfApproval,
+      autoApproveUsd: config.approvals.autoApproveUsd,
+    },
+    gpuHourUsd: config.runs.gpuHourUsd,
+    ttlMs: config.approvals.ttlHours * 3600 * 1000,
+    logger: logger.child({ component: 'approvals' }),
+    pushEvent: base.pushEvent,
+    ...(budgetUsdMonth === undefined
+      ? {}
+      : { budget: { limitUsd: budgetUsdMonth, spentUsd: (at: Date) => spend.spentThisMonth(at) } }),
+    onSweepDecision: dependencies.onSweepDecision,
+  });
+  return {
+    approvals,
+    actions: [
+      {
+        verb: APPROVAL_ACTIONS.approve,
+        handler: (action, id) => approvals.onAction(action, 'approved', id),
+      },
+      {
+        verb: APPROVAL_ACTIONS.reject,
+        handler: (action, id) => approvals.onAction(action, 'rejected', id),
+      },
+    ],
+    controlHandlers: { 'approval-decision': (job) => approvals.apply(job) },
+    tools: [],
+    workers: [],
+  };
+}

@@ -1,0 +1,47 @@
+import { createDatasetViewer, createInspectDatasetTool } from '../tools/dataset-viewer.js';
+import { createHelpTool } from '../tools/help-tool.js';
+import { createHubClient } from '../tools/hub-api.js';
+import { createHubTools } from '../tools/hub-tools.js';
+import { createMemoryTool, type MemoryNotes } from '../tools/memory-tool.js';
+import { createPlaybooks, createReadPlaybookTool, type Playbooks } from '../tools/playbooks.js';
+import type { Feature, FeatureBase } from './feature.js';
+
+interface HelpFeature extends Feature {
+  playbooks: Playbooks;
+  /** The `help` text, as the command answers it. */
+  helpText(): Promise<string>;
+}
+
+/** What the agent looks up: help, playbooks, the Hub (models, datasets), memory estimates. */
+export function createHelpFeature(
+  base: FeatureBase,
+  dependencies: { memoryNotes: MemoryNotes },
+): HelpFeature {
+  const { config, logger } = base;
+  const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
+  const help = createHelpTool({ botName: config.botName, playbooks: () => playbooks.describe() });
+  const hub = createHubClient({
+    baseUrl: config.hub.url,
+    token: config.hub.token,
+    logger: logger.child({ component: 'hub' }),
+  });
+  const datasets = createDatasetViewer({
+    baseUrl: config.hub.datasetsServerUrl,
+    token: config.hub.token,
+    logger: logger.child({ component: 'datasets' }),
+  });
+  return {
+    playbooks,
+    helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
+    actions: [],
+    controlHandlers: {},
+    tools: [
+      help,
+      ...createHubTools(hub),
+      createInspectDatasetTool(datasets, { hasToken: config.hub.token !== undefined }),
+      createMemoryTool({ hub, notes: dependencies.memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
+      createReadPlaybookTool(playbooks),
+    ],
+    workers: [],
+  };
+}

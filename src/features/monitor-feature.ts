@@ -1,0 +1,134 @@
+import type { RunsRuntime } from '../create-runs.js';
+import { definedOnly } from '../defined-only.js';
+import { ALERT_ACTIONS } from '../monitor/alert-card.js';
+import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alert-policy.js';
+import { type AlertRuleOperations, createAlertRuleOperations } from '../monitor/alert-rule-operations.js';
+import { type AlertService, createAlertService } from '../monitor/alert-service.js';
+import { createNvidiaSmiProbe } from '../monitor/gpu-probe.js';
+import { createMonitor } from '../monitor/monitor.js';
+import { detectorConfigFrom, type Incident } from '../monitor/types.js';
+import { createRunWatcher } from '../monitor/watch-runs.js';
+import { createMetricsCharts } from '../notify/metrics-chart.js';
+import type { RunAccess } from '../runs/run-access.js';
+import type { RunFollows } from '../runs/run-follows.js';
+import type { RunOperations } from '../runs/run-operations.js';
+import type { RunMeta } from '../runs/run-types.js';
+import { compileMetricPattern } from '../runs/stdout-metrics/custom-pattern.js';
+import { createAlertTools } from '../tools/alert-tools.js';
+import { createShowMetricsTool } from '../tools/chart-tool.js';
+import type { Feature, FeatureBase } from './feature.js';
+
+interface MonitorFeature extends Feature {
+  alerts: AlertService;
+  /** Starts watching a run (its monitor ticks). */
+  watchRun(runId: string): Promise<void>;
+  postChart: ReturnType<typeof createMetricsCharts>;
+  alertRules: AlertRuleOperations;
+}
+
+interface MonitorFeatureDependencies {
+  runs: RunsRuntime;
+  operations: RunOperations;
+  access: RunAccess;
+  follows: RunFollows;
+  /** Takes an incident that is not a card's (a sweep trial's); true when it did. */
+  claimIncident(incident: Incident, meta: RunMeta): Promise<boolean>;
+  /** Called once per alert posted, with the detector's kind (metrics). */
+  onAlert?: (kind: string) => void;
+}
+
+/** Detectors on every running run, alert cards and their buttons, triage, charts, alert rules. */
+export function createMonitorFeature(
+  base: FeatureBase,
+  dependencies: MonitorFeatureDependencies,
+): MonitorFeature {
+  const { config, logger, redis, prefix, notifier } = base;
+  const { runs } = dependencies;
+  const postChart = createMetricsCharts({
+    runs: runs.service,
+    facade: runs,
+    notifier,
+    quickchartUrl: config.monitor.quickchartUrl,
+  });
+  // People's alert rules and mutes, kept in Redis with the run (alert-policy.ts).
+  const alertPolicy = createAlertPolicyStore({ redis, prefix });
+  const alertRules = createAlertRuleOperations({
+    store: alertPolicy,
+    findRun: (reference) => runs.service.findRun(reference),
+  });
+  const monitor = createRunMonitor(base, runs, alertPolicy);
+  const alerts = createAlertService({
+    redis,
+    prefix,
+    monitor,
+    runs: runs.service,
+    facade: runs,
+    operations: dependencies.operations,
+    notifier,
+    provider: base.provider,
+    controlQueue: base.controlQueue,
+    quickchartUrl: config.monitor.quickchartUrl,
+    maxAutofix: config.monitor.maxAutofix,
+    python: config.runs.python,
+    environment: base.runEnvironment,
+    access: dependencies.access,
+    onAlert: (meta, incident) => dependencies.follows.onIncident(meta, incident),
+    checkpoints: runs.checkpoints,
+    logger: logger.child({ component: 'alerts' }),
+  });
+  const countedAlerts: AlertService = {
+    ...alerts,
+    async onIncident(incident, meta) {
+      // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
+      if (await dependencies.claimIncident(incident, meta)) return;
+      await alerts.onIncident(incident, meta);
+      dependencies.onAlert?.(incident.kind);
+    },
+  };
+  const watcher = createRunWatcher({
+    config,
+    redis,
+    prefix,
+    monitor,
+    runs,
+    alerts: countedAlerts,
+    notifier,
+    postChart,
+    logger,
+  });
+  return {
+    alerts,
+    watchRun: watcher.watch,
+    postChart,
+    alertRules,
+    actions: Object.values(ALERT_ACTIONS).map((verb) => ({
+      verb,
+      handler: (action, id) => alerts.onAction(action, verb, id),
+    })),
+    controlHandlers: { 'alert-action': (job) => alerts.apply(job) },
+    tools: [createShowMetricsTool(postChart), ...createAlertTools(alertRules)],
+    workers: [
+      async () => {
+        await watcher.sync(await runs.service.listRuns());
+        return [watcher.createWorker()];
+      },
+    ],
+    close: () => watcher.close(),
+  };
+}
+
+/** The tick engine: detectors from config, the run's files through the runs facade, people's mutes. */
+function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPolicyStore) {
+  const { config } = base;
+  const pattern = config.monitor.metricPattern;
+  return createMonitor({
+    redis: base.redis,
+    prefix: base.prefix,
+    runDir: (meta) => runs.runDirectory(meta.id),
+    detectors: detectorConfigFrom(config.monitor),
+    logger: base.logger.child({ component: 'monitor' }),
+    ...definedOnly({ metricPattern: pattern === undefined ? undefined : compileMetricPattern(pattern) }),
+    policy,
+    gpuProbe: createNvidiaSmiProbe({ command: config.monitor.nvidiaSmi, environment: base.runEnvironment }),
+  });
+}

@@ -1,0 +1,92 @@
+import type { ApprovalService } from '../approvals/approval-service.js';
+import type { RunsRuntime } from '../create-runs.js';
+import { definedOnly } from '../defined-only.js';
+import { detectorConfigFrom } from '../monitor/types.js';
+import type { RunAccess } from '../runs/run-access.js';
+import { createRunOperations, type RunOperations } from '../runs/run-operations.js';
+import { createRunCommand } from '../runs/slurm/slurm-command.js';
+import { createCheckpointLister } from '../tools/checkpoint-listing.js';
+import type { MemoryNotes } from '../tools/memory-tool.js';
+import { createRunInspectTools } from '../tools/run-inspect-tools.js';
+import { createRunTools } from '../tools/run-tools.js';
+import { createScriptChecks, type ScriptChecks } from '../tools/script-checks.js';
+import { createWatchOperations, WATCH_ACTIONS, type WatchOperations } from '../tools/watch-operations.js';
+import type { Feature, FeatureBase } from './feature.js';
+
+interface OperationsFeature extends Feature {
+  operations: RunOperations;
+  watching: WatchOperations;
+  scriptChecks: ScriptChecks;
+}
+
+/** What people and the agent do to runs (the runs facade), watched runs and their stop cards, run tools. */
+export function createOperationsFeature(
+  base: FeatureBase,
+  dependencies: {
+    runs: RunsRuntime;
+    approvals: ApprovalService;
+    access: RunAccess;
+    memoryNotes: MemoryNotes;
+  },
+): OperationsFeature {
+  const { config, logger, notifier } = base;
+  const { runs, access } = dependencies;
+  // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
+  const scriptChecks = createScriptChecks({
+    python: config.runs.python,
+    environment: base.runEnvironment,
+    preflightSteps: config.checks.preflightSteps,
+    preflightTimeoutS: config.checks.preflightTimeoutS,
+  });
+  const watching = createWatchOperations({
+    runs: runs.service,
+    workspace: config.workspace,
+    redis: base.redis,
+    prefix: base.prefix,
+    notifier,
+    slurmCommand: createRunCommand({ ...base.runEnvironment }),
+    access,
+    logger: logger.child({ component: 'watch' }),
+  });
+  const operations = createRunOperations({
+    runs: runs.service,
+    store: runs.store,
+    approvals: dependencies.approvals,
+    access,
+    workspace: config.workspace,
+    environments: config.runs.environments,
+    defaultEnvironment: config.runs.defaultEnvironment,
+    confirmStop: watching.confirmStop,
+    python: config.runs.python,
+    maxHours: config.runs.maxHours,
+    checkSyntax: scriptChecks.checkSyntax,
+    ...definedOnly({ preflight: scriptChecks.preflight }),
+    notify: async (threadId, text) => {
+      await notifier.post(threadId, text);
+    },
+    memoryEstimate: dependencies.memoryNotes.latest,
+  });
+  return {
+    operations,
+    watching,
+    scriptChecks,
+    actions: Object.values(WATCH_ACTIONS).map((verb) => ({
+      verb,
+      handler: (action, token) => watching.onAction(action, verb, token),
+    })),
+    controlHandlers: {},
+    tools: [
+      ...createRunTools(operations),
+      ...createRunInspectTools({
+        runs,
+        operations,
+        checkpoints: createCheckpointLister({
+          runs,
+          history: runs.checkpoints,
+          detectors: detectorConfigFrom(config.monitor),
+        }),
+      }),
+    ],
+    workers: [],
+  };
+}
