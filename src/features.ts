@@ -29,7 +29,7 @@ import { createMemoryNotes } from './tools/memory-tool.js';
 import type { Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 
-export interface FeatureDependencies {
+interface FeatureDependencies {
   config: Config;
   logger: Logger;
   redis: Redis;

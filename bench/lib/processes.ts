@@ -26,8 +26,9 @@ export interface StartedChild {
 export function startNodeChild(
   script: string,
   environment: Record<string, string | undefined>,
+  nodeArguments: readonly string[] = [],
 ): StartedChild {
-  const child = spawn(process.execPath, ['--import', 'tsx', script], {
+  const child = spawn(process.execPath, [...nodeArguments, '--import', 'tsx', script], {
     cwd: process.cwd(),
     env: environment,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,9 +6,9 @@ import { RUN_FILES } from '../runs/run-files.js';
 import type { Approval, Decision } from './approval-store.js';
 
 /** Longest script excerpt a card shows; the rest is cut with a note (platform limits are far above it). */
-export const EXCERPT_LIMIT = 2500;
+const EXCERPT_LIMIT = 2500;
 /** A script or diff up to this many lines (and `WHOLE_CHARS`) is shown whole on the card. */
-export const WHOLE_LINES = 40;
+const WHOLE_LINES = 40;
 const WHOLE_CHARS = 3500;
 /** A longer one shows its start; the whole file is attached. */
 const HEAD_LINES = 25;
@@ -27,12 +27,12 @@ export function formatUsd(value: number): string {
   return `$${value % 1 === 0 ? value.toFixed(0) : value.toFixed(2)}`;
 }
 
-export function formatClock(isoTime: string): string {
+function formatClock(isoTime: string): string {
   return `${isoTime.slice(11, 16)} UTC`;
 }
 
 /** Cuts a long diff or script at a line boundary with a note saying how much was left out. */
-export function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
+function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
   if (text.length <= limit) return text;
   const cut = text.lastIndexOf('\n', limit);
   const kept = text.slice(0, cut > limit / 2 ? cut : limit);
@@ -44,7 +44,7 @@ export function cutExcerpt(text: string, limit = EXCERPT_LIMIT): string {
  * Approvers see what they approve: the whole script or diff when it is short, otherwise its start with
  * the whole file attached. Redacted before any cut, so a cut never keeps a secret's tail.
  */
-export function scriptOnCard(approval: Pick<Approval, 'kind' | 'runId' | 'scriptExcerpt'>): {
+function scriptOnCard(approval: Pick<Approval, 'kind' | 'runId' | 'scriptExcerpt'>): {
   excerpt: string;
   note: string;
   attachment?: CardAttachment;
@@ -117,7 +117,7 @@ export function approvalCard(approval: Approval): Card {
   };
 }
 
-export function decisionLine(decision: Decision): string {
+function decisionLine(decision: Decision): string {
   switch (decision.decision) {
     case 'approved':
       return decision.auto

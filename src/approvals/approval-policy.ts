@@ -11,7 +11,7 @@ export interface ApprovalPolicy {
   autoApproveUsd: number;
 }
 
-export type PolicyVerdict = { allowed: true } | { allowed: false; reason: string };
+type PolicyVerdict = { allowed: true } | { allowed: false; reason: string };
 
 /** Who may decide: approvers approve or reject; the requester may always withdraw (reject) their own job. */
 export function checkDecision(

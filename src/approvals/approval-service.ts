@@ -18,7 +18,7 @@ import type { Approval, ApprovalStore, Decision } from './approval-store.js';
  * applied by a control job, so the click never waits on a process launch.
  */
 
-export interface ApprovalRequest {
+interface ApprovalRequest {
   kind: Approval['kind'];
   meta: RunMeta;
   requester: ChatUser;
@@ -40,7 +40,7 @@ export interface ApprovalRequest {
   warnings?: string[];
 }
 
-export interface ApprovalServiceOptions {
+interface ApprovalServiceOptions {
   store: ApprovalStore;
   runs: RunService;
   notifier: Notifier;
@@ -59,7 +59,7 @@ export interface ApprovalServiceOptions {
 }
 
 /** A sweep's one card: `gpus`/`maxHours` per trial, the cost of all trials together. */
-export interface SweepApprovalRequest {
+interface SweepApprovalRequest {
   sweepId: string;
   name: string;
   threadId: string;

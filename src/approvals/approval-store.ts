@@ -15,7 +15,7 @@ import {
 
 const userSchema = z.object({ id: z.string(), name: z.string() });
 
-export const approvalSchema = z.object({
+const approvalSchema = z.object({
   schemaVersion: z.literal(1),
   id: z.string(),
   kind: z.enum(['start', 'resume', 'script-change', 'sweep']),
@@ -51,7 +51,7 @@ export const approvalSchema = z.object({
 });
 export type Approval = z.infer<typeof approvalSchema>;
 
-export const decisionSchema = z.object({
+const decisionSchema = z.object({
   decision: z.enum(['approved', 'rejected', 'expired']),
   user: userSchema,
   at: z.string(),

@@ -52,7 +52,7 @@ export interface AlertService {
   autofixCount(runId: string): Promise<number>;
 }
 
-export interface AlertServiceOptions {
+interface AlertServiceOptions {
   redis: Redis;
   prefix: string;
   monitor: Monitor;

@@ -59,34 +59,52 @@ export async function requestTurn(queue: Queue, threadId: string, key: string): 
 }
 
 /**
- * `requestTurn` for the ack path: the requests made in one event-loop turn go out as one `addBulk` (one
- * write and one round trip for all of them, instead of one per message).
+ * `requestTurn` for the ack path. Requests are coalesced: at most one `addBulk` is in flight, and the
+ * requests made meanwhile go out together when it returns (at once when none is in flight, so a quiet
+ * bot adds no delay). Under load that is one write and one round trip for many messages instead of one
+ * per event-loop turn. Nothing is lost by waiting: the inbox already holds every accepted message, and
+ * the turn worker's sweeper requests the turn of any inbox left waiting.
  */
 export function createTurnRequester(queue: Queue): (threadId: string, key: string) => Promise<void> {
-  let pending: Array<{ job: ReturnType<typeof turnJob>; settle: (error?: unknown) => void }> = [];
+  type Entry = { job: ReturnType<typeof turnJob>; settle: (error?: unknown) => void };
+  let pending: Entry[] = [];
+  let scheduled = false;
+  let inFlight = false;
+  const schedule = () => {
+    if (scheduled || inFlight || pending.length === 0) return;
+    scheduled = true;
+    setImmediate(flush);
+  };
   const flush = () => {
+    scheduled = false;
     const batch = pending;
     pending = [];
+    inFlight = true;
     enqueueBulk(
       queue,
       JOBS.agentTurn,
       batch.map((entry) => entry.job),
-    ).then(
-      () => {
-        for (const entry of batch) entry.settle();
-      },
-      (error: unknown) => {
-        for (const entry of batch) entry.settle(error);
-      },
-    );
+    )
+      .then(
+        () => {
+          for (const entry of batch) entry.settle();
+        },
+        (error: unknown) => {
+          for (const entry of batch) entry.settle(error);
+        },
+      )
+      .finally(() => {
+        inFlight = false;
+        schedule();
+      });
   };
   return (threadId, key) =>
     new Promise<void>((resolve, reject) => {
-      if (pending.length === 0) setImmediate(flush);
       pending.push({
         job: turnJob(threadId, key),
         settle: (error) => (error === undefined ? resolve() : reject(error)),
       });
+      schedule();
     });
 }
 

@@ -31,9 +31,7 @@ export interface CreateRunRequest {
 }
 
 /** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
-export type RunLaunchFields = Partial<
-  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes'>
->;
+type RunLaunchFields = Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes'>>;
 
 /** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
 export interface AdoptRequest {

@@ -19,7 +19,7 @@ export interface ReconcileReport {
 type Ending = { status: 'completed' | 'failed'; exitCode?: number; exitSignal?: string; reason: string };
 
 /** How a process that ended on its own maps onto the status machine. */
-export function endingOf(state: ProcessState): Ending {
+function endingOf(state: ProcessState): Ending {
   switch (state.kind) {
     case 'exited': {
       if (state.exitCode === 0) return { status: 'completed', exitCode: 0, reason: 'exited with code 0' };

@@ -9,7 +9,7 @@ import { RUN_FILES } from './run-files.js';
 import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
-export interface ResumeInfo {
+interface ResumeInfo {
   step: number | null;
   checkpoint: string | null;
   [key: string]: unknown;

@@ -17,9 +17,7 @@ import { createRunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 
 export type { Actor } from './audit-log.js';
-export type { AdoptRequest, CreateRunRequest, RunLaunchFields } from './run-creation.js';
-export { endingOf, type ReconcileReport } from './run-endings.js';
-export type { ClusterReport, ResumeInfo, RunStatusReport } from './run-reports.js';
+export type { CreateRunRequest } from './run-creation.js';
 
 export interface RunService {
   /** Registers a watched run as `running` and emits `run-started` (the monitor starts ticking it). */
@@ -50,7 +48,7 @@ export interface RunService {
   listRuns(): Promise<RunMeta[]>;
 }
 
-export interface RunServiceOptions {
+interface RunServiceOptions {
   config: Config;
   redis: Redis;
   prefix: string;

@@ -7,7 +7,7 @@ import type { RunsFacade } from '../runs/runs-facade.js';
 import { table } from '../spend/usage.js';
 import { formatValue, readMetric, summarise } from './leaderboard.js';
 
-export interface CompareRequest {
+interface CompareRequest {
   /** Run names or ids; the last word may instead be the metric (when it names no run). */
   references: string[];
   metric?: string;

@@ -6,7 +6,7 @@ import { describeValues } from './sweep-grid.js';
 import type { Sweep, Trial } from './sweep-store.js';
 
 /** Best, final and count of one metric of one run (non-finite points are skipped for best/final). */
-export interface MetricSummary {
+interface MetricSummary {
   points: Array<{ step: number; value: number }>;
   best?: { value: number; step: number };
   final?: { value: number; step: number };

@@ -4,7 +4,7 @@
  */
 
 export type GridValue = number | string;
-export type Grid = Array<{ key: string; values: GridValue[] }>;
+type Grid = Array<{ key: string; values: GridValue[] }>;
 
 /** Largest grid accepted from chat: a typo like `--grid lr=1,2,…` should not queue a thousand runs. */
 export const MAX_TRIALS = 64;
@@ -24,7 +24,7 @@ export interface SweepSpec {
   parallel?: number;
 }
 
-export type ParsedSweep = { ok: true; spec: SweepSpec } | { ok: false; error: string };
+type ParsedSweep = { ok: true; spec: SweepSpec } | { ok: false; error: string };
 
 const KEY = /^[A-Za-z_][\w-]{0,40}$/;
 const NAME = /^[\w.-]{1,60}$/;

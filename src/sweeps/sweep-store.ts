@@ -14,7 +14,7 @@ const userSchema = z.object({ id: z.string(), name: z.string() });
 const LOCK_TTL_MS = 30_000;
 const LOCK_WAIT_MS = 60_000;
 
-export const TRIAL_STATES = ['waiting', 'launched', 'ended'] as const;
+const TRIAL_STATES = ['waiting', 'launched', 'ended'] as const;
 
 const trialSchema = z.object({
   index: z.number().int().nonnegative(),
@@ -30,7 +30,7 @@ const trialSchema = z.object({
 });
 export type Trial = z.infer<typeof trialSchema>;
 
-export const SWEEP_STATES = [
+const SWEEP_STATES = [
   'pending_approval',
   'canary',
   'running',
@@ -40,7 +40,7 @@ export const SWEEP_STATES = [
   'stopped',
   'rejected',
 ] as const;
-export type SweepState = (typeof SWEEP_STATES)[number];
+type SweepState = (typeof SWEEP_STATES)[number];
 export const FINAL_SWEEP_STATES: ReadonlySet<SweepState> = new Set([
   'completed',
   'failed',
@@ -48,7 +48,7 @@ export const FINAL_SWEEP_STATES: ReadonlySet<SweepState> = new Set([
   'rejected',
 ]);
 
-export const sweepSchema = z.object({
+const sweepSchema = z.object({
   schemaVersion: z.literal(1),
   id: z.string(),
   name: z.string(),

@@ -23,7 +23,7 @@ import { targetChannelId } from './discord-threads.js';
 import { createTypingIndicator } from './discord-typing.js';
 import { extractLongBlocks, splitContent } from './split-message.js';
 
-export interface DiscordAdapterConfig {
+interface DiscordAdapterConfig {
   token: string;
   /** REST base in the form `https://discord.com/api` (no version suffix); the gateway URL comes from it. */
   apiUrl?: string | undefined;

@@ -19,7 +19,7 @@ import { createSlackCall, createSlackMessages } from './slack-messages.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './slack-routing.js';
 import { createUserDirectory } from './user-directory.js';
 
-export interface SlackAdapterConfig {
+interface SlackAdapterConfig {
   /** `xoxb-…` bot token; always required. */
   botToken: string;
   /** `xapp-…` app-level token with `connections:write`; when set, Socket Mode is used. */

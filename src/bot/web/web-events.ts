@@ -40,6 +40,28 @@ export function createWebEventHub(options: {
   const clients = new Set<ServerResponse>();
   let heartbeat: NodeJS.Timeout | undefined;
 
+  // Subscribed when the first page connects, not at start: until then every stored message would be
+  // delivered to this process and parsed for nobody (it runs on the ack path's event loop).
+  let subscription: Promise<unknown> | undefined;
+  const subscribed = () => {
+    subscription ??= subscriber.subscribe(channel).catch((error: unknown) => {
+      subscription = undefined;
+      throw error;
+    });
+    return subscription;
+  };
+
+  function openStream(response: ServerResponse): void {
+    response.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      connection: 'keep-alive',
+      'x-accel-buffering': 'no',
+    });
+    // Tells EventSource how soon to reconnect, and flushes the headers so the client sees "open".
+    response.write('retry: 2000\n\n');
+  }
+
   function broadcast(chunk: string): void {
     for (const client of clients) client.write(chunk);
   }
@@ -79,7 +101,6 @@ export function createWebEventHub(options: {
 
     async start() {
       subscriber.on('message', onRedisMessage);
-      await subscriber.subscribe(channel);
       heartbeat = setInterval(() => broadcast(': ping\n\n'), HEARTBEAT_MS);
       heartbeat.unref();
     },
@@ -89,16 +110,19 @@ export function createWebEventHub(options: {
     },
 
     addClient(response) {
-      response.writeHead(200, {
-        'content-type': 'text/event-stream; charset=utf-8',
-        'cache-control': 'no-store',
-        connection: 'keep-alive',
-        'x-accel-buffering': 'no',
-      });
-      // Tells EventSource how soon to reconnect, and flushes the headers so the client sees "open".
-      response.write('retry: 2000\n\n');
-      clients.add(response);
-      response.on('close', () => clients.delete(response));
+      // The page sees "open" only once the subscription is live, so it misses no event after that.
+      subscribed().then(
+        () => {
+          if (response.destroyed || response.writableEnded) return;
+          openStream(response);
+          clients.add(response);
+          response.on('close', () => clients.delete(response));
+        },
+        (error: unknown) => {
+          logger.warn({ err: String(error) }, 'playground events: could not subscribe');
+          response.destroy();
+        },
+      );
     },
 
     async stop() {

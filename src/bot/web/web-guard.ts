@@ -80,10 +80,18 @@ export function createHostCheck(
       .filter((name) => !WILDCARD_HOSTS.has(name))
       .map((name) => hostnameOf(name) ?? name.toLowerCase()),
   );
+  // Every request asks, nearly always with the same one or two Host values; parsing one takes a URL.
+  const verdicts = new Map<string, boolean>();
   return (hostHeader) => {
     if (hostHeader === undefined || hostHeader === '') return false;
-    const name = hostnameOf(hostHeader);
-    return name !== undefined && (isLoopbackName(name) || allowedNames.has(name));
+    let allowed = verdicts.get(hostHeader);
+    if (allowed === undefined) {
+      const name = hostnameOf(hostHeader);
+      allowed = name !== undefined && (isLoopbackName(name) || allowedNames.has(name));
+      if (verdicts.size >= 256) verdicts.clear();
+      verdicts.set(hostHeader, allowed);
+    }
+    return allowed;
   };
 }
 
@@ -112,8 +120,8 @@ export function createWebGuard(options: WebGuardOptions) {
     if (fetchSite === 'cross-site' || fetchSite === 'same-site') {
       return { allowed: false, status: 403, message: 'cross-site request refused' };
     }
-    const url = new URL(request.url ?? '/', 'http://playground');
-    if (options.token !== undefined && url.pathname !== '/healthz') {
+    const url = options.token === undefined ? undefined : new URL(request.url ?? '/', 'http://playground');
+    if (options.token !== undefined && url !== undefined && url.pathname !== '/healthz') {
       const fromQuery = url.searchParams.get('token');
       if (request.method === 'GET' && url.pathname === '/' && fromQuery !== null) {
         if (!sameSecret(fromQuery, options.token)) {
