@@ -10,7 +10,7 @@ import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { type CheckpointHistory, kindLabel } from '../runs/checkpoint-history.js';
-import { type RunAccess, RunAccessError } from '../runs/run-access.js';
+import type { RunAccess } from '../runs/run-access.js';
 import type { RunOperations } from '../runs/run-operations.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -218,14 +218,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
   /** Stop and Fix are checked before the click is recorded, so a refused click leaves the card for someone allowed. */
   async function refusal(alert: Alert, action: InboundAction, verb: AlertVerb): Promise<string | undefined> {
     if (verb === 'ack' || options.access === undefined) return undefined;
-    try {
-      const meta = await options.runs.findRun(alert.runId);
-      await options.access.authorize(meta, action.user, action.threadId, verb, 'button');
-      return undefined;
-    } catch (error) {
-      if (error instanceof RunAccessError) return error.message;
-      throw error;
-    }
+    const meta = await options.runs.findRun(alert.runId);
+    return options.access.refusal(meta, action.user, action.threadId, verb, 'button');
   }
 
   async function onAction(action: InboundAction, verb: AlertVerb, alertId: string): Promise<ActionOutcome> {

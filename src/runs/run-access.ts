@@ -93,7 +93,24 @@ export function createRunAccess(options: RunAccessOptions) {
     );
   }
 
-  return { authorize };
+  /** `authorize` for a button: the refusal sentence, or undefined when the click may count. */
+  async function refusal(
+    meta: RunMeta,
+    actor: ChatUser,
+    threadId: string,
+    change: RunChange,
+    via: RunChangeVia,
+  ): Promise<string | undefined> {
+    try {
+      await authorize(meta, actor, threadId, change, via);
+      return undefined;
+    } catch (error) {
+      if (error instanceof RunAccessError) return error.message;
+      throw error;
+    }
+  }
+
+  return { authorize, refusal };
 }
 
 export type RunAccess = ReturnType<typeof createRunAccess>;

@@ -10,15 +10,21 @@ import type { RunStore, ScriptUpdate } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 
-/** What people (and Shepherd) do to an existing run; each works under the run's lock. See `RunService`. */
-interface RunActions {
+/** What people (and Shepherd) do to an existing run; each works under the run's lock. Part of `RunService`. */
+export interface RunActions {
+  /** `pending_approval → queued`, then launch (or wait for GPUs). A second approve throws `illegal_transition`. */
   approve(run: string, by: Actor): Promise<RunMeta>;
   reject(run: string, by: Actor, reason?: string): Promise<RunMeta>;
+  /** `paused | failed → pending_approval`, when the approval layer wants a new decision before resuming. */
   requestApproval(run: string, by: Actor, reason?: string): Promise<RunMeta>;
+  /** SIGTERM (checkpoint), release GPUs, `paused`. A queued run just leaves the queue. */
   pause(run: string, by: Actor): Promise<RunMeta>;
+  /** `paused | failed → queued → running`, same script version, resume.json intact. */
   resume(run: string, by: Actor): Promise<RunMeta>;
   stop(run: string, by: Actor, reason?: string): Promise<RunMeta>;
+  /** Archive train.py as train_v<n>.py and write the new one; does not restart. */
   updateScript(run: string, source: string, by: Actor, reason: string): Promise<ScriptUpdate>;
+  /** Fully stop the old process (if any), then launch the current script (auto-fix after approval). */
   restartWithCurrentScript(run: string, by: Actor): Promise<RunMeta>;
 }
 

@@ -2,42 +2,29 @@ import type { Redis } from 'ioredis';
 import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import type { Actor, AuditLog } from './audit-log.js';
+import type { AuditLog } from './audit-log.js';
 import type { Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
-import { createRunActions } from './run-actions.js';
+import { createRunActions, type RunActions } from './run-actions.js';
 import { type AdoptRequest, type CreateRunRequest, createRunCreation } from './run-creation.js';
 import { createRunEndings, type ReconcileReport } from './run-endings.js';
 import type { RunEventHandler } from './run-events.js';
 import { createRunLauncher } from './run-launcher.js';
 import { createRunLock } from './run-lock.js';
 import { type ClusterReport, createRunReports, type RunStatusReport } from './run-reports.js';
-import type { RunStore, ScriptUpdate } from './run-store.js';
+import type { RunStore } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 
 export type { Actor } from './audit-log.js';
 export type { CreateRunRequest } from './run-creation.js';
 
-export interface RunService {
+/** The run lifecycle: creating and adopting runs, the actions on them (`RunActions`), and reading them. */
+export interface RunService extends RunActions {
   /** Registers a watched run as `running` and emits `run-started` (the monitor starts ticking it). */
   adopt(request: AdoptRequest): Promise<RunMeta>;
   /** New run in `pending_approval`. Throws `invalid_run` / `gpus_unavailable` with a sentence for the user. */
   createRun(request: CreateRunRequest): Promise<RunMeta>;
-  /** `pending_approval → queued`, then launch (or wait for GPUs). A second approve throws `illegal_transition`. */
-  approve(run: string, by: Actor): Promise<RunMeta>;
-  reject(run: string, by: Actor, reason?: string): Promise<RunMeta>;
-  /** `paused | failed → pending_approval`, when the approval layer wants a new decision before resuming. */
-  requestApproval(run: string, by: Actor, reason?: string): Promise<RunMeta>;
-  /** SIGTERM (checkpoint), release GPUs, `paused`. A queued run just leaves the queue. */
-  pause(run: string, by: Actor): Promise<RunMeta>;
-  /** `paused | failed → queued → running`, same script version, resume.json intact. */
-  resume(run: string, by: Actor): Promise<RunMeta>;
-  stop(run: string, by: Actor, reason?: string): Promise<RunMeta>;
-  /** Archive train.py as train_v<n>.py and write the new one; does not restart. */
-  updateScript(run: string, source: string, by: Actor, reason: string): Promise<ScriptUpdate>;
-  /** Fully stop the old process (if any), then launch the current script (auto-fix after approval). */
-  restartWithCurrentScript(run: string, by: Actor): Promise<RunMeta>;
   /** Poll running runs, apply their ends, then start queued runs whose GPUs are free (FIFO). */
   refresh(run?: string): Promise<RunMeta[]>;
   /** At start-up: free stale GPU claims, re-attach alive runs, finalise dead ones, re-schedule the queue. */

@@ -11,7 +11,7 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { readProcessStat } from '../runs/process-table.js';
-import { type RunAccess, RunAccessError } from '../runs/run-access.js';
+import type { RunAccess } from '../runs/run-access.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunCommand } from '../runs/slurm/slurm-command.js';
@@ -216,14 +216,8 @@ export function createWatchOperations(options: WatchOperationsOptions): WatchOpe
   /** Deciding a stop card is stopping the run (or refusing to): checked and audited before it counts. */
   async function refusal(confirmation: StopConfirmation, action: InboundAction) {
     if (options.access === undefined) return undefined;
-    try {
-      const meta = await runs.findRun(confirmation.runId);
-      await options.access.authorize(meta, action.user, action.threadId, 'stop', 'button');
-      return undefined;
-    } catch (error) {
-      if (error instanceof RunAccessError) return error.message;
-      throw error;
-    }
+    const meta = await runs.findRun(confirmation.runId);
+    return options.access.refusal(meta, action.user, action.threadId, 'stop', 'button');
   }
 
   /** Buttons `WATCH_ACTIONS` (`confirm-stop:<token>`, `keep-running:<token>`); the first click decides. */

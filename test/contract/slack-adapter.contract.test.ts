@@ -1,12 +1,11 @@
 import type { ChatUser } from '../../src/bot/chat-adapter.js';
-import { createSlackAdapter } from '../../src/bot/slack/slack-adapter.js';
-import { createLogger } from '../../src/logger.js';
 import {
   blockActionsPayload,
   eventCallback,
   messageEvent,
   startSlackEmulator,
 } from '../slack/emulator/index.js';
+import { startSocketModeAdapter } from '../slack/socket-adapter.js';
 import { describeChatAdapterContract } from './chat-adapter-contract.js';
 
 /** Slack turns these tokens into channel-wide notifications; `@channel` as plain text stays plain. */
@@ -42,16 +41,7 @@ describeChatAdapterContract('Slack (Bolt over Socket Mode)', async (handlers) =>
       { id: 'UBOB', name: 'bob', realName: 'Bob Builder' },
     ],
   });
-  const adapter = createSlackAdapter({
-    botToken: emulator.botToken,
-    appToken: emulator.appToken,
-    apiUrl: emulator.apiUrl,
-    allowBots: false,
-    botName: 'shepherd',
-    logger: createLogger('silent'),
-  });
-  await adapter.start(handlers);
-  await emulator.waitForSocket();
+  const adapter = await startSocketModeAdapter(emulator, handlers);
   const channel = 'C1';
   const threadTs = '1700000100.000100';
 

@@ -9,7 +9,7 @@ import { approvalCard, resolvedApprovalCard } from '../../src/approvals/approval
 import type { Approval } from '../../src/approvals/approval-store.js';
 import type { ChatAdapter } from '../../src/bot/chat-adapter.js';
 import { createDiscordAdapter, type DiscordAdapter } from '../../src/bot/discord/discord-adapter.js';
-import { createSlackAdapter, type SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
+import type { SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
 import { createLogger } from '../../src/logger.js';
 import { cardToPayload, performNotify } from '../../src/queue/notify-queue.js';
 import { type DiscordEmulator, startDiscordEmulator } from '../discord/emulator/discord-emulator.js';
@@ -17,6 +17,7 @@ import type { Json } from '../discord/emulator/payloads.js';
 import { createRecordingHandlers as discordHandlers } from '../discord/helpers.js';
 import { type SlackEmulator, startSlackEmulator } from '../slack/emulator/index.js';
 import { createRecordingHandlers as slackHandlers } from '../slack/recording-handlers.js';
+import { startSocketModeAdapter } from '../slack/socket-adapter.js';
 
 const HF = `hf_${'AbCdEfGhIjKlMnOpQrStUvWx'}12`;
 const LONG_SCRIPT = [
@@ -54,16 +55,7 @@ describe('approval cards and quoted text on Slack', () => {
 
   beforeAll(async () => {
     emulator = await startSlackEmulator({ users: [{ id: 'UALICE', name: 'alice' }] });
-    adapter = createSlackAdapter({
-      botToken: emulator.botToken,
-      appToken: emulator.appToken,
-      apiUrl: emulator.apiUrl,
-      allowBots: false,
-      botName: 'shepherd',
-      logger: createLogger('silent'),
-    });
-    await adapter.start(slackHandlers());
-    await emulator.waitForSocket();
+    adapter = await startSocketModeAdapter(emulator, slackHandlers());
   });
   afterAll(async () => {
     await adapter?.stop();

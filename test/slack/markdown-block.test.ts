@@ -3,25 +3,16 @@
  * its mrkdwn fallback text, Slack tokens kept inert, and mrkdwn sections when a workspace refuses it.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createSlackAdapter, type SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
-import { createLogger } from '../../src/logger.js';
+import type { SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
 import { type SlackEmulator, startSlackEmulator } from './emulator/index.js';
 import { createRecordingHandlers } from './recording-handlers.js';
+import { startSocketModeAdapter } from './socket-adapter.js';
 
 const ANSWER = '## Plan\n\n- **tiny-train** on `2` GPUs\n- ping <!channel> and <@UBOB>\n\n```\nx = 1\n```';
 
 async function start(markdownBlocks: boolean): Promise<{ emulator: SlackEmulator; adapter: SlackAdapter }> {
   const emulator = await startSlackEmulator({ markdownBlocks });
-  const adapter = createSlackAdapter({
-    botToken: emulator.botToken,
-    appToken: emulator.appToken,
-    apiUrl: emulator.apiUrl,
-    allowBots: false,
-    botName: 'shepherd',
-    logger: createLogger('silent'),
-  });
-  await adapter.start(createRecordingHandlers());
-  await emulator.waitForSocket();
+  const adapter = await startSocketModeAdapter(emulator, createRecordingHandlers());
   return { emulator, adapter };
 }
 

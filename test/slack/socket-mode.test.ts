@@ -3,9 +3,8 @@
  * WebClient, real WebSocket. The core is a recording fake at the `InboundHandlers` port.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createSlackAdapter, type SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
+import type { SlackAdapter } from '../../src/bot/slack/slack-adapter.js';
 import { PlatformError, RateLimitedError } from '../../src/errors.js';
-import { createLogger } from '../../src/logger.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -15,6 +14,7 @@ import {
   startSlackEmulator,
 } from './emulator/index.js';
 import { createRecordingHandlers, type RecordingHandlers } from './recording-handlers.js';
+import { startSocketModeAdapter } from './socket-adapter.js';
 
 let emulator: SlackEmulator;
 let adapter: SlackAdapter;
@@ -44,16 +44,7 @@ beforeAll(async () => {
     ],
   });
   handlers = createRecordingHandlers();
-  adapter = createSlackAdapter({
-    botToken: emulator.botToken,
-    appToken: emulator.appToken,
-    apiUrl: emulator.apiUrl,
-    allowBots: false,
-    botName: 'shepherd',
-    logger: createLogger('silent'),
-  });
-  await adapter.start(handlers);
-  await emulator.waitForSocket();
+  adapter = await startSocketModeAdapter(emulator, handlers);
 });
 
 afterAll(async () => {

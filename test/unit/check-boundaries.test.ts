@@ -1,25 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkBoundaries, SHEPHERD_RULES } from '../../scripts/check-boundaries.js';
+import { createSourceTrees } from '../helpers/source-tree.js';
 
-const roots: string[] = [];
+const trees = createSourceTrees('boundaries');
+const tree = trees.create;
 
-/** A throw-away source tree: path → file text. */
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'shepherd-boundaries-'));
-  roots.push(root);
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  return root;
-}
-
-afterEach(() => {
-  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
-});
+afterEach(() => trees.removeAll());
 
 const rules = { ...SHEPHERD_RULES, ports: ['src/bot/chat-adapter.ts'] };
 

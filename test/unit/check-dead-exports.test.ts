@@ -1,24 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { findDeadExports } from '../../scripts/check-dead-exports.js';
+import { createSourceTrees } from '../helpers/source-tree.js';
 
-const roots: string[] = [];
+const trees = createSourceTrees('dead-exports');
+const tree = trees.create;
 
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), 'shepherd-dead-exports-'));
-  roots.push(root);
-  for (const [path, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, path)), { recursive: true });
-    writeFileSync(join(root, path), text);
-  }
-  return root;
-}
-
-afterEach(() => {
-  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true });
-});
+afterEach(() => trees.removeAll());
 
 const options = { checked: ['src'], importers: ['src', 'test'], allowed: [] };
 

@@ -185,22 +185,29 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     return run('sacct', mode === 'completion' ? ['-c', ...args] : args);
   }
 
-  /** Final states from accounting, or from the job-completion log when accounting is off. */
+  /**
+   * Final states from accounting, or from the job-completion log when accounting is off. Polls run
+   * concurrently, so the fallback is decided by the mode this call used, not by the shared `sacctMode`
+   * (another poll may have switched it while this one waited).
+   */
   async function sacctRows(jobIds: string[]): Promise<SacctRow[]> {
     const rows: SacctRow[] = [];
     for (const batch of chunks(jobIds, IDS_PER_CALL)) {
-      let result = await sacctOnce(batch, sacctMode ?? 'accounting');
+      const mode = sacctMode ?? 'accounting';
+      let result = await sacctOnce(batch, mode);
       if (
         result.exitCode !== 0 &&
-        sacctMode === undefined &&
+        mode === 'accounting' &&
         /accounting storage is disabled/i.test(result.stderr)
       ) {
+        if (sacctMode !== 'completion') {
+          logger.info('Slurm accounting is off; reading final job states with sacct -c (jobcomp)');
+        }
         sacctMode = 'completion';
-        logger.info('Slurm accounting is off; reading final job states with sacct -c (jobcomp)');
-        result = await sacctOnce(batch, sacctMode);
+        result = await sacctOnce(batch, 'completion');
       }
       if (result.exitCode !== 0) throw failure('sacct', result);
-      sacctMode ??= 'accounting';
+      sacctMode ??= mode;
       rows.push(...parseSacct(result.stdout));
     }
     return rows;
