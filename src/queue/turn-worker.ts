@@ -3,7 +3,15 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { logQueueErrors } from './job-payload.js';
 import { createJobWorker, isFinalError } from './job-worker.js';
-import { agentTurnJob, enqueue, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
+import {
+  enqueue,
+  enqueueBulk,
+  JOBS,
+  MAX_WAKE_REQUESTS,
+  QUEUE_NAMES,
+  TURN_ATTEMPTS,
+  turnQueueJob,
+} from './jobs.js';
 import type { Batch, TurnInbox } from './turn-inbox.js';
 
 /** How long a turn job waits before trying a busy thread's lock again. */
@@ -58,15 +66,60 @@ export async function requestTurn(queue: Queue, threadId: string, key: string): 
   await enqueue(queue, JOBS.agentTurn, job.data, job.opts);
 }
 
+interface TurnRequest {
+  threadId: string;
+  key: string;
+}
+
 /**
- * `requestTurn` for the ack path. Requests are coalesced: at most one `addBulk` is in flight, and the
+ * Adds what a coalesced batch of requests needs: one request keeps its own turn job (a quiet bot pays no
+ * extra hop); several become wake-up jobs of up to `MAX_WAKE_REQUESTS` each, which a turn worker expands.
+ * Under load that moves the per-message BullMQ work (a `Job`, its options, its Redis script) off the
+ * acking process.
+ */
+async function addTurnRequests(queue: Queue, requests: readonly TurnRequest[]): Promise<void> {
+  const [only] = requests;
+  if (only === undefined) return;
+  if (requests.length === 1) {
+    await requestTurn(queue, only.threadId, only.key);
+    return;
+  }
+  const parts: TurnRequest[][] = [];
+  for (let start = 0; start < requests.length; start += MAX_WAKE_REQUESTS) {
+    parts.push(requests.slice(start, start + MAX_WAKE_REQUESTS));
+  }
+  await enqueueBulk(
+    queue,
+    JOBS.turnWake,
+    parts.map((part) => ({ data: { v: 1 as const, requests: part } })),
+  );
+}
+
+/**
+ * A wake-up job's turn jobs: one per thread, since a turn takes in everything its thread's inbox holds
+ * (every request in the batch was accepted into its inbox before the batch was sent). Job ids come from
+ * the requests, so a retried expansion adds nothing twice.
+ */
+async function expandWake(queue: Queue, requests: readonly TurnRequest[]): Promise<void> {
+  const lastKeyByThread = new Map<string, string>();
+  for (const request of requests) lastKeyByThread.set(request.threadId, request.key);
+  await enqueueBulk(
+    queue,
+    JOBS.agentTurn,
+    [...lastKeyByThread].map(([threadId, key]) => turnJob(threadId, key)),
+  );
+}
+
+/**
+ * `requestTurn` for the ack path. Requests are coalesced: at most one add is in flight, and the
  * requests made meanwhile go out together when it returns (at once when none is in flight, so a quiet
  * bot adds no delay). Under load that is one write and one round trip for many messages instead of one
- * per event-loop turn. Nothing is lost by waiting: the inbox already holds every accepted message, and
- * the turn worker's sweeper requests the turn of any inbox left waiting.
+ * per event-loop turn, and one wake-up job instead of one job per message (`addTurnRequests`). Nothing
+ * is lost by waiting: the inbox already holds every accepted message, and the turn worker's sweeper
+ * requests the turn of any inbox left waiting.
  */
 export function createTurnRequester(queue: Queue): (threadId: string, key: string) => Promise<void> {
-  type Entry = { job: ReturnType<typeof turnJob>; settle: (error?: unknown) => void };
+  type Entry = { request: TurnRequest; settle: (error?: unknown) => void };
   let pending: Entry[] = [];
   let scheduled = false;
   let inFlight = false;
@@ -80,10 +133,9 @@ export function createTurnRequester(queue: Queue): (threadId: string, key: strin
     const batch = pending;
     pending = [];
     inFlight = true;
-    enqueueBulk(
+    addTurnRequests(
       queue,
-      JOBS.agentTurn,
-      batch.map((entry) => entry.job),
+      batch.map((entry) => entry.request),
     )
       .then(
         () => {
@@ -101,7 +153,7 @@ export function createTurnRequester(queue: Queue): (threadId: string, key: strin
   return (threadId, key) =>
     new Promise<void>((resolve, reject) => {
       pending.push({
-        job: turnJob(threadId, key),
+        request: { threadId, key },
         settle: (error) => (error === undefined ? resolve() : reject(error)),
       });
       schedule();
@@ -116,8 +168,13 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
   const { inbox, logger, lockMs } = options;
   const worker = createJobWorker(
     QUEUE_NAMES.turns,
-    agentTurnJob,
-    async ({ threadId }, job, token) => {
+    turnQueueJob,
+    async (data, job, token) => {
+      if ('requests' in data) {
+        await expandWake(options.queue, data.requests);
+        return;
+      }
+      const { threadId } = data;
       const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
       if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
@@ -166,7 +223,12 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       prefix: options.prefix,
       logger,
       concurrency: options.concurrency,
-      describe: (data) => ({ threadId: data.threadId }),
+      describe: (data) => {
+        const fields: { threadId?: string; requests?: unknown[] } = data;
+        return fields.requests === undefined
+          ? { threadId: fields.threadId }
+          : { wakeRequests: fields.requests.length };
+      },
       workerOptions: {
         lockDuration: lockMs,
         stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
