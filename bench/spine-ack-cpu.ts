@@ -8,7 +8,8 @@
  *
  * Prints `ack_cpu_us_bare`, `ack_cpu_us_shepherd`, `ack_cpu_ratio` (bare ÷ Shepherd: the capacity ratio
  * a CPU-bound server would reach if nothing else ran), `ack_redis_scripts_per_ack` (EVALSHA/EVAL calls:
- * the store script and BullMQ's job add) and `ack_redis_script_us_per_ack` (Redis time in them).
+ * the store script and BullMQ's job adds), `ack_redis_script_us_per_ack` (Redis time in them) and
+ * `ack_turn_jobs_per_ack` (BullMQ jobs added per ack: below 1 when bursts share one wake-up job).
  *
  * Run: npx tsx bench/spine-ack-cpu.ts (Linux; Redis at REDIS_URL or 127.0.0.1:6379).
  * Env: BENCH_ACK_DURATION_S (default 5), BENCH_ACK_CONNECTIONS (default 50).
@@ -60,17 +61,23 @@ async function start(script: string, environment: Record<string, string | undefi
   return { url, pid };
 }
 
-/** CPU µs per 2xx answer over one closed-loop run (after a warm-up). */
-async function cpuPerAck(label: string, server: { url: string; pid: number }): Promise<number> {
+/**
+ * CPU µs per 2xx answer over one closed-loop run (after a warm-up), and every 2xx answer of both (the
+ * Redis counters span the warm-up too).
+ */
+async function cpuPerAck(
+  label: string,
+  server: { url: string; pid: number },
+): Promise<{ microseconds: number; answered: number }> {
   const target = { url: `${server.url}/api/messages`, connections, body };
-  await runAutocannon({ ...target, durationS: 2 });
+  const warmUp = await runAutocannon({ ...target, durationS: 2 });
   const before = cpuSeconds(server.pid);
   const result = await runAutocannon({ ...target, durationS });
   const used = cpuSeconds(server.pid) - before;
   const failed = result.non2xx + result.errors + result.timeouts;
   note(`${label}: ${result['2xx']} ok, ${failed} failed, ${used.toFixed(2)} CPU s`);
   if (result['2xx'] === 0 || failed > result['2xx'] * 0.01) throw new Error(`${label}: too many failures`);
-  return (used * 1e6) / result['2xx'];
+  return { microseconds: (used * 1e6) / result['2xx'], answered: warmUp['2xx'] + result['2xx'] };
 }
 
 const redis = new Redis(benchRedisUrl, { maxRetriesPerRequest: null });
@@ -91,15 +98,18 @@ try {
     },
     '/api/channels',
   );
-  const bareUs = await cpuPerAck('bare', bare);
+  const bareUs = (await cpuPerAck('bare', bare)).microseconds;
   const statsBefore = await commandStats(redis);
   const jobsBefore = await redis.llen(`${prefix}:turns:wait`);
-  const shepherdUs = await cpuPerAck('shepherd', shepherd);
+  const shepherdRun = await cpuPerAck('shepherd', shepherd);
+  const shepherdUs = shepherdRun.microseconds;
   // The turn jobs go out after the answers: let the last ones land.
   await new Promise((resolve) => setTimeout(resolve, 500));
   const statsAfter = await commandStats(redis);
-  // Every ack adds one turn job, and none is taken (no turn worker in role `bot`).
-  const acks = (await redis.llen(`${prefix}:turns:wait`)) - jobsBefore;
+  // No turn worker runs in role `bot`, so every job the acks added is still waiting: one per message on a
+  // quiet bot, one wake-up per burst under load.
+  const acks = shepherdRun.answered;
+  const jobs = (await redis.llen(`${prefix}:turns:wait`)) - jobsBefore;
   let scripts = 0;
   let scriptUsec = 0;
   for (const name of ['evalsha', 'eval']) {
@@ -113,6 +123,7 @@ try {
   print('ack_cpu_ratio', bareUs / shepherdUs);
   print('ack_redis_scripts_per_ack', scripts / acks);
   print('ack_redis_script_us_per_ack', scriptUsec / acks);
+  print('ack_turn_jobs_per_ack', jobs / acks);
 } finally {
   redis.disconnect();
   for (const child of children) await child.stop();
