@@ -8,8 +8,9 @@
  *
  * Prints `ack_cpu_us_bare`, `ack_cpu_us_shepherd`, `ack_cpu_ratio` (bare ÷ Shepherd: the capacity ratio
  * a CPU-bound server would reach if nothing else ran), `ack_redis_scripts_per_ack` (EVALSHA/EVAL calls:
- * the store script and BullMQ's job adds), `ack_redis_script_us_per_ack` (Redis time in them) and
- * `ack_turn_jobs_per_ack` (BullMQ jobs added per ack: below 1 when bursts share one wake-up job).
+ * the store script with the inbox accept in it), `ack_redis_script_us_per_ack` (Redis time in them),
+ * `ack_turn_jobs_per_ack` (BullMQ jobs the acking process added: 0, the turn workers' dispatcher adds
+ * them) and `ack_wake_requests_per_ack` (wake-up requests the accepts queued: 1).
  *
  * Run: npx tsx bench/spine-ack-cpu.ts (Linux; Redis at REDIS_URL or 127.0.0.1:6379).
  * Env: BENCH_ACK_DURATION_S (default 5), BENCH_ACK_CONNECTIONS (default 50).
@@ -101,15 +102,16 @@ try {
   const bareUs = (await cpuPerAck('bare', bare)).microseconds;
   const statsBefore = await commandStats(redis);
   const jobsBefore = await redis.llen(`${prefix}:turns:wait`);
+  const wakeBefore = await redis.llen(`${prefix}:turn-wake`);
   const shepherdRun = await cpuPerAck('shepherd', shepherd);
   const shepherdUs = shepherdRun.microseconds;
-  // The turn jobs go out after the answers: let the last ones land.
+  // Let the last in-flight requests land.
   await new Promise((resolve) => setTimeout(resolve, 500));
   const statsAfter = await commandStats(redis);
-  // No turn worker runs in role `bot`, so every job the acks added is still waiting: one per message on a
-  // quiet bot, one wake-up per burst under load.
+  // No turn worker (so no dispatcher) runs in role `bot`: every job or request the acks made is still there.
   const acks = shepherdRun.answered;
   const jobs = (await redis.llen(`${prefix}:turns:wait`)) - jobsBefore;
+  const wakeRequests = (await redis.llen(`${prefix}:turn-wake`)) - wakeBefore;
   let scripts = 0;
   let scriptUsec = 0;
   for (const name of ['evalsha', 'eval']) {
@@ -124,6 +126,7 @@ try {
   print('ack_redis_scripts_per_ack', scripts / acks);
   print('ack_redis_script_us_per_ack', scriptUsec / acks);
   print('ack_turn_jobs_per_ack', jobs / acks);
+  print('ack_wake_requests_per_ack', wakeRequests / acks);
 } finally {
   redis.disconnect();
   for (const child of children) await child.stop();

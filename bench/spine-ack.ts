@@ -100,7 +100,9 @@ async function paced(label: string, url: string, rate: number): Promise<PacedRes
   const result = await runPacedLoad({ url: `${url}/api/messages`, body, rate, connections, durationS });
   note(
     `${label}: p50 ${result.p50.toFixed(2)} ms, p90 ${result.p90.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, ` +
-      `max ${result.max.toFixed(1)} ms, ${result.ok} ok, ${result.failed} failed in ${result.elapsedS.toFixed(1)} s`,
+      `max ${result.max.toFixed(1)} ms, ${result.ok} ok, ${result.failed} failed in ${result.elapsedS.toFixed(1)} s; ` +
+      `sender late p99 ${result.sendLagP99.toFixed(2)} ms (max ${result.sendLagMax.toFixed(1)}), ` +
+      `${result.slowWindows} of ${result.windows} 100-ms windows held a request over 50 ms`,
   );
   if (result.failed > result.sent * 0.01)
     throw new Error(`${label}: ${result.failed} of ${result.sent} failed`);

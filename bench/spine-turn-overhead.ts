@@ -1,16 +1,17 @@
 /**
  * Turn overhead: from the moment a message's turn is enqueued to the moment the turn's LLM request
  * arrives at a scripted OpenAI-compatible server, on an idle queue. Prints:
- *  turn_overhead_p50_ms / turn_overhead_p90_ms — t0 taken right before the turn job's `queue.add`
- *    (the message already stored and accepted into its thread's inbox, exactly as the inbound handler
- *    does), t1 the scripted server's arrival time of that turn's request (goal p50 ≤ 5 ms);
+ *  turn_overhead_p50_ms / turn_overhead_p90_ms — t0 taken right before the inbox accept (the message
+ *    already stored, exactly as the inbound handler does; the accept queues the wake-up request that the
+ *    turn worker's dispatcher makes into the turn job), t1 the scripted server's arrival time of that
+ *    turn's request (goal p50 ≤ 5 ms);
  *  turn_overhead_http_p50_ms / _p90_ms — the same, with t0 just before the playground `POST /api/messages`
  *    (includes the HTTP round trip, message store and inbox accept).
  * Everything (Shepherd with role `all`, the scripted LLM) runs in this one process on real Redis; each
  * sample is a new thread, sent only once the previous turn has finished and the queues are idle.
  * Run: npx tsx bench/spine-turn-overhead.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
- *  turn_pickup_p50_ms / turn_runner_p50_ms / turn_llm_client_p50_ms — where the time goes: add → the
- *    worker took the job (BullMQ's processedOn); job taken → the provider starts its HTTP call (thread lock,
+ *  turn_pickup_p50_ms / turn_runner_p50_ms / turn_llm_client_p50_ms — where the time goes: accept → the
+ *    worker took the job (BullMQ's processedOn: the dispatcher's add and the worker's pick-up); job taken → the provider starts its HTTP call (thread lock,
  *    batch claim, command check, history load, prompt); provider call → request arrived (SDK + HTTP).
  * Env: BENCH_TURN_SAMPLES (default 200), BENCH_TURN_HTTP_SAMPLES (default 100).
  */
@@ -22,7 +23,6 @@ import { encodeThreadId } from '../src/bot/chat-adapter.js';
 import { createWebStore } from '../src/bot/web/web-store.js';
 import { loadConfig } from '../src/config.js';
 import { createLogger } from '../src/logger.js';
-import { requestTurn } from '../src/queue/turn-worker.js';
 import { startScriptedOpenAi } from '../test/helpers/scripted-llm/index.js';
 import { note, print, quantile } from './lib/output.js';
 import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
@@ -84,16 +84,18 @@ async function settle(): Promise<void> {
 const pickups: number[] = [];
 const runnerTimes: number[] = [];
 const sdkTimes: number[] = [];
-/** The id `requestTurn` gives a turn job. */
+/** The id a turn job gets from its wake-up request (turn-worker.ts). */
 const turnJobId = (threadId: string, key: string) =>
   `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`;
 
-/** One probe through the inbound path; t0 right before the turn job is added. */
+/** One probe through the inbound path; t0 right before the inbox accept that wakes the turn. */
 async function probeDirect(label: string): Promise<number> {
   const marker = `probe-${label}`;
   const text = `@shepherd ${marker}`;
   const stored = await store.createMessage({ channel, user: 'alice', text });
   const threadId = encodeThreadId({ platform: 'web', channel, thread: stored.threadId });
+  const arrived = arrival(marker);
+  const t0 = Date.now();
   const accepted = await app.inbox.accept(
     threadId,
     {
@@ -108,9 +110,6 @@ async function probeDirect(label: string): Promise<number> {
     { addressed: true, deliveryKey: `web:${stored.id}` },
   );
   if (accepted !== 'accepted') throw new Error(`inbox refused ${marker}: ${accepted}`);
-  const arrived = arrival(marker);
-  const t0 = Date.now();
-  await requestTurn(app.turnQueue, threadId, stored.id);
   const t1 = await arrived;
   // Split the overhead at the moment the worker took the job (BullMQ's processedOn).
   const job = await app.turnQueue.getJob(turnJobId(threadId, stored.id));

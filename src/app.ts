@@ -144,7 +144,6 @@ function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
   const actions = createActionRouter();
   const handlers = createInboundHandlers({
     inbox,
-    turnQueue,
     actions,
     logger,
     // `cancel` must reach the running turn now, not after it in the inbox.
@@ -156,7 +155,7 @@ function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
     },
   });
   const pushEvent = (threadId: string, eventId: string, text: string) =>
-    pushSystemEvent(inbox, turnQueue, threadId, eventId, text);
+    pushSystemEvent(inbox, threadId, eventId, text);
   const sessions = createSessionStore({ redis, prefix, logger });
   const traces = createTurnTraceStore({ redis, prefix });
   return {

@@ -24,15 +24,26 @@ const target = new URL(input.url);
 const agents = Array.from({ length: input.connections }, () => new Agent({ keepAlive: true, maxSockets: 1 }));
 const payload = Buffer.from(input.body);
 const latencies: number[] = [];
+/** How late the generator itself sent each request (its own event loop starved of CPU), ms. */
+const sendLags: number[] = [];
+/** Worst latency of the requests scheduled in each 100 ms window, to tell a stall from a spread tail. */
+const windowMax = new Map<number, number>();
 let failed = 0;
 let outstanding = 0;
 
 function send(index: number, scheduledAt: number): void {
   outstanding += 1;
+  sendLags.push(performance.now() - scheduledAt);
   const finish = (ok: boolean) => {
     outstanding -= 1;
-    if (ok) latencies.push(performance.now() - scheduledAt);
-    else failed += 1;
+    if (!ok) {
+      failed += 1;
+      return;
+    }
+    const latency = performance.now() - scheduledAt;
+    latencies.push(latency);
+    const window = Math.floor((scheduledAt - startedAt) / 100);
+    windowMax.set(window, Math.max(windowMax.get(window) ?? 0, latency));
   };
   const outgoing = request(
     {
@@ -73,9 +84,11 @@ while (outstanding > 0 && performance.now() < deadline)
   await new Promise((resolve) => setTimeout(resolve, 10));
 
 latencies.sort((a, b) => a - b);
-const at = (fraction: number) =>
-  latencies[Math.min(latencies.length - 1, Math.max(0, Math.ceil(fraction * latencies.length) - 1))] ??
-  Number.NaN;
+sendLags.sort((a, b) => a - b);
+const quantile = (sorted: number[], fraction: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))] ?? Number.NaN;
+const at = (fraction: number) => quantile(latencies, fraction);
+const slowWindows = [...windowMax.values()].filter((worst) => worst > 50).length;
 process.stdout.write(
   `${JSON.stringify({
     sent: total,
@@ -86,6 +99,10 @@ process.stdout.write(
     p90: at(0.9),
     p99: at(0.99),
     max: latencies[latencies.length - 1] ?? Number.NaN,
+    sendLagP99: quantile(sendLags, 0.99),
+    sendLagMax: sendLags[sendLags.length - 1] ?? Number.NaN,
+    windows: windowMax.size,
+    slowWindows,
   })}\n`,
 );
 for (const agent of agents) agent.destroy();

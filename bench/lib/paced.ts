@@ -10,6 +10,12 @@ const pacedResultSchema = z.object({
   p90: z.number(),
   p99: z.number(),
   max: z.number(),
+  /** The generator's own lateness in sending (p99, max), ms: large values mean it was starved of CPU. */
+  sendLagP99: z.number(),
+  sendLagMax: z.number(),
+  /** 100 ms windows of scheduled sends, and how many of them held a request slower than 50 ms. */
+  windows: z.number(),
+  slowWindows: z.number(),
 });
 export type PacedResult = z.infer<typeof pacedResultSchema>;
 

@@ -1,5 +1,5 @@
 import type { Job, Worker } from 'bullmq';
-import { JOBS, QUEUE_NAMES } from '../queue/jobs.js';
+import { QUEUE_NAMES } from '../queue/jobs.js';
 import type { OpsMetrics } from './ops-metrics.js';
 
 function platformOf(job: Job): string {
@@ -20,8 +20,7 @@ function seconds(from: number | undefined, to: number | undefined): number | und
 export function observeWorker(worker: Worker, metrics: OpsMetrics): void {
   if (worker.name === QUEUE_NAMES.turns) {
     const onDone = (job: Job | undefined) => {
-      // A wake-up job only adds turn jobs; it is not a turn.
-      if (job === undefined || job.name === JOBS.turnWake.name) return;
+      if (job === undefined) return;
       const duration = seconds(job.processedOn, job.finishedOn ?? Date.now());
       const pickup = seconds(job.timestamp, job.processedOn);
       if (duration !== undefined && pickup !== undefined) metrics.turnFinished(duration, pickup);

@@ -1,10 +1,8 @@
-import type { Queue } from 'bullmq';
 import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
 import { SCRIPT_NEW_ID } from '../script-step.js';
 import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from './turn-inbox.js';
-import { createTurnRequester, requestTurn } from './turn-worker.js';
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
 export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
@@ -33,7 +31,6 @@ export type ActionRouter = ReturnType<typeof createActionRouter>;
 
 interface InboundOptions {
   inbox: TurnInbox;
-  turnQueue: Queue;
   actions: ActionRouter;
   logger: Logger;
   /**
@@ -44,13 +41,13 @@ interface InboundOptions {
 }
 
 /**
- * The core's side of every adapter: a message is de-duplicated, recorded in its thread's inbox and a turn
- * requested — nothing waits on the LLM. Messages in threads without a session are ignored unless they
+ * The core's side of every adapter: a message is de-duplicated and recorded in its thread's inbox, whose
+ * script also queues the thread's wake-up request (turn-dispatcher.ts) — one Redis round trip, and
+ * nothing waits on the LLM or on BullMQ. Messages in threads without a session are ignored unless they
  * address the bot.
  */
 export function createInboundHandlers(options: InboundOptions): InboundHandlers {
-  const { inbox, turnQueue, actions, logger } = options;
-  const requestTurnSoon = createTurnRequester(turnQueue);
+  const { inbox, actions, logger } = options;
   const toItem = (message: InboundMessage): InboxItem => ({
     type: 'message',
     messageId: message.messageId,
@@ -76,14 +73,6 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
     await options.onAccepted?.(message).catch((error: unknown) => {
       logger.warn({ threadId: message.threadId, err: String(error) }, 'accepted-message hook failed');
     });
-    // The message is safe in the inbox; the turn job is a wake-up call, added off the ack path (the turn
-    // worker's sweeper re-adds it should this process die first).
-    requestTurnSoon(message.threadId, message.deliveryId).catch((error: unknown) => {
-      logger.warn(
-        { threadId: message.threadId, err: String(error) },
-        'could not request a turn; the sweeper will',
-      );
-    });
     return true;
   }
 
@@ -108,14 +97,15 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
   };
 }
 
-/** Tells the agent of a thread something happened (an approval decision, an alert) and starts a turn. */
+/**
+ * Tells the agent of a thread something happened (an approval decision, an alert); the event's wake-up
+ * request starts a turn.
+ */
 export async function pushSystemEvent(
   inbox: TurnInbox,
-  turnQueue: Queue,
   threadId: string,
   eventId: string,
   text: string,
 ): Promise<void> {
   await inbox.pushEvent(threadId, { type: 'event', eventId, text, receivedAt: Date.now() });
-  await requestTurn(turnQueue, threadId, `event-${eventId}`);
 }

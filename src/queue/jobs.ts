@@ -35,28 +35,10 @@ const threadId = z
   }, 'not a thread id');
 const base64 = z.string();
 
-const agentTurnJob = z.object({
+export const agentTurnJob = z.object({
   v: z.literal(1),
   threadId,
 });
-
-/** The most turn requests one wake-up job carries; a larger coalesced batch becomes several jobs. */
-export const MAX_WAKE_REQUESTS = 500;
-
-/**
- * Many turn requests in one job: under load the acking process adds one of these per coalesced batch
- * instead of one job per message, and a turn worker expands it into the per-thread turn jobs.
- */
-const turnWakeJob = z.object({
-  v: z.literal(1),
-  requests: z
-    .array(z.object({ threadId, key: z.string().min(1).max(1000) }))
-    .min(1)
-    .max(MAX_WAKE_REQUESTS),
-});
-
-/** What the turns queue carries: a turn for one thread, or a wake-up that asks for several. */
-export const turnQueueJob = z.union([agentTurnJob, turnWakeJob]);
 
 const cardSchema = z.object({
   title: z.string().optional(),
@@ -170,23 +152,11 @@ export const JOBS = {
   agentTurn: contract<z.infer<typeof agentTurnJob>>({
     queue: QUEUE_NAMES.turns,
     name: 'agent-turn',
-    schema: turnQueueJob,
+    schema: agentTurnJob,
     defaultOpts: {
       attempts: TURN_ATTEMPTS,
       backoff: { type: 'exponential', delay: 500 },
       removeOnComplete: { age: 3600, count: 10_000 },
-      removeOnFail: { age: DAY_S },
-    },
-  }),
-  turnWake: contract<z.infer<typeof turnWakeJob>>({
-    queue: QUEUE_NAMES.turns,
-    name: 'turn-wake',
-    schema: turnQueueJob,
-    defaultOpts: {
-      // Expanding is idempotent (turn jobs have ids from their delivery), so retrying is safe.
-      attempts: TURN_ATTEMPTS,
-      backoff: { type: 'exponential', delay: 500 },
-      removeOnComplete: { age: 3600, count: 1000 },
       removeOnFail: { age: DAY_S },
     },
   }),

@@ -3,11 +3,23 @@ import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { createScriptRunner } from '../redis.js';
 import { SCRIPT_NEW_ID, type ScriptStep } from '../script-step.js';
+import {
+  ACCEPT_SCRIPT,
+  ACCEPT_STEP_LUA,
+  CLAIM_SCRIPT,
+  COMMIT_SCRIPT,
+  EXTEND_SCRIPT,
+  FORGET_IF_EMPTY_SCRIPT,
+  LOCK_AND_CLAIM_SCRIPT,
+  PUSH_EVENT_SCRIPT,
+  RELEASE_SCRIPT,
+} from './turn-inbox-scripts.js';
 
 /**
  * The per-thread inbox that makes agent turns serial and lossless.
  *
- * Every inbound item is appended to `inbox:<thread>` and gets its own turn job. A turn job first takes
+ * Every inbound item is appended to `inbox:<thread>` and, in the same script, queues a wake-up request
+ * that a turn worker's dispatcher makes into the thread's turn job (turn-dispatcher.ts). A turn job first takes
  * the thread's lock (a lease renewed while it works); a job that finds the lock taken is delayed and
  * tries again, so a message that lands just as a turn finishes is never stranded. The lock holder claims
  * a batch (remembered in Redis so a retry after a crash re-processes exactly the same batch), and commits
@@ -37,106 +49,25 @@ export type InboxItem = z.infer<typeof inboxItemSchema>;
 const batchSchema = z.object({ batchId: z.string(), count: z.number().int().positive() });
 export type Batch = z.infer<typeof batchSchema> & { items: InboxItem[] };
 
-/** The accept as a Lua function, shared by the inbox's own script and the playground's fused one. */
-const ACCEPT_FUNCTION = `
--- delivery key, known-sessions set, inbox, pending-inboxes set, item json, thread id,
--- addressed ("1"/"0"), delivery ttl seconds
-local function accept_inbox_item(delivery, known, inbox, pending, item, thread, addressed, ttl)
-  if redis.call('SET', delivery, '1', 'NX', 'EX', tonumber(ttl)) == false then return 'duplicate' end
-  if addressed ~= '1' and redis.call('SISMEMBER', known, thread) == 0 then return 'ignored' end
-  redis.call('SADD', known, thread)
-  redis.call('RPUSH', inbox, item)
-  redis.call('SADD', pending, thread)
-  return 'accepted'
-end
-`;
-
-const ACCEPT_SCRIPT = `${ACCEPT_FUNCTION}
-return accept_inbox_item(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-`;
-
-/** The same accept as a `ScriptStep` (its args in the order of `accept_inbox_item`'s parameters). */
-const ACCEPT_STEP_LUA = `${ACCEPT_FUNCTION}
-local function step(args)
-  return accept_inbox_item(args[1], args[2], args[3], args[4], args[5], args[6], args[7], args[8])
-end
-`;
-
-const PUSH_EVENT_SCRIPT = `
--- KEYS[1] known-sessions set, KEYS[2] inbox, KEYS[3] pending-inboxes set; ARGV[1] item, ARGV[2] thread
-redis.call('SADD', KEYS[1], ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[2])
-return 1
-`;
-
-const LOCK_AND_CLAIM_SCRIPT = `
--- KEYS[1] lock, KEYS[2] batch key, KEYS[3] inbox, KEYS[4] list to prefetch (the session)
--- ARGV[1] lock token, ARGV[2] lease ms, ARGV[3] new batch id, ARGV[4] max items
--- Returns {} when the lock is taken; else {batch json or '', prefetched count, items..., prefetched...}.
-if not redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]), 'NX') then return {} end
-local batch = redis.call('GET', KEYS[2])
-local count = 0
-if batch then
-  count = tonumber(cjson.decode(batch).count)
-else
-  local length = redis.call('LLEN', KEYS[3])
-  if length == 0 then return { '', 0 } end
-  count = math.min(length, tonumber(ARGV[4]))
-  batch = cjson.encode({ batchId = ARGV[3], count = count })
-  redis.call('SET', KEYS[2], batch)
-end
-local items = redis.call('LRANGE', KEYS[3], 0, count - 1)
-local prefetched = redis.call('LRANGE', KEYS[4], 0, -1)
-local result = { batch, #prefetched }
-for _, item in ipairs(items) do table.insert(result, item) end
-for _, entry in ipairs(prefetched) do table.insert(result, entry) end
-return result
-`;
-
-const CLAIM_SCRIPT = `
--- KEYS[1] batch key, KEYS[2] inbox; ARGV[1] new batch id, ARGV[2] max items
--- Returns {batch json, items...}: the batch a crashed attempt claimed, or a fresh one; {} when empty.
-local batch = redis.call('GET', KEYS[1])
-local count
-if batch then
-  count = tonumber(cjson.decode(batch).count)
-else
-  local length = redis.call('LLEN', KEYS[2])
-  if length == 0 then return {} end
-  count = math.min(length, tonumber(ARGV[2]))
-  batch = cjson.encode({ batchId = ARGV[1], count = count })
-  redis.call('SET', KEYS[1], batch)
-end
-local result = { batch }
-for _, item in ipairs(redis.call('LRANGE', KEYS[2], 0, count - 1)) do table.insert(result, item) end
-return result
-`;
-
-const FORGET_IF_EMPTY_SCRIPT = `
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-return 1
-`;
-
-const COMMIT_SCRIPT = `
--- KEYS[1] inbox, KEYS[2] batch key, KEYS[3] pending-inboxes set; ARGV[1] count, ARGV[2] thread id
-redis.call('LTRIM', KEYS[1], tonumber(ARGV[1]), -1)
-redis.call('DEL', KEYS[2])
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[3], ARGV[2]) end
-return 1
-`;
-
-const RELEASE_SCRIPT = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-
-const EXTEND_SCRIPT = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2])) end
-return 0
-`;
-
 export type AcceptResult = 'accepted' | 'ignored' | 'duplicate';
+
+/** A thread whose inbox got an item; `key` (the delivery or event id) makes its turn job idempotent. */
+export interface WakeRequest {
+  threadId: string;
+  key: string;
+}
+
+/** What a message's or event's turn request is keyed by; the sweeper keys its own the same way. */
+function wakeKey(item: InboxItem): string {
+  return item.type === 'message' ? item.deliveryId : `event-${item.eventId}`;
+}
+
+function parseWakeRequest(raw: string): WakeRequest | undefined {
+  const parsed = safeJson(raw);
+  if (!Array.isArray(parsed)) return undefined;
+  const [threadId, key] = parsed as unknown[];
+  return typeof threadId === 'string' && typeof key === 'string' ? { threadId, key } : undefined;
+}
 
 const ACCEPT_RESULTS: ReadonlySet<string> = new Set<AcceptResult>(['accepted', 'ignored', 'duplicate']);
 
@@ -207,6 +138,11 @@ export interface TurnInbox {
     extra?: (multi: ReturnType<Redis['multi']>) => void,
   ): Promise<void>;
   length(threadId: string): Promise<number>;
+  /**
+   * Waits up to `timeoutS` on `blocking` (a connection of its own) for wake-up requests and takes up to
+   * `max` of them, oldest first; `[]` when none came.
+   */
+  takeWakeRequests(blocking: Redis, timeoutS: number, max: number): Promise<WakeRequest[]>;
   /** Threads whose oldest inbox item has waited longer than `olderThanMs` (for the sweeper), with its key. */
   stale(olderThanMs: number, now: number): Promise<Array<{ threadId: string; key: string }>>;
 }
@@ -222,6 +158,8 @@ export function turnInboxKeys(prefix: string) {
     batch: (threadId: string) => `${prefix}:turn-batch:${threadId}`,
     /** Threads whose inbox is not empty (what the sweeper looks at). */
     pending: `${prefix}:inbox-pending`,
+    /** Wake-up requests (`[thread, key]` JSON) waiting for a dispatcher to add their turn jobs. */
+    wake: `${prefix}:turn-wake`,
     /** Seen platform deliveries (`<platform>:<delivery id>`), kept a day. */
     delivery: (deliveryKey: string) => `${prefix}:delivery:${deliveryKey}`,
   } as const;
@@ -257,8 +195,8 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
   return {
     async accept(threadId, item, { addressed, deliveryKey }) {
       const result = await runAccept(
-        [deliveryKeyFor(deliveryKey), known, inboxKey(threadId), pending],
-        [JSON.stringify(item), threadId, addressed ? '1' : '0', deliveryTtlS],
+        [deliveryKeyFor(deliveryKey), known, inboxKey(threadId), pending, keys.wake],
+        [JSON.stringify(item), threadId, addressed ? '1' : '0', deliveryTtlS, wakeKey(item)],
       );
       return parseAcceptResult(result);
     },
@@ -274,11 +212,16 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
           threadId,
           addressed ? '1' : '0',
           String(deliveryTtlS),
+          keys.wake,
+          wakeKey(item),
         ],
       };
     },
     async pushEvent(threadId, item) {
-      await runPushEvent([known, inboxKey(threadId), pending], [JSON.stringify(item), threadId]);
+      await runPushEvent(
+        [known, inboxKey(threadId), pending, keys.wake],
+        [JSON.stringify(item), threadId, wakeKey(item)],
+      );
     },
     async extendLock(threadId, token, leaseMs) {
       return (await redis.eval(EXTEND_SCRIPT, 1, lockKey(threadId), token, String(leaseMs))) === 1;
@@ -318,6 +261,18 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
       await multi.exec();
     },
     length: (threadId) => redis.llen(inboxKey(threadId)),
+    async takeWakeRequests(blocking, timeoutS, max) {
+      const first = await blocking.blpop(keys.wake, timeoutS);
+      if (first === null) return [];
+      const more = max > 1 ? ((await blocking.lpop(keys.wake, max - 1)) ?? []) : [];
+      const requests: WakeRequest[] = [];
+      // A malformed entry (none is written so) is skipped; the sweeper still finds its inbox.
+      for (const raw of [first[1], ...more]) {
+        const request = parseWakeRequest(raw);
+        if (request !== undefined) requests.push(request);
+      }
+      return requests;
+    },
     async stale(olderThanMs, now) {
       const threads = await redis.srandmember(pending, 200);
       if (threads.length === 0) return [];

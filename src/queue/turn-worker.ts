@@ -3,16 +3,9 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { logQueueErrors } from './job-payload.js';
 import { createJobWorker, isFinalError } from './job-worker.js';
-import {
-  enqueue,
-  enqueueBulk,
-  JOBS,
-  MAX_WAKE_REQUESTS,
-  QUEUE_NAMES,
-  TURN_ATTEMPTS,
-  turnQueueJob,
-} from './jobs.js';
-import type { Batch, TurnInbox } from './turn-inbox.js';
+import { agentTurnJob, enqueue, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
+import { startTurnDispatcher } from './turn-dispatcher.js';
+import type { Batch, TurnInbox, WakeRequest } from './turn-inbox.js';
 
 /** How long a turn job waits before trying a busy thread's lock again. */
 const LOCKED_RETRY_MS = 150;
@@ -66,98 +59,19 @@ export async function requestTurn(queue: Queue, threadId: string, key: string): 
   await enqueue(queue, JOBS.agentTurn, job.data, job.opts);
 }
 
-interface TurnRequest {
-  threadId: string;
-  key: string;
-}
-
 /**
- * Adds what a coalesced batch of requests needs: one request keeps its own turn job (a quiet bot pays no
- * extra hop); several become wake-up jobs of up to `MAX_WAKE_REQUESTS` each, which a turn worker expands.
- * Under load that moves the per-message BullMQ work (a `Job`, its options, its Redis script) off the
- * acking process.
+ * Turn jobs for a batch of wake-up requests: one per thread, since a turn takes in everything its
+ * thread's inbox holds. Job ids come from the requests, so adding the same request twice adds one job.
  */
-async function addTurnRequests(queue: Queue, requests: readonly TurnRequest[]): Promise<void> {
-  const [only] = requests;
-  if (only === undefined) return;
-  if (requests.length === 1) {
-    await requestTurn(queue, only.threadId, only.key);
-    return;
-  }
-  const parts: TurnRequest[][] = [];
-  for (let start = 0; start < requests.length; start += MAX_WAKE_REQUESTS) {
-    parts.push(requests.slice(start, start + MAX_WAKE_REQUESTS));
-  }
-  await enqueueBulk(
-    queue,
-    JOBS.turnWake,
-    parts.map((part) => ({ data: { v: 1 as const, requests: part } })),
-  );
-}
-
-/**
- * A wake-up job's turn jobs: one per thread, since a turn takes in everything its thread's inbox holds
- * (every request in the batch was accepted into its inbox before the batch was sent). Job ids come from
- * the requests, so a retried expansion adds nothing twice.
- */
-async function expandWake(queue: Queue, requests: readonly TurnRequest[]): Promise<void> {
+export async function requestTurns(queue: Queue, requests: readonly WakeRequest[]): Promise<void> {
   const lastKeyByThread = new Map<string, string>();
   for (const request of requests) lastKeyByThread.set(request.threadId, request.key);
+  if (lastKeyByThread.size === 0) return;
   await enqueueBulk(
     queue,
     JOBS.agentTurn,
     [...lastKeyByThread].map(([threadId, key]) => turnJob(threadId, key)),
   );
-}
-
-/**
- * `requestTurn` for the ack path. Requests are coalesced: at most one add is in flight, and the
- * requests made meanwhile go out together when it returns (at once when none is in flight, so a quiet
- * bot adds no delay). Under load that is one write and one round trip for many messages instead of one
- * per event-loop turn, and one wake-up job instead of one job per message (`addTurnRequests`). Nothing
- * is lost by waiting: the inbox already holds every accepted message, and the turn worker's sweeper
- * requests the turn of any inbox left waiting.
- */
-export function createTurnRequester(queue: Queue): (threadId: string, key: string) => Promise<void> {
-  type Entry = { request: TurnRequest; settle: (error?: unknown) => void };
-  let pending: Entry[] = [];
-  let scheduled = false;
-  let inFlight = false;
-  const schedule = () => {
-    if (scheduled || inFlight || pending.length === 0) return;
-    scheduled = true;
-    setImmediate(flush);
-  };
-  const flush = () => {
-    scheduled = false;
-    const batch = pending;
-    pending = [];
-    inFlight = true;
-    addTurnRequests(
-      queue,
-      batch.map((entry) => entry.request),
-    )
-      .then(
-        () => {
-          for (const entry of batch) entry.settle();
-        },
-        (error: unknown) => {
-          for (const entry of batch) entry.settle(error);
-        },
-      )
-      .finally(() => {
-        inFlight = false;
-        schedule();
-      });
-  };
-  return (threadId, key) =>
-    new Promise<void>((resolve, reject) => {
-      pending.push({
-        request: { threadId, key },
-        settle: (error) => (error === undefined ? resolve() : reject(error)),
-      });
-      schedule();
-    });
 }
 
 /**
@@ -168,13 +82,8 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
   const { inbox, logger, lockMs } = options;
   const worker = createJobWorker(
     QUEUE_NAMES.turns,
-    turnQueueJob,
-    async (data, job, token) => {
-      if ('requests' in data) {
-        await expandWake(options.queue, data.requests);
-        return;
-      }
-      const { threadId } = data;
+    agentTurnJob,
+    async ({ threadId }, job, token) => {
       const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
       if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
@@ -223,12 +132,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       prefix: options.prefix,
       logger,
       concurrency: options.concurrency,
-      describe: (data) => {
-        const fields: { threadId?: string; requests?: unknown[] } = data;
-        return fields.requests === undefined
-          ? { threadId: fields.threadId }
-          : { wakeRequests: fields.requests.length };
-      },
+      describe: (data) => ({ threadId: data.threadId }),
       workerOptions: {
         lockDuration: lockMs,
         stalledInterval: Math.max(500, Math.floor(lockMs / 2)),
@@ -236,8 +140,16 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       },
     },
   );
-  // The inbox is the durable record; a turn job is only the wake-up call. If the process that accepted a
-  // message died before adding its job, the sweeper adds it: no message waits for a later one.
+  // Accepting a message queued its wake-up request; the dispatcher makes it the thread's turn job.
+  const dispatcher = startTurnDispatcher({
+    connection: options.connection,
+    inbox,
+    addTurns: (requests) => requestTurns(options.queue, requests),
+    logger,
+  });
+  worker.on('closing', () => dispatcher.stop());
+  // The inbox is the durable record; a turn job is only the wake-up call. If a dispatcher died between
+  // taking a wake-up request and adding its job, the sweeper adds it: no message waits for a later one.
   const sweeper = setInterval(() => {
     inbox
       .stale(SWEEP_AFTER_MS, Date.now())

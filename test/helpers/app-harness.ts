@@ -1,9 +1,10 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type App, type AppOverrides, createApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
+import { endProcessGroups, removeTree } from './processes.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
 
 export interface PlaygroundMessage {
@@ -137,10 +138,13 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       throw new Error(`timed out waiting on thread ${threadId}; it holds:\n${JSON.stringify(last, null, 2)}`);
     },
     async stop() {
+      // Runs outlive the bot by design, so a test ends the processes its app launched (by pid) first.
+      const launched = options.keepState ? [] : await app.features.runs.service.listRuns().catch(() => []);
       await app.stop();
       if (!options.keepState) {
+        await endProcessGroups(launched.flatMap((run) => (run.pgid === undefined ? [] : [run.pgid])));
         await deleteKeysWithPrefix(prefix);
-        if (options.dataDir === undefined) rmSync(dataDir, { recursive: true, force: true });
+        if (options.dataDir === undefined) removeTree(dataDir);
       }
     },
   };

@@ -40,6 +40,7 @@ describe('playground ack path', () => {
   let shepherd: TestApp;
   let monitor: Socket;
   let seen: string[][] = [];
+  let turnQueueCommands: string[][] = [];
 
   beforeAll(async () => {
     // Role `bot`: no turn worker, so the only commands on our keys are the ack path's.
@@ -67,6 +68,9 @@ describe('playground ack path', () => {
     seen = [];
     const result = await shepherd.post(body);
     await new Promise((resolve) => setTimeout(resolve, 150));
+    turnQueueCommands = seen.filter((args) =>
+      args.some((arg) => arg.startsWith(`${shepherd.prefix}:turns:`)),
+    );
     return { result, commands: ackCommands() };
   }
 
@@ -79,6 +83,8 @@ describe('playground ack path', () => {
     expect(result.status).toBe(202);
     expect(commands).toHaveLength(1);
     expect(commands[0]?.[0]?.toLowerCase()).toMatch(/^eval/);
+    // No BullMQ work on the acking process: nothing touched the turns queue.
+    expect(turnQueueCommands).toEqual([]);
 
     const root = String(result.body.threadId);
     expect(result.body.messageId).toBe(root);
@@ -98,12 +104,11 @@ describe('playground ack path', () => {
     expect(await shepherd.app.redis.exists(`${shepherd.prefix}:delivery:web:${root}`)).toBe(1);
     expect(await shepherd.app.redis.sismember(`${shepherd.prefix}:sessions`, threadId)).toBe(1);
     expect(await shepherd.app.redis.sismember(`${shepherd.prefix}:inbox-pending`, threadId)).toBe(1);
-    // The turn job still follows the answer.
-    const deadline = Date.now() + 5000;
-    while ((await shepherd.app.turnQueue.getWaitingCount()) < 2 && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    expect(await shepherd.app.turnQueue.getWaitingCount()).toBe(2);
+    // The same command queued the thread's wake-up request (after the warm-up's) for a turn worker's
+    // dispatcher; the acking process itself added no turn job.
+    const wake = await shepherd.app.redis.lrange(`${shepherd.prefix}:turn-wake`, 0, -1);
+    expect(wake.map((entry) => JSON.parse(entry) as unknown)).toEqual([expect.any(Array), [threadId, root]]);
+    expect(await shepherd.app.turnQueue.getWaitingCount()).toBe(0);
   });
 
   it('keeps replies in order, ignores talk in threads without a session, refuses unknown threads', async () => {

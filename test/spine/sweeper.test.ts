@@ -1,19 +1,29 @@
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { encodeThreadId } from '../../src/bot/chat-adapter.js';
 import { botMessages, startTestApp } from '../helpers/app-harness.js';
+import { removeTree } from '../helpers/processes.js';
+import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
 describe('inbox sweeper', () => {
-  it('answers a message whose turn job was never added (the accepting process died first)', async () => {
+  it('answers a message whose wake-up request was lost (a dispatcher took it and died)', async () => {
     const llm = await startScriptedOpenAi({ fallback: { text: 'found you anyway' } });
-    const shepherd = await startTestApp({ environment: { SHEPHERD_LLM_BASE_URL: llm.url } });
+    const prefix = uniquePrefix('sweep');
+    const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-sweep-'));
+    const shared = { prefix, dataDir, keepState: true, environment: { SHEPHERD_LLM_BASE_URL: llm.url } };
     try {
-      // A thread root in the playground, then the message recorded in the inbox exactly as the inbound
-      // handler does — but without the wake-up job.
-      const root = await shepherd.post({ channel: 'ml-runs', user: 'alice', text: 'no mention here' });
+      // Role `bot`: no turn worker yet, so no dispatcher takes the request before the test does.
+      const acking = await startTestApp({
+        ...shared,
+        environment: { ...shared.environment, SHEPHERD_ROLE: 'bot' },
+      });
+      const root = await acking.post({ channel: 'ml-runs', user: 'alice', text: 'no mention here' });
       const rootId = String(root.body.threadId);
       const threadId = encodeThreadId({ platform: 'web', channel: 'ml-runs', thread: rootId });
-      const result = await shepherd.app.inbox.accept(
+      const result = await acking.app.inbox.accept(
         threadId,
         {
           type: 'message',
@@ -27,15 +37,27 @@ describe('inbox sweeper', () => {
         { addressed: true, deliveryKey: 'web:lost-1' },
       );
       expect(result).toBe('accepted');
-      const messages = await shepherd.waitForMessages(
-        rootId,
-        (all) => botMessages(all).some((message) => message.text === 'found you anyway'),
-        20_000,
-      );
-      expect(botMessages(messages)).toHaveLength(1);
-      expect(llm.requests).toHaveLength(1);
+      // What a dispatcher that dies after taking the request leaves: the inbox item, no request, no job.
+      const taken = await acking.app.redis.lpop(`${prefix}:turn-wake`, 100);
+      expect(taken?.map((entry) => JSON.parse(entry) as unknown)).toEqual([[threadId, 'lost-1']]);
+      await acking.stop();
+
+      const worker = await startTestApp(shared);
+      try {
+        expect(await worker.app.turnQueue.getWaitingCount()).toBe(0);
+        const messages = await worker.waitForMessages(
+          rootId,
+          (all) => botMessages(all).some((message) => message.text === 'found you anyway'),
+          20_000,
+        );
+        expect(botMessages(messages)).toHaveLength(1);
+        expect(llm.requests).toHaveLength(1);
+      } finally {
+        await worker.stop();
+      }
     } finally {
-      await shepherd.stop();
+      await deleteKeysWithPrefix(prefix);
+      removeTree(dataDir);
       await llm.close();
     }
   });

@@ -1,0 +1,34 @@
+import { rmSync } from 'node:fs';
+
+function groupAlive(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * SIGKILL each process group a test's app launched (known by its recorded pgid, never by name) and wait,
+ * up to `timeoutMs`, until none is left, so nothing still writes into a directory the test removes.
+ */
+export async function endProcessGroups(pgids: readonly number[], timeoutMs = 5_000): Promise<void> {
+  const alive = pgids.filter(groupAlive);
+  for (const pgid of alive) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // Ended between the check and the kill.
+    }
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (alive.some(groupAlive) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+/** `rm -rf`, retried briefly: a launcher that just ended may still be closing a file in the tree. */
+export function removeTree(path: string): void {
+  rmSync(path, { recursive: true, force: true, maxRetries: 5, retryDelay: 100 });
+}
