@@ -262,13 +262,11 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     },
     length: (threadId) => redis.llen(inboxKey(threadId)),
     async takeWakeRequests(blocking, timeoutS, max) {
-      const first = await blocking.blpop(keys.wake, timeoutS);
-      if (first === null) return [];
-      const more = max > 1 ? ((await blocking.lpop(keys.wake, max - 1)) ?? []) : [];
+      const raw = await takeFromList(blocking, keys.wake, timeoutS, max);
       const requests: WakeRequest[] = [];
       // A malformed entry (none is written so) is skipped; the sweeper still finds its inbox.
-      for (const raw of [first[1], ...more]) {
-        const request = parseWakeRequest(raw);
+      for (const entry of raw) {
+        const request = parseWakeRequest(entry);
         if (request !== undefined) requests.push(request);
       }
       return requests;
@@ -302,6 +300,31 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
       return stale;
     },
   };
+}
+
+/** Redis servers without BLMPOP (before 7.0), remembered once one said so. */
+const noBlmpop = new WeakSet<Redis>();
+
+/**
+ * Up to `max` entries from the head of `key`, waiting up to `timeoutS` for the first: one BLMPOP (one round
+ * trip) where Redis has it, else BLPOP then LPOP with a count (Redis 6.2).
+ */
+async function takeFromList(blocking: Redis, key: string, timeoutS: number, max: number): Promise<string[]> {
+  if (!noBlmpop.has(blocking)) {
+    try {
+      const reply = (await blocking.call('BLMPOP', timeoutS, 1, key, 'LEFT', 'COUNT', max)) as
+        | [string, string[]]
+        | null;
+      return reply === null ? [] : reply[1];
+    } catch (error) {
+      if (!(error instanceof Error) || !/unknown command/i.test(error.message)) throw error;
+      noBlmpop.add(blocking);
+    }
+  }
+  const first = await blocking.blpop(key, timeoutS);
+  if (first === null) return [];
+  const more = max > 1 ? ((await blocking.lpop(key, max - 1)) ?? []) : [];
+  return [first[1], ...more];
 }
 
 function safeJson(text: string): unknown {

@@ -153,4 +153,41 @@ describe('turn dispatcher', () => {
       await queue.close();
     }
   });
+
+  it('takes wake-up requests with BLPOP + LPOP from a Redis without BLMPOP (before 7.0)', async () => {
+    const old = `${prefix}-old`;
+    const inbox = createTurnInbox({ redis, prefix: old });
+    const blocking = redis.duplicate();
+    const calls: string[] = [];
+    // What Redis 6.2 answers to a command it does not know; everything else goes to the real server.
+    const redis62 = new Proxy(blocking, {
+      get(target, property, receiver) {
+        if (property === 'call') {
+          return async (command: string) => {
+            calls.push(command);
+            throw new Error(`ERR unknown command '${command}', with args beginning with: `);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    try {
+      for (const id of ['o1', 'o2', 'o3']) {
+        await inbox.accept(`web:old:${id}`, message(id, id), { addressed: true, deliveryKey: `web:${id}` });
+      }
+      expect(await inbox.takeWakeRequests(redis62, 1, 2)).toEqual([
+        { threadId: 'web:old:o1', key: 'o1' },
+        { threadId: 'web:old:o2', key: 'o2' },
+      ]);
+      expect(await inbox.takeWakeRequests(redis62, 1, 2)).toEqual([{ threadId: 'web:old:o3', key: 'o3' }]);
+      // Asked once, then remembered.
+      expect(calls).toEqual(['BLMPOP']);
+      // And the real (7.x) server answers BLMPOP in one call, oldest first.
+      await inbox.accept('web:old:o4', message('o4', 'o4'), { addressed: true, deliveryKey: 'web:o4' });
+      expect(await inbox.takeWakeRequests(blocking, 1, 10)).toEqual([{ threadId: 'web:old:o4', key: 'o4' }]);
+    } finally {
+      blocking.disconnect();
+    }
+  });
 });
