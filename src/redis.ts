@@ -5,12 +5,11 @@ import type { Logger } from './logger.js';
 /** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
 export function createRedis(
   url: string,
-  options: { lazy?: boolean; autoPipelining?: boolean; logger?: Logger } = {},
+  options: { lazy?: boolean; logger?: Logger } = {},
 ): Redis {
   const client = new Redis(url, {
     maxRetriesPerRequest: null,
     lazyConnect: options.lazy ?? false,
-    enableAutoPipelining: options.autoPipelining ?? false,
   });
   // Without a listener ioredis prints "Unhandled error event" for every reconnect attempt during an outage.
   client.on('error', (error: Error) => {
