@@ -15,10 +15,13 @@
  *  2. latency — 200 open connections carrying one fixed offered rate that both servers sustain
  *     (`BENCH_ACK_RATE_FRACTION` of Shepherd's capacity, default 0.5), spread evenly in time by
  *     bench/lib/paced-load.ts (autocannon's `-R` sends bursts at each second), measured from each
- *     request's scheduled time: `ack_p99_ms_*` and `ack_p99_ratio` (goal ≤ 3).
+ *     request's scheduled time after a few unmeasured seconds at the same rate: `ack_p99_ms_*` and
+ *     `ack_p99_ratio` (goal ≤ 3).
  *
  * Run: npx tsx bench/spine-ack.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
  * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION,
+ * BENCH_ACK_PACED_WARMUP_S (default 3: seconds at the paced rate, unmeasured, before each server's paced run;
+ * 0 measures the ramp from idle too),
  * BENCH_ACK_NODE_OPTIONS (NODE_OPTIONS for the Shepherd process only), BENCH_ACK_NODE_ARGS (node flags
  * for the Shepherd process, space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
@@ -36,6 +39,7 @@ const durationS = Number(process.env.BENCH_ACK_DURATION_S ?? '10');
 const connections = Number(process.env.BENCH_ACK_CONNECTIONS ?? '200');
 const rateFraction = Number(process.env.BENCH_ACK_RATE_FRACTION ?? '0.5');
 const warmupS = 3;
+const pacedWarmUpS = Number(process.env.BENCH_ACK_PACED_WARMUP_S ?? '3');
 const body = JSON.stringify({ channel: 'bench', user: 'loadgen', text: '@shepherd ack benchmark ping' });
 
 const prefix = `bench-ack-${process.pid}`;
@@ -109,6 +113,20 @@ async function paced(label: string, url: string, rate: number): Promise<PacedRes
   return result;
 }
 
+async function pacedWarmUp(url: string, rate: number): Promise<void> {
+  if (pacedWarmUpS <= 0) return;
+  const result = await runPacedLoad({
+    url: `${url}/api/messages`,
+    body,
+    rate,
+    connections,
+    durationS: pacedWarmUpS,
+  });
+  note(
+    `  (paced warm-up: p99 ${result.p99.toFixed(1)} ms, ${result.slowWindows} of ${result.windows} windows over 50 ms)`,
+  );
+}
+
 try {
   const bareUrl = await startBare();
   const shepherdUrl = await startShepherd();
@@ -127,10 +145,14 @@ try {
   const bareCapacity = await load('bare capacity', bareUrl);
   const shepherdCapacity = await load('shepherd capacity', shepherdUrl);
   const rate = Math.round(shepherdCapacity.okPerSecond * rateFraction);
+  // Each server first carries the paced rate for a few seconds unmeasured: it sat idle while the other was
+  // measured, and the measured window is the steady state at that rate, not the ramp from idle.
+  await pacedWarmUp(bareUrl, rate);
   await bareLoopDelayP99Ms(bareUrl);
   const bareLatency = await paced(`bare paced at ${rate}/s`, bareUrl, rate);
   const bareLoopDelay = await bareLoopDelayP99Ms(bareUrl);
   // Scraping resets Shepherd's event-loop delay histogram, so the second scrape covers the paced run.
+  await pacedWarmUp(shepherdUrl, rate);
   const beforeScrape = await scrapeMetrics(shepherdUrl);
   const shepherdLatency = await paced(`shepherd paced at ${rate}/s`, shepherdUrl, rate);
   const afterScrape = await scrapeMetrics(shepherdUrl);
