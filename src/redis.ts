@@ -3,10 +3,7 @@ import { Redis } from 'ioredis';
 import type { Logger } from './logger.js';
 
 /** A Redis connection fit for BullMQ workers (blocking commands need `maxRetriesPerRequest: null`). */
-export function createRedis(
-  url: string,
-  options: { lazy?: boolean; logger?: Logger } = {},
-): Redis {
+export function createRedis(url: string, options: { lazy?: boolean; logger?: Logger } = {}): Redis {
   const client = new Redis(url, {
     maxRetriesPerRequest: null,
     lazyConnect: options.lazy ?? false,
