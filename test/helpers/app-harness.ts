@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { type App, type AppOverrides, createApp } from '../../src/app.js';
 import { type Config, loadConfig } from '../../src/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
-import { endProcessGroups, removeTree } from './processes.js';
+import { endProcessGroups, launchedGroups, removeTree } from './processes.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
 
 export interface PlaygroundMessage {
@@ -142,7 +142,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       const launched = options.keepState ? [] : await app.features.runs.service.listRuns().catch(() => []);
       await app.stop();
       if (!options.keepState) {
-        await endProcessGroups(launched.flatMap((run) => (run.pgid === undefined ? [] : [run.pgid])));
+        await endProcessGroups(launchedGroups(launched));
         await deleteKeysWithPrefix(prefix);
         if (options.dataDir === undefined) removeTree(dataDir);
       }

@@ -1,4 +1,6 @@
 import { rmSync } from 'node:fs';
+import { readProcessStat } from '../../src/runs/process-table.js';
+import type { RunMeta } from '../../src/runs/run-types.js';
 
 function groupAlive(pgid: number): boolean {
   try {
@@ -7,6 +9,17 @@ function groupAlive(pgid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * The process groups of `runs` whose leader is still the process the run launched (same start time, so a
+ * reused pid is never taken for it).
+ */
+export function launchedGroups(runs: readonly RunMeta[]): number[] {
+  return runs.flatMap((run) => {
+    if (run.pgid === undefined || run.processStartTime === undefined) return [];
+    return readProcessStat(run.pgid)?.startTime === run.processStartTime ? [run.pgid] : [];
+  });
 }
 
 /**
