@@ -57,7 +57,7 @@ export interface WakeRequest {
   key: string;
 }
 
-/** What a message's or event's turn request is keyed by; the sweeper keys its own the same way. */
+/** What a message's or event's turn request is keyed by (the turn job's id comes from it). */
 function wakeKey(item: InboxItem): string {
   return item.type === 'message' ? item.deliveryId : `event-${item.eventId}`;
 }

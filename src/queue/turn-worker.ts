@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import { logQueueErrors } from './job-payload.js';
 import { createJobWorker, isFinalError } from './job-worker.js';
-import { agentTurnJob, enqueue, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
+import { agentTurnJob, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
 import { startTurnDispatcher } from './turn-dispatcher.js';
 import type { Batch, TurnInbox, WakeRequest } from './turn-inbox.js';
 
@@ -51,12 +51,6 @@ function turnJob(threadId: string, key: string) {
     data: { v: 1 as const, threadId },
     opts: { jobId: `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}` },
   };
-}
-
-/** Asks for a turn for a thread; `key` makes the request idempotent (a delivery id). */
-export async function requestTurn(queue: Queue, threadId: string, key: string): Promise<void> {
-  const job = turnJob(threadId, key);
-  await enqueue(queue, JOBS.agentTurn, job.data, job.opts);
 }
 
 /**
@@ -154,7 +148,10 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
     inbox
       .stale(SWEEP_AFTER_MS, Date.now())
       .then((threads) =>
-        Promise.all(threads.map(({ threadId, key }) => requestTurn(options.queue, threadId, `sweep-${key}`))),
+        requestTurns(
+          options.queue,
+          threads.map(({ threadId, key }) => ({ threadId, key: `sweep-${key}` })),
+        ),
       )
       .catch((error: unknown) => logger.warn({ err: String(error) }, 'inbox sweep failed'));
   }, SWEEP_EVERY_MS);

@@ -1,24 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { type Batch, createTurnInbox, type InboxItem } from '../../src/queue/turn-inbox.js';
-import {
-  createTurnQueue,
-  createTurnWorker,
-  requestTurn,
-  TURN_ATTEMPTS,
-} from '../../src/queue/turn-worker.js';
+import { type Batch, createTurnInbox } from '../../src/queue/turn-inbox.js';
+import { createTurnQueue, createTurnWorker, TURN_ATTEMPTS } from '../../src/queue/turn-worker.js';
+import { inboxMessage } from '../helpers/inbox-items.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
-
-const message = (id: string, text: string): InboxItem => ({
-  type: 'message',
-  messageId: id,
-  deliveryId: id,
-  user: { id: 'alice', name: 'alice' },
-  text,
-  addressed: true,
-  receivedAt: Date.now(),
-});
 
 describe('a batch that fails on every attempt', () => {
   const prefix = uniquePrefix('poison');
@@ -58,8 +44,7 @@ describe('a batch that fails on every attempt', () => {
       },
     });
     try {
-      await inbox.accept(threadId, message('p1', 'poison'), { addressed: true, deliveryKey: 'web:p1' });
-      await requestTurn(queue, threadId, 'p1');
+      await inbox.accept(threadId, inboxMessage('p1', 'poison'), { addressed: true, deliveryKey: 'web:p1' });
       const deadline = Date.now() + 20_000;
       while (dropped.length === 0 && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 100));
@@ -68,8 +53,10 @@ describe('a batch that fails on every attempt', () => {
       expect(dropped).toHaveLength(1);
       expect(await inbox.length(threadId)).toBe(0);
 
-      await inbox.accept(threadId, message('h1', 'hello again'), { addressed: true, deliveryKey: 'web:h1' });
-      await requestTurn(queue, threadId, 'h1');
+      await inbox.accept(threadId, inboxMessage('h1', 'hello again'), {
+        addressed: true,
+        deliveryKey: 'web:h1',
+      });
       const later = Date.now() + 10_000;
       while (!seen.some((texts) => texts.includes('hello again')) && Date.now() < later) {
         await new Promise((resolve) => setTimeout(resolve, 50));

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { encodeThreadId } from '../../src/bot/chat-adapter.js';
 import { botMessages, startTestApp } from '../helpers/app-harness.js';
+import { inboxMessage } from '../helpers/inbox-items.js';
 import { removeTree } from '../helpers/processes.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -25,15 +26,7 @@ describe('inbox sweeper', () => {
       const threadId = encodeThreadId({ platform: 'web', channel: 'ml-runs', thread: rootId });
       const result = await acking.app.inbox.accept(
         threadId,
-        {
-          type: 'message',
-          messageId: 'lost-1',
-          deliveryId: 'lost-1',
-          user: { id: 'alice', name: 'alice' },
-          text: '@shepherd is anyone there?',
-          addressed: true,
-          receivedAt: Date.now(),
-        },
+        inboxMessage('lost-1', '@shepherd is anyone there?'),
         { addressed: true, deliveryKey: 'web:lost-1' },
       );
       expect(result).toBe('accepted');

@@ -1,19 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { type Batch, createTurnInbox, type InboxItem } from '../../src/queue/turn-inbox.js';
+import { type Batch, createTurnInbox } from '../../src/queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker, requestTurns } from '../../src/queue/turn-worker.js';
+import { inboxMessage } from '../helpers/inbox-items.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
-
-const message = (id: string, text: string): InboxItem => ({
-  type: 'message',
-  messageId: id,
-  deliveryId: id,
-  user: { id: 'alice', name: 'alice' },
-  text,
-  addressed: true,
-  receivedAt: Date.now(),
-});
 
 async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
   const deadline = Date.now() + 15_000;
@@ -64,13 +55,13 @@ describe('turn dispatcher', () => {
     const queue = createTurnQueue(redis, prefix, createLogger('silent'));
     const threads = Array.from({ length: 30 }, (_, index) => `web:burst:t${index}`);
     for (const threadId of threads) {
-      await inbox.accept(threadId, message(`${threadId}-1`, 'first'), {
+      await inbox.accept(threadId, inboxMessage(`${threadId}-1`, 'first'), {
         addressed: true,
         deliveryKey: `web:${threadId}-1`,
       });
     }
     const busy = threads[0] ?? '';
-    await inbox.accept(busy, message(`${busy}-2`, 'second'), {
+    await inbox.accept(busy, inboxMessage(`${busy}-2`, 'second'), {
       addressed: true,
       deliveryKey: `web:${busy}-2`,
     });
@@ -101,7 +92,7 @@ describe('turn dispatcher', () => {
       expect(await redis.llen(`${prefix}:turn-wake`)).toBe(0);
 
       // With the worker running, a new message is answered from its wake-up request alone.
-      await inbox.accept('web:burst:late', message('late-1', 'late'), {
+      await inbox.accept('web:burst:late', inboxMessage('late-1', 'late'), {
         addressed: true,
         deliveryKey: 'web:late-1',
       });
@@ -141,7 +132,7 @@ describe('turn dispatcher', () => {
       const started = Date.now();
       await worker.close();
       expect(Date.now() - started).toBeLessThan(2000);
-      await inbox.accept('web:idle:t', message('i1', 'after close'), {
+      await inbox.accept('web:idle:t', inboxMessage('i1', 'after close'), {
         addressed: true,
         deliveryKey: 'web:i1',
       });
@@ -174,7 +165,10 @@ describe('turn dispatcher', () => {
     });
     try {
       for (const id of ['o1', 'o2', 'o3']) {
-        await inbox.accept(`web:old:${id}`, message(id, id), { addressed: true, deliveryKey: `web:${id}` });
+        await inbox.accept(`web:old:${id}`, inboxMessage(id, id), {
+          addressed: true,
+          deliveryKey: `web:${id}`,
+        });
       }
       expect(await inbox.takeWakeRequests(redis62, 1, 2)).toEqual([
         { threadId: 'web:old:o1', key: 'o1' },
@@ -184,7 +178,7 @@ describe('turn dispatcher', () => {
       // Asked once, then remembered.
       expect(calls).toEqual(['BLMPOP']);
       // And the real (7.x) server answers BLMPOP in one call, oldest first.
-      await inbox.accept('web:old:o4', message('o4', 'o4'), { addressed: true, deliveryKey: 'web:o4' });
+      await inbox.accept('web:old:o4', inboxMessage('o4', 'o4'), { addressed: true, deliveryKey: 'web:o4' });
       expect(await inbox.takeWakeRequests(blocking, 1, 10)).toEqual([{ threadId: 'web:old:o4', key: 'o4' }]);
     } finally {
       blocking.disconnect();
