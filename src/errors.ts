@@ -163,6 +163,11 @@ type RunErrorCode =
   | 'no_script'
   | 'unknown_environment'
   | 'slurm_job_not_found'
+  // Backends (SHEPHERD_BACKENDS, `--on`): Kubernetes, HF Jobs and the router between them.
+  | 'unknown_backend'
+  | 'backend_unavailable'
+  | 'backend_api_failed'
+  | 'backend_job_not_found'
   // Sweeps.
   | 'name_taken'
   | 'busy';
@@ -174,6 +179,8 @@ const TRANSIENT_RUN_ERRORS: ReadonlySet<RunErrorCode> = new Set([
   'slurm_unavailable',
   'slurm_command_failed',
   'terminate_failed',
+  'backend_unavailable',
+  'backend_api_failed',
 ]);
 
 /** A run operation failed (unknown run, illegal transition, executor failure). */

@@ -1,5 +1,22 @@
 import type { RunMeta } from './run-types.js';
 
+/** Where runs can go. `SHEPHERD_BACKENDS` lists the configured ones; each run records its own in `meta.executor`. */
+export const BACKEND_KINDS = ['local', 'slurm', 'kubernetes', 'hfjobs'] as const;
+export type BackendKind = (typeof BACKEND_KINDS)[number];
+
+/** What a backend needs to say where a run would go and what it costs, before the run exists. */
+export type PlacementRequest = Pick<RunMeta, 'gpus' | 'maxHours'> & Partial<Pick<RunMeta, 'nodes' | 'image' | 'flavor'>>;
+
+/** Where a run goes, as cards and `status` show it. */
+export interface Placement {
+  /** "Kubernetes namespace ml, queue team-a", "HF Jobs a10g-small ($1.05/h)", "Slurm partition gpu". */
+  description: string;
+  /** Price of the whole run per hour on this backend (all its GPUs), for cost estimates and `spend`. */
+  hourlyUsd: number;
+  /** Warnings a person should read before approving ("checkpoints won't outlive the pod"). */
+  notes?: string[];
+}
+
 /**
  * The executor seam: where a run's process actually lives. The local executor runs a process group on
  * this host; a cluster executor (Slurm, Kubernetes) submits jobs. Tools, approvals and the monitor only
@@ -46,7 +63,7 @@ export interface ClusterInfo {
 }
 
 export interface Executor {
-  readonly kind: 'local' | 'slurm';
+  readonly kind: BackendKind;
   /** True when the executor allocates GPUs itself (Slurm); false when the local allocator must. */
   readonly allocatesGpus: boolean;
   launch(request: LaunchRequest): Promise<LaunchResult>;
@@ -58,4 +75,10 @@ export interface Executor {
    */
   terminate(meta: RunMeta, options: { graceMs: number; reason: 'pause' | 'stop' }): Promise<ProcessState>;
   clusterInfo(): Promise<ClusterInfo>;
+  /**
+   * Where a run would go and its hourly price. Throws a `RunError` with a sentence for the user when the
+   * request cannot run here (an unknown HF flavour, no image configured). Absent: the router describes it
+   * from config (GPUs × `SHEPHERD_GPU_HOUR_USD`).
+   */
+  placement?(request: PlacementRequest): Promise<Placement>;
 }

@@ -4,7 +4,7 @@ import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { AuditLog } from './audit-log.js';
-import type { Executor } from './executor.js';
+import type { BackendKind, Executor } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { estimateCostUsd } from './run-cost.js';
 import { plural } from './run-events.js';
@@ -64,6 +64,11 @@ interface RunCreationOptions {
 /** Name uniqueness is a read-then-write over all runs: creations are serialised across processes. */
 const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
+
+/** The backend that polls a watched run. */
+function watchBackend(watch: NonNullable<RunMeta['watch']>): BackendKind {
+  return watch.source === 'log' ? 'local' : watch.source;
+}
 
 export function createRunCreation(options: RunCreationOptions): RunCreation {
   const { config, store, audit, executor, allocator, lock, transitions } = options;
@@ -144,13 +149,16 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
             requester: request.requester,
             gpus: 0,
             maxHours: request.maxHours,
-            executor: request.watch.source === 'slurm' ? 'slurm' : 'local',
+            executor: watchBackend(request.watch),
             launch: { watch: request.watch },
           },
           now(),
         );
         // The monitor, status and crash reports read `output.log`: for a watched run it is the job's own log.
-        await symlink(request.watch.logPath, path.join(store.runDir(created.id), RUN_FILES.output));
+        // A remote backend's watched job has no log file here: its executor streams the log into output.log.
+        if ('logPath' in request.watch) {
+          await symlink(request.watch.logPath, path.join(store.runDir(created.id), RUN_FILES.output));
+        }
         const at = now().toISOString();
         const running: RunMeta = {
           ...created,

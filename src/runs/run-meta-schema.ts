@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { BACKEND_KINDS } from './executor.js';
 import { RUN_STATUSES, type RunMeta } from './run-types.js';
 
 const user = z.object({ id: z.string(), name: z.string() });
@@ -19,7 +20,9 @@ const runMetaSchema = z.object({
   config: z.record(z.string(), z.unknown()).optional(),
   args: z.array(z.string()).optional(),
   scriptVersion: z.number().int().positive(),
-  executor: z.enum(['local', 'slurm']),
+  executor: z.enum(BACKEND_KINDS),
+  image: z.string().optional(),
+  flavor: z.string().optional(),
   pid: z.number().int().optional(),
   pgid: z.number().int().optional(),
   processStartTime: z.string().optional(),
@@ -42,6 +45,8 @@ const runMetaSchema = z.object({
   watch: z
     .discriminatedUnion('source', [
       z.object({ source: z.literal('slurm'), logPath: z.string() }),
+      z.object({ source: z.literal('kubernetes'), namespace: z.string(), job: z.string() }),
+      z.object({ source: z.literal('hfjobs'), jobId: z.string(), namespace: z.string().optional() }),
       z.object({
         source: z.literal('log'),
         logPath: z.string(),

@@ -6,6 +6,7 @@ import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from './atomic-file.js';
+import type { BackendKind } from './executor.js';
 import { RUN_FILES } from './run-files.js';
 import { parseRunMeta } from './run-meta-schema.js';
 import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';
@@ -26,12 +27,12 @@ interface NewRunInput {
   requester: { id: string; name: string };
   gpus: number;
   maxHours: number;
-  executor: 'local' | 'slurm';
+  executor: BackendKind;
   modelId?: string;
   config?: Record<string, unknown>;
   args?: string[];
   /** Command-run fields copied into meta (command, cwd, scriptPath, environmentName, nodes). */
-  launch?: Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch'>>;
+  launch?: Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch' | 'image' | 'flavor'>>;
 }
 
 export interface ScriptUpdate {

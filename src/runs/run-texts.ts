@@ -16,10 +16,15 @@ export function describeRun(meta: RunMeta): string {
   const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
   const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
   if (meta.watch !== undefined) {
+    const watch = meta.watch;
     const source =
-      meta.watch.source === 'slurm'
+      watch.source === 'slurm'
         ? `Slurm job ${meta.jobId ?? '?'}`
-        : `${meta.watch.logPath}${meta.watch.pid === undefined ? '' : `, pid ${meta.watch.pid}`}`;
+        : watch.source === 'kubernetes'
+          ? `Kubernetes Job ${watch.namespace}/${watch.job}`
+          : watch.source === 'hfjobs'
+            ? `HF job ${watch.jobId}`
+            : `${watch.logPath}${watch.pid === undefined ? '' : `, pid ${watch.pid}`}`;
     return `${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
   }
   const environment = meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`;

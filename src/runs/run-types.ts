@@ -1,3 +1,5 @@
+import type { BackendKind } from './executor.js';
+
 /** Run statuses and the transitions the status machine allows. */
 export const RUN_STATUSES = [
   'pending_approval',
@@ -52,8 +54,12 @@ export interface RunMeta {
   args?: string[];
   /** Version number of the current `train.py` (1 for the first script). */
   scriptVersion: number;
-  /** Executor handle: pid/pgid locally, job id on Slurm. */
-  executor: 'local' | 'slurm';
+  /** The backend the run goes to (`--on`); pid/pgid locally, `jobId` elsewhere. */
+  executor: BackendKind;
+  /** Container image (`--image`; Kubernetes, or a local run in a container). */
+  image?: string;
+  /** Hugging Face Jobs hardware flavour (`--flavor`). */
+  flavor?: string;
   pid?: number;
   pgid?: number;
   /** Start time of the launched process (`/proc/<pid>/stat` field 22), so a reused pid is not mistaken for ours. */
@@ -79,7 +85,7 @@ export interface RunMeta {
   scriptPath?: string;
   /** Named environment from `SHEPHERD_ENVIRONMENTS` the run starts in. */
   environmentName?: string;
-  /** Slurm nodes (`sbatch --nodes`); 1 when absent. */
+  /** Nodes (`sbatch --nodes`, an Indexed Job's completions on Kubernetes); 1 when absent. */
   nodes?: number;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
@@ -87,4 +93,8 @@ export interface RunMeta {
 
 type WatchSource =
   | { source: 'slurm'; logPath: string }
+  /** A Job someone else created (`watch k8s:<namespace>/<job>`); its pod log is followed into output.log. */
+  | { source: 'kubernetes'; namespace: string; job: string }
+  /** An HF job started elsewhere (`watch hf:<job id>`). */
+  | { source: 'hfjobs'; jobId: string; namespace?: string }
   | { source: 'log'; logPath: string; pid?: number; pidStartTime?: string };
