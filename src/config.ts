@@ -46,16 +46,14 @@ export const BACKEND_ALIASES: Readonly<Record<string, BackendKind>> = {
   hf: 'hfjobs',
 };
 
-const backendName = z
-  .string()
-  .transform((value, context) => {
-    const kind = BACKEND_ALIASES[value.trim().toLowerCase()];
-    if (kind === undefined) {
-      context.addIssue({ code: 'custom', message: `unknown backend; use one of ${BACKEND_KINDS.join(', ')}` });
-      return z.NEVER;
-    }
-    return kind;
-  });
+const backendName = z.string().transform((value, context) => {
+  const kind = BACKEND_ALIASES[value.trim().toLowerCase()];
+  if (kind === undefined) {
+    context.addIssue({ code: 'custom', message: `unknown backend; use one of ${BACKEND_KINDS.join(', ')}` });
+    return z.NEVER;
+  }
+  return kind;
+});
 
 /** `SHEPHERD_BACKENDS`: a comma list of backends; empty means just `SHEPHERD_EXECUTOR`. */
 const backendList = z
@@ -63,10 +61,16 @@ const backendList = z
   .default('')
   .transform((value, context) => {
     const kinds: BackendKind[] = [];
-    for (const item of value.split(',').map((part) => part.trim()).filter((part) => part.length > 0)) {
+    for (const item of value
+      .split(',')
+      .map((part) => part.trim())
+      .filter((part) => part.length > 0)) {
       const kind = BACKEND_ALIASES[item.toLowerCase()];
       if (kind === undefined) {
-        context.addIssue({ code: 'custom', message: `unknown backend "${item}"; use ${BACKEND_KINDS.join(', ')}` });
+        context.addIssue({
+          code: 'custom',
+          message: `unknown backend "${item}"; use ${BACKEND_KINDS.join(', ')}`,
+        });
         return z.NEVER;
       }
       if (!kinds.includes(kind)) kinds.push(kind);

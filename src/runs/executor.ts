@@ -5,7 +5,8 @@ export const BACKEND_KINDS = ['local', 'slurm', 'kubernetes', 'hfjobs'] as const
 export type BackendKind = (typeof BACKEND_KINDS)[number];
 
 /** What a backend needs to say where a run would go and what it costs, before the run exists. */
-export type PlacementRequest = Pick<RunMeta, 'gpus' | 'maxHours'> & Partial<Pick<RunMeta, 'nodes' | 'image' | 'flavor'>>;
+export type PlacementRequest = Pick<RunMeta, 'gpus' | 'maxHours'> &
+  Partial<Pick<RunMeta, 'nodes' | 'image' | 'flavor'>>;
 
 /** Where a run goes, as cards and `status` show it. */
 export interface Placement {

@@ -32,7 +32,12 @@ interface NewRunInput {
   config?: Record<string, unknown>;
   args?: string[];
   /** Command-run fields copied into meta (command, cwd, scriptPath, environmentName, nodes). */
-  launch?: Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch' | 'image' | 'flavor'>>;
+  launch?: Partial<
+    Pick<
+      RunMeta,
+      'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch' | 'image' | 'flavor'
+    >
+  >;
 }
 
 export interface ScriptUpdate {
