@@ -1,10 +1,10 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
+import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
-import { BACKEND_KINDS, type BackendKind } from './runs/executor.js';
 import { parseEnvironments } from './runs/run-environments.js';
 import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 
@@ -36,48 +36,6 @@ const positiveNumber = z.coerce.number().positive();
 const nonNegativeNumber = z.coerce.number().nonnegative();
 const positiveInt = z.coerce.number().int().positive();
 
-/** What people type for a backend (`--on k8s`, `SHEPHERD_BACKENDS=hf`) and the backend it names. */
-export const BACKEND_ALIASES: Readonly<Record<string, BackendKind>> = {
-  local: 'local',
-  slurm: 'slurm',
-  kubernetes: 'kubernetes',
-  k8s: 'kubernetes',
-  hfjobs: 'hfjobs',
-  hf: 'hfjobs',
-};
-
-const backendName = z.string().transform((value, context) => {
-  const kind = BACKEND_ALIASES[value.trim().toLowerCase()];
-  if (kind === undefined) {
-    context.addIssue({ code: 'custom', message: `unknown backend; use one of ${BACKEND_KINDS.join(', ')}` });
-    return z.NEVER;
-  }
-  return kind;
-});
-
-/** `SHEPHERD_BACKENDS`: a comma list of backends; empty means just `SHEPHERD_EXECUTOR`. */
-const backendList = z
-  .string()
-  .default('')
-  .transform((value, context) => {
-    const kinds: BackendKind[] = [];
-    for (const item of value
-      .split(',')
-      .map((part) => part.trim())
-      .filter((part) => part.length > 0)) {
-      const kind = BACKEND_ALIASES[item.toLowerCase()];
-      if (kind === undefined) {
-        context.addIssue({
-          code: 'custom',
-          message: `unknown backend "${item}"; use ${BACKEND_KINDS.join(', ')}`,
-        });
-        return z.NEVER;
-      }
-      if (!kinds.includes(kind)) kinds.push(kind);
-    }
-    return kinds;
-  });
-
 /** `SHEPHERD_GPUS`: a count ("4") or a list of indices ("0,2,3"). */
 const gpuList = z
   .string()
@@ -95,6 +53,7 @@ const gpuList = z
   });
 
 const environmentSchema = z.object({
+  ...backendEnvironment,
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   SHEPHERD_QUEUE_PREFIX: z
     .string()
@@ -127,8 +86,6 @@ const environmentSchema = z.object({
   SHEPHERD_TURN_CONCURRENCY: positiveInt.default(8),
   SHEPHERD_JOB_LOCK_MS: positiveInt.default(30_000),
 
-  SHEPHERD_EXECUTOR: backendName.default('local'),
-  SHEPHERD_BACKENDS: backendList,
   SHEPHERD_PYTHON: z.string().min(1).default('python3'),
   SHEPHERD_RUN_AS_USER: optionalString,
   SHEPHERD_GPUS: gpuList,
@@ -167,22 +124,6 @@ const environmentSchema = z.object({
     .transform((value) => value.split(/\s+/).filter((word) => word.length > 0)),
   SHEPHERD_SLURM_GPU_FLAG: z.enum(['gres', 'gpus']).default('gres'),
   SHEPHERD_SLURM_CONTAINER: z.enum(['apptainer', 'pyxis']).default('apptainer'),
-  SHEPHERD_SLURM_GPU_HOUR_USD: nonNegativeNumber.optional(),
-  /** Local runs inside an image (`--image` or SHEPHERD_LOCAL_IMAGE) with this engine. */
-  SHEPHERD_LOCAL_CONTAINER: z.enum(['docker', 'podman']).optional(),
-  SHEPHERD_LOCAL_IMAGE: optionalString,
-
-  /** Path of a kubeconfig; unset means in-cluster credentials (the service account). */
-  KUBECONFIG: optionalString,
-  SHEPHERD_K8S_NAMESPACE: z.string().min(1).default('default'),
-  SHEPHERD_K8S_IMAGE: optionalString,
-  SHEPHERD_K8S_QUEUE: optionalString,
-  SHEPHERD_K8S_PVC: optionalString,
-  SHEPHERD_K8S_GPU_HOUR_USD: nonNegativeNumber.optional(),
-
-  SHEPHERD_HF_NAMESPACE: optionalString,
-  SHEPHERD_HF_IMAGE: z.string().min(1).default('pytorch/pytorch:2.6.0-cuda12.4-cudnn9-runtime'),
-  SHEPHERD_HF_FLAVOR: optionalString,
 
   SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
   SHEPHERD_STALL_S: positiveNumber.default(300),
@@ -285,6 +226,7 @@ function runSettings(environment: Environment) {
   return {
     runs: {
       executor: environment.SHEPHERD_EXECUTOR,
+      backends: configuredBackends(environment),
       python: environment.SHEPHERD_PYTHON,
       runAsUser: environment.SHEPHERD_RUN_AS_USER,
       gpus: environment.SHEPHERD_GPUS,
@@ -292,15 +234,6 @@ function runSettings(environment: Environment) {
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
       maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,
-      /** Configured backends, the default (`SHEPHERD_EXECUTOR`) first. */
-      backends: [
-        environment.SHEPHERD_EXECUTOR,
-        ...environment.SHEPHERD_BACKENDS.filter((kind) => kind !== environment.SHEPHERD_EXECUTOR),
-      ] as BackendKind[],
-      localContainer: {
-        engine: environment.SHEPHERD_LOCAL_CONTAINER,
-        image: environment.SHEPHERD_LOCAL_IMAGE,
-      },
       environments: environment.SHEPHERD_ENVIRONMENTS,
       defaultEnvironment: environment.SHEPHERD_DEFAULT_ENV,
     },
@@ -322,21 +255,6 @@ function runSettings(environment: Environment) {
       gpuFlag: environment.SHEPHERD_SLURM_GPU_FLAG,
       container: environment.SHEPHERD_SLURM_CONTAINER,
       gpuHourUsd: environment.SHEPHERD_SLURM_GPU_HOUR_USD ?? environment.SHEPHERD_GPU_HOUR_USD,
-    },
-    kubernetes: {
-      kubeconfig: environment.KUBECONFIG,
-      namespace: environment.SHEPHERD_K8S_NAMESPACE,
-      image: environment.SHEPHERD_K8S_IMAGE,
-      /** Kueue LocalQueue; when set, Kueue manages the Job's suspension. */
-      queue: environment.SHEPHERD_K8S_QUEUE,
-      pvc: environment.SHEPHERD_K8S_PVC,
-      gpuHourUsd: environment.SHEPHERD_K8S_GPU_HOUR_USD ?? environment.SHEPHERD_GPU_HOUR_USD,
-    },
-    hfJobs: {
-      namespace: environment.SHEPHERD_HF_NAMESPACE,
-      image: environment.SHEPHERD_HF_IMAGE,
-      /** Unset: the flavour follows `--gpus`. */
-      flavor: environment.SHEPHERD_HF_FLAVOR,
     },
   };
 }
@@ -406,6 +324,7 @@ function buildConfig(environment: Environment, secretValues: string[]) {
     ...serviceSettings(environment),
     ...agentSettings(environment),
     ...runSettings(environment),
+    ...backendSettings(environment),
     ...monitorSettings(environment),
     ...integrationSettings(environment),
   };

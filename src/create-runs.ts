@@ -1,10 +1,12 @@
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { definedOnly } from './defined-only.js';
+import { ConfigError } from './errors.js';
 import type { Logger } from './logger.js';
 import { type AuditLog, createAuditLog } from './runs/audit-log.js';
+import { type BackendRouter, createBackendRouter } from './runs/backend-router.js';
 import { type CheckpointHistory, createCheckpointHistory } from './runs/checkpoint-history.js';
-import type { Executor } from './runs/executor.js';
+import type { BackendKind, Executor } from './runs/executor.js';
 import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
 import { createLocalExecutor } from './runs/local-executor.js';
@@ -25,15 +27,88 @@ export interface RunsRuntime extends RunsFacade {
   store: RunStore;
   audit: AuditLog;
   allocator: GpuAllocator;
-  executor: Executor;
+  executor: BackendRouter;
   gpus: GpuInfo[];
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
 }
 
 /**
- * Wire the runs core from config: store, GPU inventory + allocator, audit log, executor (local unless
- * one is passed, e.g. the Slurm executor) and the run service. Call `service.reconcile()` once at start-up.
+ * Every configured backend (`SHEPHERD_BACKENDS`), behind one router. Watched runs (a hand-submitted Slurm
+ * job, a local log + pid) are polled beside launched ones; a watched Slurm job is followed even where Slurm
+ * is not a configured backend.
+ */
+function createBackends(options: {
+  config: Config;
+  logger: Logger;
+  store: RunStore;
+  allocator: GpuAllocator;
+  environment: Readonly<Record<string, string | undefined>>;
+  injected: Executor | Executor[] | undefined;
+}): BackendRouter {
+  const { config, logger } = options;
+  const injected = new Map(
+    (Array.isArray(options.injected)
+      ? options.injected
+      : options.injected === undefined
+        ? []
+        : [options.injected]
+    ).map((executor) => [executor.kind, executor] as const),
+  );
+  if (config.runs.runAsUser !== undefined && config.runs.backends.some((kind) => kind !== 'local')) {
+    logger.warn('SHEPHERD_RUN_AS_USER applies to the local backend only; the other backends ignore it');
+  }
+  const slurm = () =>
+    createWatchAwareExecutor({
+      inner: createSlurmExecutor({
+        config,
+        logger: logger.child({ component: 'slurm' }),
+        environment: { ...options.environment },
+      }),
+      logger,
+    });
+  const build = (kind: BackendKind): Executor => {
+    const given = injected.get(kind);
+    if (given !== undefined) return createWatchAwareExecutor({ inner: given, logger });
+    switch (kind) {
+      case 'local':
+        return createWatchAwareExecutor({
+          inner: createLocalExecutor({
+            python: config.runs.python,
+            runsDir: options.store.runsDir,
+            environment: options.environment,
+            gpuInventory: options.allocator.inventory,
+            environments: config.runs.environments,
+            graceS: config.runs.stopGraceS,
+            logger,
+            ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
+          }),
+          logger,
+        });
+      case 'slurm':
+        return slurm();
+      default:
+        throw new ConfigError(`SHEPHERD_BACKENDS: the ${kind} backend is not built into this version`);
+    }
+  };
+  // Injected executors (tests) are the backends; otherwise each configured backend is built from config.
+  const kinds = injected.size > 0 ? [...injected.keys()] : config.runs.backends;
+  const defaultKind = injected.size > 0 ? (kinds[0] as BackendKind) : config.runs.executor;
+  return createBackendRouter({
+    backends: new Map(kinds.map((kind) => [kind, build(kind)])),
+    defaultKind,
+    watchOnly: { slurm },
+    gpuHourUsd: (kind) => {
+      if (kind === 'slurm') return config.slurm.gpuHourUsd;
+      if (kind === 'kubernetes') return config.kubernetes.gpuHourUsd;
+      return config.runs.gpuHourUsd;
+    },
+  });
+}
+
+/**
+ * Wire the runs core from config: store, GPU inventory + allocator, audit log, the backends (built from
+ * config unless executors are passed) and the run service. Call `service.reconcile()` once at start-up.
  */
 export async function createRunsRuntime(options: {
   config: Config;
@@ -41,7 +116,8 @@ export async function createRunsRuntime(options: {
   logger: Logger;
   /** Environment inherited by local runs (pass `process.env` from main). */
   environment: Readonly<Record<string, string | undefined>>;
-  executor?: Executor;
+  /** Executors to use instead of building them from config (tests); each replaces its own backend. */
+  executor?: Executor | Executor[];
   onEvent?: RunEventHandler;
   clock?: () => Date;
 }): Promise<RunsRuntime> {
@@ -51,31 +127,13 @@ export async function createRunsRuntime(options: {
   const gpus = await detectGpus({ configured: config.runs.gpus, logger });
   const allocator = createGpuAllocator({ redis, prefix, inventory: gpus.map((gpu) => gpu.index) });
   const audit = createAuditLog({ redis, prefix, runDir: store.runDir });
-  if (options.executor !== undefined && config.runs.runAsUser !== undefined) {
-    logger.warn('SHEPHERD_RUN_AS_USER applies to the local executor only; this executor ignores it');
-  }
-  const inner =
-    options.executor ??
-    createLocalExecutor({
-      python: config.runs.python,
-      runsDir: store.runsDir,
-      environment: options.environment,
-      gpuInventory: allocator.inventory,
-      environments: config.runs.environments,
-      graceS: config.runs.stopGraceS,
-      logger,
-      ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
-    });
-  // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
-  const executor = createWatchAwareExecutor({
-    inner,
-    slurm: () =>
-      createSlurmExecutor({
-        config,
-        logger: logger.child({ component: 'slurm' }),
-        environment: { ...options.environment },
-      }),
+  const executor = createBackends({
+    config,
     logger,
+    store,
+    allocator,
+    environment: options.environment,
+    injected: options.executor,
   });
   const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
   const service = createRunService({

@@ -73,6 +73,7 @@ export function approvalCard(approval: Approval): Card {
     { label: sweep ? 'Max hours per trial' : 'Max hours', value: String(approval.maxHours) },
     { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
+  if (approval.backend !== undefined) fields.push({ label: 'Runs on', value: approval.backend });
   if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];

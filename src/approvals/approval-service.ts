@@ -5,7 +5,7 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { estimateCostUsd } from '../runs/run-cost.js';
+import { estimateRunCostUsd } from '../runs/run-cost.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
@@ -73,6 +73,8 @@ interface SweepApprovalRequest {
   scriptExcerpt: string;
   origin: Approval['origin'];
   toolCall?: { name: string; input: unknown };
+  /** Where the trials run (the backend and what it uses). */
+  backend?: string;
 }
 
 export interface ApprovalService {
@@ -133,7 +135,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         reason: input.summary,
         scriptExcerpt: input.scriptExcerpt,
         origin: input.origin,
-        ...definedOnly({ budget, toolCall: input.toolCall }),
+        ...definedOnly({ budget, toolCall: input.toolCall, backend: input.backend }),
       },
       options.ttlMs,
       now(),
@@ -143,7 +145,8 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
 
   async function request(input: ApprovalRequest) {
     const gpus = input.gpus ?? input.meta.gpus;
-    const costUsd = estimateCostUsd(gpus, input.meta.maxHours, options.gpuHourUsd);
+    const costUsd = estimateRunCostUsd({ ...input.meta, gpus }, options.gpuHourUsd);
+    const warnings = [...(input.meta.placementNotes ?? []), ...(input.warnings ?? [])];
     const budget = await budgetNow();
     const approval = await store.create(
       {
@@ -164,8 +167,9 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
           memory: input.memory,
           command: input.command,
           environment: input.environment,
+          backend: input.meta.placement,
         }),
-        ...(input.warnings === undefined || input.warnings.length === 0 ? {} : { warnings: input.warnings }),
+        ...(warnings.length === 0 ? {} : { warnings }),
         ...definedOnly({ toolCall: input.toolCall, budget }),
       },
       options.ttlMs,

@@ -37,6 +37,8 @@ const approvalSchema = z.object({
   /** Command runs: the exact command line; runs in a named environment: its description; launch warnings. */
   command: z.string().optional(),
   environment: z.string().optional(),
+  /** Where the run goes: the backend and what it uses (namespace and queue, flavour and price, partition). */
+  backend: z.string().optional(),
   warnings: z.array(z.string()).optional(),
   /** Who asked: a tool call of the agent (its turn resumes on decision), a plain command, or the monitor. */
   origin: z.enum(['agent', 'command', 'monitor']),

@@ -52,7 +52,9 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       case 'pause':
         return operations.pause(command.run, actor, threadId, 'command');
       case 'resume':
-        return operations.resume(command.run, actor, threadId, 'command');
+        return command.name === 'resume' && command.on !== undefined
+          ? operations.resume(command.run, actor, threadId, 'command', undefined, { on: command.on })
+          : operations.resume(command.run, actor, threadId, 'command');
       case 'stop':
         return operations.stop(command.run, actor, threadId, 'command');
       case 'run': {

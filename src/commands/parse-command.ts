@@ -9,7 +9,8 @@ export type PlainCommand =
   | { name: 'help' }
   | { name: 'runs' }
   | { name: 'status'; run?: string }
-  | { name: 'pause' | 'resume' | 'stop'; run: string }
+  | { name: 'pause' | 'stop'; run: string }
+  | { name: 'resume'; run: string; on?: string }
   | ({ name: 'run'; path?: string; command?: string[] } & RunCommandFlags)
   | { name: 'watch'; target: WatchTarget; runName?: string }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
@@ -23,7 +24,28 @@ export type PlainCommand =
 /** The flags of `run`, as the run operations take them. */
 type RunCommandFlags = RunFlags;
 
-export type WatchTarget = { kind: 'slurm'; jobId: string } | { kind: 'log'; path: string; pid?: number };
+export type WatchTarget =
+  | { kind: 'slurm'; jobId: string }
+  | { kind: 'log'; path: string; pid?: number }
+  /** `watch k8s:<namespace>/<job>` (or `k8s:<job>` in the configured namespace). */
+  | { kind: 'kubernetes'; namespace?: string; job: string }
+  /** `watch hf:<job id>` (or `hf:<namespace>/<job id>`). */
+  | { kind: 'hfjobs'; namespace?: string; jobId: string };
+
+const KUBERNETES_TARGET =
+  /^k8s:(?:([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)\/)?([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?)$/;
+const HF_TARGET = /^hf:(?:([\w.-]{1,96})\/)?([\w-]{1,96})$/;
+
+/** A remote job target, or undefined when the word is not one. */
+function remoteWatchTarget(target: string): WatchTarget | undefined {
+  const kubernetes = KUBERNETES_TARGET.exec(target);
+  if (kubernetes !== null) {
+    return { kind: 'kubernetes', job: kubernetes[3] as string, ...definedOnly({ namespace: kubernetes[1] }) };
+  }
+  const hf = HF_TARGET.exec(target);
+  if (hf !== null) return { kind: 'hfjobs', jobId: hf[2] as string, ...definedOnly({ namespace: hf[1] }) };
+  return undefined;
+}
 
 const MENTION = /^\s*(?:<@[A-Za-z0-9]+>|@[\w.-]+)[\s,:]*/;
 
@@ -59,8 +81,9 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
       return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
         ? { name: 'status', run: rest[0] as string }
         : undefined;
-    case 'pause':
     case 'resume':
+      return parseResume(rest);
+    case 'pause':
     case 'stop':
       return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
         ? { name: verb, run: rest[0] as string }
@@ -103,6 +126,20 @@ export function splitCommandLine(text: string): string[] | undefined {
   if (quote !== undefined) return undefined;
   if (current !== undefined) words.push(current);
   return words;
+}
+
+/** `resume <run> [--on BACKEND]`. */
+function parseResume(tokens: string[]): PlainCommand | undefined {
+  const [run, ...flags] = tokens;
+  if (run === undefined || !RUN_REFERENCE.test(run)) return undefined;
+  if (flags.length === 0) return { name: 'resume', run };
+  const [key, inlineValue] = (flags[0] ?? '').split('=', 2);
+  const value = inlineValue ?? flags[1];
+  const used = inlineValue === undefined ? 2 : 1;
+  if (key !== '--on' || value === undefined || flags.length !== used) return undefined;
+  if (!/^[A-Za-z0-9_-]{1,32}$/.test(value))
+    return invalid('resume', '--on takes a backend name: local, slurm, k8s or hf');
+  return { name: 'resume', run, on: value };
 }
 
 function parseRun(afterVerb: string): PlainCommand | undefined {
@@ -153,20 +190,40 @@ function parseRunFlags(
       if (!/^[1-9]\d{0,3}$/.test(value))
         return invalid('run', `--nodes must be a whole number ≥ 1, got "${value}"`);
       command.nodes = Number(value);
+    } else if (key === '--on' || key === '--image' || key === '--flavor') {
+      const error = setPlacementFlag(command, key, value);
+      if (error !== undefined) return invalid('run', error);
     } else {
       return invalid(
         'run',
-        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --nodes N (then -- <command>)`,
+        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --nodes N, --on BACKEND, --image I, --flavor F (then -- <command>)`,
       );
     }
   }
   return command;
 }
 
+/** `--on k8s`, `--image repo/name:tag`, `--flavor a10g-small`: where a run goes. An error sentence, or undefined. */
+function setPlacementFlag(flags: RunFlags, key: string, value: string): string | undefined {
+  if (key === '--on') {
+    if (!/^[A-Za-z0-9_-]{1,32}$/.test(value)) return '--on takes a backend name: local, slurm, k8s or hf';
+    flags.on = value;
+  } else if (key === '--image') {
+    if (!/^[\w./:@-]{1,255}$/.test(value))
+      return `--image takes an image reference like ghcr.io/org/train:1.0`;
+    flags.image = value;
+  } else {
+    if (!/^[\w.-]{1,64}$/.test(value)) return '--flavor takes a hardware flavour like a10g-small';
+    flags.flavor = value;
+  }
+  return undefined;
+}
+
 /** `watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N] [--name X]`. */
 function parseWatch(tokens: string[]): PlainCommand | undefined {
   const [target, ...flags] = tokens;
   if (target === undefined) return undefined;
+  if (/^(?:k8s|hf):/.test(target)) return parseRemoteWatch(target, flags);
   const slurm = /^slurm:(\d+(?:_\d+)?)$/.exec(target);
   // "watch the loss" is a sentence: a log target must look like a file path.
   if (slurm === null && !/^[\w./~-]*[./][\w./-]*$/.test(target)) return undefined;
@@ -199,6 +256,20 @@ function parseWatch(tokens: string[]): PlainCommand | undefined {
       ? { kind: 'slurm', jobId: slurm[1] as string }
       : { kind: 'log', path: target, ...definedOnly({ pid }) };
   return { name: 'watch', target: watchTarget, ...definedOnly({ runName }) };
+}
+
+/** `watch k8s:<namespace>/<job> [--name X]`, `watch hf:<job id> [--name X]`. */
+function parseRemoteWatch(target: string, flags: string[]): PlainCommand {
+  const watchTarget = remoteWatchTarget(target);
+  if (watchTarget === undefined) {
+    return invalid('watch', 'use `watch k8s:<namespace>/<job>` or `watch hf:<job id>`');
+  }
+  const [key, value, ...extra] = flags;
+  if (key === undefined) return { name: 'watch', target: watchTarget };
+  if (key !== '--name' || value === undefined || extra.length > 0 || !RUN_REFERENCE.test(value)) {
+    return invalid('watch', 'the only option here is --name X (letters, digits, "-", "_" and ".")');
+  }
+  return { name: 'watch', target: watchTarget, runName: value };
 }
 
 function parseChart(tokens: string[]): PlainCommand | undefined {

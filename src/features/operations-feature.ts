@@ -45,6 +45,7 @@ export function createOperationsFeature(
     prefix: base.prefix,
     notifier,
     slurmCommand: createRunCommand({ ...base.runEnvironment }),
+    kubernetesNamespace: config.kubernetes.namespace,
     access,
     logger: logger.child({ component: 'watch' }),
   });

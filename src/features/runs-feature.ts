@@ -5,7 +5,6 @@ import type { Executor } from '../runs/executor.js';
 import { createRunAccess, type RunAccess } from '../runs/run-access.js';
 import type { RunEvent } from '../runs/run-events.js';
 import { createRunFollows, type RunFollows } from '../runs/run-follows.js';
-import { createSlurmExecutor } from '../runs/slurm/slurm-executor.js';
 import { createFollowTools } from '../tools/follow-tools.js';
 import type { Feature, FeatureBase } from './feature.js';
 
@@ -55,16 +54,8 @@ export async function createRunsFeature(
       logger.warn({ runId: event.meta.id, err: String(error) }, 'could not post a run event');
     });
   };
-  // The local executor is the default; Slurm gets the same scrubbed environment its jobs inherit.
-  const executor =
-    injectedExecutor ??
-    (config.runs.executor === 'slurm'
-      ? createSlurmExecutor({
-          config,
-          logger: logger.child({ component: 'slurm' }),
-          environment: { ...base.runEnvironment },
-        })
-      : undefined);
+  // Backends are built from config (SHEPHERD_BACKENDS) in createRunsRuntime; tests inject theirs.
+  const executor = injectedExecutor;
   const runs = await createRunsRuntime({
     config,
     redis,

@@ -1,6 +1,6 @@
 import { RunError } from '../errors.js';
 import {
-  BACKEND_KINDS,
+  BACKEND_LABELS,
   type BackendKind,
   type ClusterInfo,
   type Executor,
@@ -9,6 +9,7 @@ import {
   type Placement,
   type PlacementRequest,
   type ProcessState,
+  parseBackendName,
 } from './executor.js';
 import type { RunMeta } from './run-types.js';
 
@@ -27,22 +28,11 @@ export interface BackendRouter extends Executor {
   resolve(name: string | undefined): BackendKind;
   /** Where a run would go on a backend and its hourly price (checked before any card is posted). */
   placeOn(kind: BackendKind, request: PlacementRequest): Promise<Placement>;
+  /** The executor that owns an existing run (its backend, or a watch-only one for a job it follows). */
+  executorFor(meta: RunMeta): Executor;
   /** Every configured backend's cluster info (a failing one reports its error as a note). */
   clusterInfoAll(): Promise<ClusterInfo[]>;
 }
-
-/** The word people type for each backend, and the name cards use. */
-export const BACKEND_LABELS: Readonly<Record<BackendKind, { flag: string; title: string }>> = {
-  local: { flag: 'local', title: 'this host' },
-  slurm: { flag: 'slurm', title: 'Slurm' },
-  kubernetes: { flag: 'k8s', title: 'Kubernetes' },
-  hfjobs: { flag: 'hf', title: 'HF Jobs' },
-};
-
-const ALIASES: Readonly<Record<string, BackendKind>> = {
-  ...Object.fromEntries(BACKEND_KINDS.map((kind) => [kind, kind])),
-  ...Object.fromEntries(BACKEND_KINDS.map((kind) => [BACKEND_LABELS[kind].flag, kind])),
-};
 
 /** The backend a run belongs to (runs written before `--on` watched Slurm jobs under `executor: local`). */
 export function backendOf(meta: Pick<RunMeta, 'executor' | 'watch'>): BackendKind {
@@ -90,7 +80,7 @@ export function createBackendRouter(options: {
 
   function resolve(name: string | undefined): BackendKind {
     if (name === undefined || name.trim() === '') return defaultKind;
-    const kind = ALIASES[name.trim().toLowerCase()];
+    const kind = parseBackendName(name);
     if (kind === undefined) {
       throw new RunError('unknown_backend', `unknown backend "${name}"; configured: ${configuredText()}`);
     }
@@ -155,6 +145,7 @@ export function createBackendRouter(options: {
     resolve,
     placeOn,
     clusterInfoAll,
+    executorFor: forRun,
     launch: (request: LaunchRequest): Promise<LaunchResult> => forRun(request.meta).launch(request),
     poll,
     terminate: (meta, terminateOptions) => forRun(meta).terminate(meta, terminateOptions),

@@ -4,6 +4,20 @@ import type { RunMeta } from './run-types.js';
 export const BACKEND_KINDS = ['local', 'slurm', 'kubernetes', 'hfjobs'] as const;
 export type BackendKind = (typeof BACKEND_KINDS)[number];
 
+/** The word people type for each backend (`--on k8s`), and the name cards use. */
+export const BACKEND_LABELS: Readonly<Record<BackendKind, { flag: string; title: string }>> = {
+  local: { flag: 'local', title: 'this host' },
+  slurm: { flag: 'slurm', title: 'Slurm' },
+  kubernetes: { flag: 'k8s', title: 'Kubernetes' },
+  hfjobs: { flag: 'hf', title: 'HF Jobs' },
+};
+
+/** A backend by its name or its flag (`kubernetes` or `k8s`, `hfjobs` or `hf`), case-insensitive. */
+export function parseBackendName(name: string): BackendKind | undefined {
+  const wanted = name.trim().toLowerCase();
+  return BACKEND_KINDS.find((kind) => kind === wanted || BACKEND_LABELS[kind].flag === wanted);
+}
+
 /** What a backend needs to say where a run would go and what it costs, before the run exists. */
 export type PlacementRequest = Pick<RunMeta, 'gpus' | 'maxHours'> &
   Partial<Pick<RunMeta, 'nodes' | 'image' | 'flavor'>>;

@@ -47,8 +47,9 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
     threadId: string,
     origin: 'agent' | 'command',
     toolCall?: { name: string; input: unknown },
+    where?: { on?: string },
   ): Promise<string> {
-    const meta = await authorized(reference, actor, threadId, 'resume', origin);
+    let meta = await authorized(reference, actor, threadId, 'resume', origin);
     if (meta.watch !== undefined) {
       throw new RunError(
         'watched_run',
@@ -62,6 +63,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
       );
     }
     if (options.maxHours !== undefined) checkMaxHours(meta.maxHours, options.maxHours);
+    if (where?.on !== undefined) meta = await runs.moveToBackend(meta.id, where.on);
     if (meta.gpus === 0) {
       const resumed = await runs.resume(meta.id, actor);
       return `Resumed ${resumed.name}: ${resumed.status}.`;

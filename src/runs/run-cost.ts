@@ -11,3 +11,12 @@ export function estimateCostUsd(gpus: number, maxHours: number, gpuHourUsd: numb
   }
   return cost;
 }
+
+/** A run's estimate: its backend's hourly price when it has one (HF flavours, per-backend GPU-hour prices). */
+export function estimateRunCostUsd(
+  meta: { gpus: number; maxHours: number; hourlyUsd?: number },
+  gpuHourUsd: number,
+): number {
+  if (meta.hourlyUsd === undefined) return estimateCostUsd(meta.gpus, meta.maxHours, gpuHourUsd);
+  return estimateCostUsd(1, meta.maxHours, meta.hourlyUsd);
+}

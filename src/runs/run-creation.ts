@@ -4,7 +4,8 @@ import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { AuditLog } from './audit-log.js';
-import type { BackendKind, Executor } from './executor.js';
+import type { BackendRouter } from './backend-router.js';
+import type { BackendKind, Placement } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { estimateCostUsd } from './run-cost.js';
 import { plural } from './run-events.js';
@@ -28,10 +29,14 @@ export interface CreateRunRequest {
   requester: { id: string; name: string };
   /** Command runs (the script is then the named `.py` file, or empty when the command names none). */
   launch?: RunLaunchFields;
+  /** `--on` as typed (`k8s`, `hf`, `slurm`, `local`); absent: the default backend (`SHEPHERD_EXECUTOR`). */
+  backend?: string;
 }
 
 /** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
-type RunLaunchFields = Partial<Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes'>>;
+type RunLaunchFields = Partial<
+  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor'>
+>;
 
 /** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
 export interface AdoptRequest {
@@ -49,13 +54,15 @@ export interface AdoptRequest {
 interface RunCreation {
   createRun(request: CreateRunRequest): Promise<RunMeta>;
   adopt(request: AdoptRequest): Promise<RunMeta>;
+  /** `resume <run> --on k8s`: a paused or failed run moves to another backend before its approval. */
+  moveToBackend(run: string, on: string): Promise<RunMeta>;
 }
 
 interface RunCreationOptions {
   config: Config;
   store: RunStore;
   audit: AuditLog;
-  executor: Executor;
+  executor: BackendRouter;
   allocator: GpuAllocator;
   lock: RunLock;
   transitions: RunTransitions;
@@ -72,10 +79,15 @@ function watchBackend(watch: NonNullable<RunMeta['watch']>): BackendKind {
 
 export function createRunCreation(options: RunCreationOptions): RunCreation {
   const { config, store, audit, executor, allocator, lock, transitions } = options;
-  const { now, emit } = transitions;
+  const { now, emit, setStatus } = transitions;
 
-  /** Checks the request; resolves the run's hour limit. Throws a `RunError` with a sentence for the user. */
-  function checkRequest(request: CreateRunRequest): number {
+  /**
+   * Checks the request; resolves its backend, hour limit and placement (before any card: an unknown or
+   * unconfigured backend, or a request the backend cannot take, is refused here with a sentence for the user).
+   */
+  async function checkRequest(
+    request: CreateRunRequest,
+  ): Promise<{ maxHours: number; backend: BackendKind; placement: Placement }> {
     if (typeof request.name !== 'string' || request.name.trim() === '') {
       throw new RunError('invalid_run', 'a run needs a name');
     }
@@ -91,17 +103,29 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     const maxHours = checkMaxHours(request.maxHours ?? config.runs.defaultMaxHours, config.runs.maxHours);
     // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
+    const backend = executor.resolve(request.backend);
     const total = allocator.inventory.length;
-    if (!executor.allocatesGpus && request.gpus > total) {
+    if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
       const has =
         total === 0 ? 'this host has no GPUs (use gpus: 0 to run on CPU)' : `this host has ${total}`;
       throw new RunError('gpus_unavailable', `asked for ${plural(request.gpus, 'GPU')} but ${has}`);
     }
-    return maxHours;
+    const placement = await executor.placeOn(
+      backend,
+      definedOnly({
+        gpus: request.gpus,
+        maxHours,
+        nodes: request.launch?.nodes,
+        image: request.launch?.image,
+        flavor: request.launch?.flavor,
+      }),
+    );
+    estimateCostUsd(1, maxHours, placement.hourlyUsd);
+    return { maxHours, backend, placement };
   }
 
   async function createRun(request: CreateRunRequest): Promise<RunMeta> {
-    const maxHours = checkRequest(request);
+    const { maxHours, backend, placement } = await checkRequest(request);
     const meta = await lock.withLock(
       CREATE_LOCK,
       () =>
@@ -113,12 +137,19 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
             requester: request.requester,
             gpus: request.gpus,
             maxHours,
-            executor: executor.kind,
+            executor: backend,
+            launch: {
+              ...request.launch,
+              placement: placement.description,
+              hourlyUsd: placement.hourlyUsd,
+              ...(placement.notes === undefined || placement.notes.length === 0
+                ? {}
+                : { placementNotes: placement.notes }),
+            },
             ...definedOnly({
               modelId: request.modelId,
               config: request.config,
               args: request.args,
-              launch: request.launch,
             }),
           },
           now(),
@@ -138,6 +169,10 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
   }
 
   async function adopt(request: AdoptRequest): Promise<RunMeta> {
+    const kind = watchBackend(request.watch);
+    const remote = kind === 'kubernetes' || kind === 'hfjobs';
+    // A remote job is followed by its backend: refused here when that backend is not configured.
+    if (remote) executor.backend(kind);
     const meta = await lock.withLock(
       CREATE_LOCK,
       async () => {
@@ -149,7 +184,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
             requester: request.requester,
             gpus: 0,
             maxHours: request.maxHours,
-            executor: watchBackend(request.watch),
+            executor: kind,
             launch: { watch: request.watch },
           },
           now(),
@@ -181,9 +216,58 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
       by: request.requester,
       reason: `watch: ${request.description}`,
     });
+    if (remote) await assertRemoteJobExists(meta, request.description);
     await emit('run-started', meta, `Watching ${meta.name}: ${request.description}`);
     return meta;
   }
 
-  return { createRun, adopt };
+  /** A remote job that its backend does not know is refused (the run is recorded as failed, not watched). */
+  async function assertRemoteJobExists(meta: RunMeta, description: string): Promise<void> {
+    const state = (await executor.executorFor(meta).poll([meta])).get(meta.id);
+    if (state !== undefined && state.kind !== 'unknown') return;
+    const reason = `${description} was not found${state?.reason === undefined ? '' : `: ${state.reason}`}`;
+    await setStatus(meta, 'failed', {
+      by: 'system',
+      reason,
+      statusReason: reason,
+      patch: { endedAt: now().toISOString() },
+    });
+    throw new RunError('backend_job_not_found', reason);
+  }
+
+  async function moveToBackend(run: string, on: string): Promise<RunMeta> {
+    const backend = executor.resolve(on);
+    return transitions.withRun(run, async (meta) => {
+      if (meta.status !== 'paused' && meta.status !== 'failed') {
+        throw new RunError(
+          'illegal_transition',
+          `${meta.name} is ${meta.status}; only a paused or failed run moves`,
+        );
+      }
+      if (meta.executor === backend) return meta;
+      const placement = await executor.placeOn(
+        backend,
+        definedOnly({
+          gpus: meta.gpus,
+          maxHours: meta.maxHours,
+          nodes: meta.nodes,
+          image: meta.image,
+          flavor: meta.flavor,
+        }),
+      );
+      const { jobId: _jobId, placementNotes: _notes, ...rest } = meta;
+      const moved: RunMeta = {
+        ...rest,
+        executor: backend,
+        placement: placement.description,
+        hourlyUsd: placement.hourlyUsd,
+        ...(placement.notes === undefined || placement.notes.length === 0
+          ? {}
+          : { placementNotes: placement.notes }),
+      };
+      return transitions.writeQuietly(moved, {});
+    });
+  }
+
+  return { createRun, adopt, moveToBackend };
 }

@@ -1,6 +1,7 @@
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import type { Executor, ProcessState } from './executor.js';
+import type { BackendRouter } from './backend-router.js';
+import type { ProcessState } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import type { RunLauncher } from './run-launcher.js';
 import { lastStepOf } from './run-reports.js';
@@ -61,7 +62,7 @@ export interface RunEndings {
 
 interface RunEndingsOptions {
   store: RunStore;
-  executor: Executor;
+  executor: BackendRouter;
   allocator: GpuAllocator;
   logger: Logger;
   transitions: RunTransitions;

@@ -1,7 +1,8 @@
 import type { Config } from '../config.js';
 import { errorMessage } from '../errors.js';
 import type { Actor } from './audit-log.js';
-import type { Executor, ProcessState } from './executor.js';
+import { type BackendRouter, backendOf } from './backend-router.js';
+import { BACKEND_LABELS, type Executor, type ProcessState } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { describeGpus, plural } from './run-events.js';
 import type { RunStore } from './run-store.js';
@@ -20,7 +21,7 @@ export interface RunLauncher {
 interface RunLauncherOptions {
   config: Config;
   store: RunStore;
-  executor: Executor;
+  executor: BackendRouter;
   allocator: GpuAllocator;
   transitions: RunTransitions;
   graceMs: number;
@@ -35,7 +36,8 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
 
   async function launchQueued(meta: RunMeta, by: Actor): Promise<RunMeta> {
     let indices: number[] = [];
-    if (!executor.allocatesGpus && meta.gpus > 0) {
+    const backend = executor.executorFor(meta);
+    if (!backend.allocatesGpus && meta.gpus > 0) {
       const allocation = await allocator.allocate(meta.id, meta.gpus);
       if (!allocation.ok) {
         const reason = `waiting for ${plural(meta.gpus, 'GPU')}, ${allocation.free} free`;
@@ -81,8 +83,8 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
         'deadlineAt',
       ].filter((key) => !(key in handle)) as Array<keyof RunMeta>,
     });
-    const where = executor.allocatesGpus
-      ? `on ${options.config.runs.executor}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
+    const where = backend.allocatesGpus
+      ? `on ${meta.placement ?? BACKEND_LABELS[backendOf(meta)].title}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
       : `on ${describeGpus(indices)}`;
     await emit('run-started', running, `${meta.name} is running ${where} (script v${meta.scriptVersion})`);
     return running;

@@ -131,9 +131,10 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
 }
 
 function flagFields(flags: RunFlags) {
+  const launch = definedOnly({ nodes: flags.nodes, image: flags.image, flavor: flags.flavor });
   return {
-    ...definedOnly({ environment: flags.env }),
-    ...(flags.nodes === undefined ? {} : { launch: { nodes: flags.nodes } }),
+    ...definedOnly({ environment: flags.env, backend: flags.on }),
+    ...(Object.keys(launch).length === 0 ? {} : { launch }),
     ...definedOnly({ maxHours: flags.maxHours }),
   };
 }

@@ -38,6 +38,12 @@ export interface RunFlags {
   env?: string;
   cwd?: string;
   nodes?: number;
+  /** `--on`: the backend as typed (`local`, `slurm`, `k8s`, `hf`). */
+  on?: string;
+  /** `--image`: the container image (Kubernetes; local runs in a container). */
+  image?: string;
+  /** `--flavor`: the HF Jobs hardware flavour. */
+  flavor?: string;
 }
 
 /** The use-case layer over runs: what commands, agent tools and alert buttons may do to runs. */
@@ -52,6 +58,8 @@ export interface RunOperations {
     threadId: string,
     origin: 'agent' | 'command',
     toolCall?: ToolCallRecord,
+    /** `--on`: resume on another configured backend. */
+    where?: { on?: string },
   ): Promise<string>;
   stop(reference: string, actor: ChatUser, threadId: string, via: RunChangeVia): Promise<string>;
   updateScript(

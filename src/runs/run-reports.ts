@@ -1,8 +1,9 @@
 import { readFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
+import type { BackendRouter } from './backend-router.js';
 import { metricsFileOf } from './derived-file.js';
-import type { ClusterInfo, Executor, ProcessState } from './executor.js';
+import type { ClusterInfo, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES } from './run-files.js';
@@ -31,6 +32,8 @@ export interface RunStatusReport {
 export interface ClusterReport extends ClusterInfo {
   gpusByRun: Array<{ runId: string; name: string; gpus: number; indices: number[] }>;
   hostLoad: number[];
+  /** The other configured backends (`SHEPHERD_BACKENDS`), each as its executor reports it. */
+  otherBackends: ClusterInfo[];
 }
 
 /** The run's resume.json (written by the training script), or undefined when missing or not an object. */
@@ -66,7 +69,7 @@ interface RunReports {
 
 interface RunReportsOptions {
   store: RunStore;
-  executor: Executor;
+  executor: BackendRouter;
   allocator: GpuAllocator;
 }
 
@@ -93,7 +96,14 @@ export function createRunReports(options: RunReportsOptions): RunReports {
   }
 
   async function clusterInfo(): Promise<ClusterReport> {
-    const info = await executor.clusterInfo();
+    const [info, ...otherBackends] = await executor.clusterInfoAll();
+    if (info === undefined) throw new Error('the backend router has no backends');
+    const report = await defaultBackendReport(info);
+    return { ...report, otherBackends };
+  }
+
+  /** The default backend's view, with the GPUs each run holds (the local allocator's, or the scheduler's). */
+  async function defaultBackendReport(info: ClusterInfo): Promise<Omit<ClusterReport, 'otherBackends'>> {
     const runs = await store.listRuns();
     const byId = new Map(runs.map((meta) => [meta.id, meta]));
     const gpusByRun: ClusterReport['gpusByRun'] = [];

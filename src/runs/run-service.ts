@@ -3,7 +3,7 @@ import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { AuditLog } from './audit-log.js';
-import type { Executor } from './executor.js';
+import type { BackendRouter } from './backend-router.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { createRunActions, type RunActions } from './run-actions.js';
 import { type AdoptRequest, type CreateRunRequest, createRunCreation } from './run-creation.js';
@@ -25,6 +25,8 @@ export interface RunService extends RunActions {
   adopt(request: AdoptRequest): Promise<RunMeta>;
   /** New run in `pending_approval`. Throws `invalid_run` / `gpus_unavailable` with a sentence for the user. */
   createRun(request: CreateRunRequest): Promise<RunMeta>;
+  /** Moves a paused or failed run to another backend (`resume --on`); refused for an unconfigured one. */
+  moveToBackend(run: string, on: string): Promise<RunMeta>;
   /** Poll running runs, apply their ends, then start queued runs whose GPUs are free (FIFO). */
   refresh(run?: string): Promise<RunMeta[]>;
   /** At start-up: free stale GPU claims, re-attach alive runs, finalise dead ones, re-schedule the queue. */
@@ -39,7 +41,7 @@ interface RunServiceOptions {
   config: Config;
   redis: Redis;
   prefix: string;
-  executor: Executor;
+  executor: BackendRouter;
   allocator: GpuAllocator;
   store: RunStore;
   audit: AuditLog;

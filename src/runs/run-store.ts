@@ -35,7 +35,17 @@ interface NewRunInput {
   launch?: Partial<
     Pick<
       RunMeta,
-      'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'watch' | 'image' | 'flavor'
+      | 'command'
+      | 'cwd'
+      | 'scriptPath'
+      | 'environmentName'
+      | 'nodes'
+      | 'watch'
+      | 'image'
+      | 'flavor'
+      | 'placement'
+      | 'placementNotes'
+      | 'hourlyUsd'
     >
   >;
 }

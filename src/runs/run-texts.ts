@@ -1,18 +1,30 @@
 import { codeBlock } from '../code-block.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { backendOf } from './backend-router.js';
 import { formatCommand } from './command-launch.js';
+import { BACKEND_LABELS, type BackendKind } from './executor.js';
 import type { ClusterReport, RunStatusReport } from './run-reports.js';
 import type { RunMeta } from './run-types.js';
 
 /** The sentences run actions answer with: one line per run, a status report, the cluster. */
 
+/** The job handle as each backend names it. */
+const JOB_WORDS: Readonly<Record<BackendKind, string>> = {
+  local: 'job',
+  slurm: 'Slurm job',
+  kubernetes: 'Job',
+  hfjobs: 'HF job',
+};
+
+/** One line per run; `[backend]` is the `runs` list's backend column. */
 export function describeRun(meta: RunMeta): string {
   const where =
     meta.gpuIndices.length > 0
       ? ` on GPUs ${meta.gpuIndices.join(',')}`
       : meta.jobId
-        ? ` (Slurm job ${meta.jobId})`
+        ? ` (${JOB_WORDS[meta.executor]} ${meta.jobId})`
         : '';
+  const backend = `[${BACKEND_LABELS[backendOf(meta)].flag}] `;
   const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
   const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
   if (meta.watch !== undefined) {
@@ -25,14 +37,15 @@ export function describeRun(meta: RunMeta): string {
           : watch.source === 'hfjobs'
             ? `HF job ${watch.jobId}`
             : `${watch.logPath}${watch.pid === undefined ? '' : `, pid ${watch.pid}`}`;
-    return `${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
+    return `${backend}${meta.name} (${meta.id}): watched, ${meta.status.replace('_', ' ')} (${source})${step}${reason}`;
   }
   const environment = meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`;
-  return `${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${environment}${step}${reason}`;
+  return `${backend}${meta.name} (${meta.id}): ${meta.status.replace('_', ' ')}${where}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'}${environment}${step}${reason}`;
 }
 
 export function statusText(report: RunStatusReport): string {
   const lines = [describeRun(report.meta)];
+  if (report.meta.placement !== undefined) lines.push(`runs on: ${report.meta.placement}`);
   if (report.meta.command !== undefined) lines.push(`command: ${formatCommand(report.meta.command)}`);
   const last = report.lastMetrics.at(-1);
   if (last !== undefined) {
@@ -74,6 +87,16 @@ export function clusterText(info: ClusterReport): string {
   if (info.hostLoad.length > 0)
     lines.push(`host load: ${info.hostLoad.map((value) => value.toFixed(2)).join(' ')}`);
   for (const note of info.notes ?? []) lines.push(note);
+  for (const other of info.otherBackends) {
+    lines.push(`executor: ${other.executor}; GPUs: ${other.gpusTotal} total, ${other.gpusFree} free`);
+    for (const node of other.nodes ?? []) {
+      lines.push(
+        `• node ${node.name}: ${node.state}, GPUs ${node.gpusAllocated}/${node.gpusTotal} allocated`,
+      );
+    }
+    if (other.queueLength !== undefined) lines.push(`queue length: ${other.queueLength}`);
+    for (const note of other.notes ?? []) lines.push(note);
+  }
   return lines.join('\n');
 }
 

@@ -60,6 +60,12 @@ export interface RunMeta {
   image?: string;
   /** Hugging Face Jobs hardware flavour (`--flavor`). */
   flavor?: string;
+  /** Where the backend puts the run, as cards and `status` say it ("Kubernetes namespace ml, queue a"). */
+  placement?: string;
+  /** What a person should read before approving ("checkpoints won't outlive the pod"). */
+  placementNotes?: string[];
+  /** The whole run's price per hour on its backend when created (cost estimates and `spend`). */
+  hourlyUsd?: number;
   pid?: number;
   pgid?: number;
   /** Start time of the launched process (`/proc/<pid>/stat` field 22), so a reused pid is not mistaken for ours. */

@@ -141,5 +141,6 @@ export function createWatchAwareExecutor(options: {
     poll,
     terminate,
     clusterInfo: (): Promise<ClusterInfo> => inner.clusterInfo(),
+    ...(inner.placement === undefined ? {} : { placement: inner.placement.bind(inner) }),
   };
 }

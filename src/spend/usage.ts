@@ -100,7 +100,8 @@ export async function usageOf(
       meta,
       hours,
       gpuHours: hours * meta.gpus,
-      usd: hours * meta.gpus * gpuHourUsd,
+      // A run priced by its backend (an HF flavour, a per-backend GPU-hour price) keeps that price.
+      usd: hours * (meta.hourlyUsd ?? meta.gpus * gpuHourUsd),
       startedInWindow: firstStart !== undefined && firstStart >= from && firstStart <= to,
       endedInWindow: ended !== undefined && ended >= from && ended <= to,
     });

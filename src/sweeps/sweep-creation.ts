@@ -5,7 +5,7 @@ import { definedOnly } from '../defined-only.js';
 import { RunError, ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../redact.js';
 import { formatCommand, prepareCommand } from '../runs/command-launch.js';
-import { estimateCostUsd } from '../runs/run-cost.js';
+import { estimateCostUsd, estimateRunCostUsd } from '../runs/run-cost.js';
 import { checkMaxHours } from '../runs/time-limit.js';
 import { resolveWorkspaceScript } from '../runs/workspace-script.js';
 import type { SweepContext } from './sweep-context.js';
@@ -83,8 +83,12 @@ async function createTrialRuns(
   name: string,
   source: SweepSource,
   limits: { values: Array<Record<string, GridValue>>; gpus: number; maxHours: number },
-): Promise<Trial[]> {
+): Promise<{ trials: Trial[]; costUsd: number; placement?: string }> {
   const trials: Trial[] = [];
+  const { spec } = request;
+  const placementFields = definedOnly({ image: spec.image, flavor: spec.flavor });
+  let costUsd = 0;
+  let placement: string | undefined;
   for (const [index, trialValues] of limits.values.entries()) {
     const meta = await context.runs.createRun({
       name: `${name}-${index + 1}`,
@@ -95,11 +99,17 @@ async function createTrialRuns(
       requester: request.actor,
       config: { ...trialValues, sweep: name, trial: index + 1 },
       args: trialArgs(trialValues),
-      ...definedOnly({ launch: source.launch }),
+      ...definedOnly({ backend: spec.on }),
+      ...(source.launch === undefined && Object.keys(placementFields).length === 0
+        ? {}
+        : { launch: { ...source.launch, ...placementFields } }),
     });
+    // Each trial is priced by its backend (an HF flavour's hourly price, a per-backend GPU-hour price).
+    costUsd += estimateRunCostUsd(meta, context.gpuHourUsd);
+    placement ??= meta.placement;
     trials.push({ index, name: meta.name, values: trialValues, runId: meta.id, state: 'waiting' });
   }
-  return trials;
+  return { trials, costUsd: Math.round(costUsd * 100) / 100, ...definedOnly({ placement }) };
 }
 
 function cardSummary(source: SweepSource, sweep: Sweep): string {
@@ -126,8 +136,13 @@ export async function createSweep(context: SweepContext, request: SweepRequest):
   const name = await sweepName(context, spec, source);
   const gpus = spec.gpus ?? 0;
   const maxHours = checkMaxHours(spec.maxHours ?? context.defaultMaxHours, context.maxHours);
-  const costUsd = estimateCostUsd(values.length * gpus, maxHours, context.gpuHourUsd);
-  const trials = await createTrialRuns(context, request, name, source, { values, gpus, maxHours });
+  // Refused before any trial exists when the grid's cost cannot be a number.
+  estimateCostUsd(values.length * gpus, maxHours, context.gpuHourUsd);
+  const { trials, costUsd, placement } = await createTrialRuns(context, request, name, source, {
+    values,
+    gpus,
+    maxHours,
+  });
   const sweep = await context.store.create(
     {
       name,
@@ -157,7 +172,7 @@ export async function createSweep(context: SweepContext, request: SweepRequest):
     summary: cardSummary(source, sweep),
     scriptExcerpt: source.script,
     origin: request.origin,
-    ...definedOnly({ toolCall: request.toolCall }),
+    ...definedOnly({ toolCall: request.toolCall, backend: placement }),
   });
   await context.store.update(sweep.id, (current) => ({ ...current, approvalId: approval.id }));
   return autoApproved

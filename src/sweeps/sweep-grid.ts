@@ -22,6 +22,10 @@ export interface SweepSpec {
   mode?: 'min' | 'max';
   canarySteps?: number;
   parallel?: number;
+  /** `--on`, `--image`, `--flavor`: where every trial runs. */
+  on?: string;
+  image?: string;
+  flavor?: string;
 }
 
 type ParsedSweep = { ok: true; spec: SweepSpec } | { ok: false; error: string };
@@ -122,8 +126,21 @@ function applySweepOption(spec: SweepSpec, key: string, value: string): string |
       if (typeof parsed === 'string') return parsed;
       spec.parallel = parsed;
       return undefined;
+    case '--on':
+      if (!/^[A-Za-z0-9_-]{1,32}$/.test(value)) return '--on takes a backend name: local, slurm, k8s or hf';
+      spec.on = value;
+      return undefined;
+    case '--image':
+      if (!/^[\w./:@-]{1,255}$/.test(value))
+        return '--image takes an image reference like ghcr.io/org/train:1.0';
+      spec.image = value;
+      return undefined;
+    case '--flavor':
+      if (!/^[\w.-]{1,64}$/.test(value)) return '--flavor takes a hardware flavour like a10g-small';
+      spec.flavor = value;
+      return undefined;
     default:
-      return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P`;
+      return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P, --on BACKEND, --image I, --flavor F`;
   }
 }
 

@@ -51,6 +51,13 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
           .max(64)
           .optional()
           .describe('Trials at once (default: as many as the GPUs allow)'),
+        backend: z
+          .string()
+          .max(32)
+          .optional()
+          .describe(
+            'Where every trial runs: local, slurm, k8s or hf (a configured backend); default: the default one',
+          ),
       }),
       execute: async (input, context) => {
         const grid: SweepSpec['grid'] = [];
@@ -73,6 +80,7 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
             mode: input.mode,
             canarySteps: input.canary_steps,
             parallel: input.parallel,
+            on: input.backend,
           }),
         };
         return sweeps.create(spec, context.threadId, context.actor, 'agent', { name: 'start_sweep', input });

@@ -6,6 +6,15 @@ import { defineTool, type ToolDefinition } from './registry.js';
 
 const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
 
+/** `--on` for the agent: which configured backend runs it; `get_cluster_info` lists them. */
+const backendArgument = z
+  .string()
+  .max(32)
+  .optional()
+  .describe(
+    'Where to run: local, slurm, k8s or hf (one of the configured backends); default: the default backend',
+  );
+
 const startTrainingInput = z.object({
   name: z.string().min(1).max(80).describe('Short run name, e.g. qwen-gsm8k-sft'),
   script: z
@@ -33,6 +42,13 @@ const startTrainingInput = z.object({
     .optional()
     .describe('Time limit in hours (also the cost estimate)'),
   model_id: z.string().max(200).optional().describe('Model being trained, e.g. Qwen/Qwen2.5-0.5B'),
+  backend: backendArgument,
+  image: z
+    .string()
+    .max(255)
+    .optional()
+    .describe('Container image (Kubernetes, or a local run in a container)'),
+  flavor: z.string().max(64).optional().describe('HF Jobs hardware flavour, e.g. a10g-small (backend "hf")'),
   config: z.record(z.string(), z.unknown()).optional().describe('Hyper-parameters to record with the run'),
 });
 
@@ -55,7 +71,14 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
             {
               gpus: input.gpus,
               runName: input.name,
-              ...definedOnly({ maxHours: input.max_hours, env: input.env, cwd: input.cwd }),
+              ...definedOnly({
+                maxHours: input.max_hours,
+                env: input.env,
+                cwd: input.cwd,
+                on: input.backend,
+                image: input.image,
+                flavor: input.flavor,
+              }),
             },
             context.threadId,
             context.actor,
@@ -78,7 +101,11 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
             maxHours: input.max_hours,
             modelId: input.model_id,
             config: input.config,
+            backend: input.backend,
           }),
+          ...(input.image === undefined && input.flavor === undefined
+            ? {}
+            : { launch: definedOnly({ image: input.image, flavor: input.flavor }) }),
         });
       },
     }),

@@ -41,6 +41,8 @@ interface WatchOperationsOptions {
   slurmCommand: RunCommand;
   /** Who may decide a stop card (the requester or an approver); absent: anyone. */
   access?: RunAccess;
+  /** `SHEPHERD_K8S_NAMESPACE`: where `watch k8s:<job>` looks when no namespace is given. */
+  kubernetesNamespace: string;
   logger: Logger;
 }
 
@@ -62,6 +64,9 @@ type StopDecision = z.infer<typeof stopDecisionSchema>;
 
 function stopWhat(meta: RunMeta): string {
   if (meta.watch?.source === 'slurm') return `scancel of Slurm job ${meta.jobId ?? '?'}`;
+  if (meta.watch?.source === 'kubernetes')
+    return `deleting Kubernetes Job ${meta.watch.namespace}/${meta.watch.job} and its pods`;
+  if (meta.watch?.source === 'hfjobs') return `cancelling HF job ${meta.watch.jobId}`;
   if (meta.watch?.source === 'log' && meta.watch.pid !== undefined) return `SIGTERM to pid ${meta.watch.pid}`;
   return 'nothing to signal (no pid was given): Shepherd just stops watching';
 }
@@ -154,7 +159,39 @@ export function createWatchOperations(options: WatchOperationsOptions): WatchOpe
     return `Watching ${path.relative(root, real)} as ${meta.name} (${meta.id})${pid === undefined ? ' (no pid: it counts as running until you stop watching it)' : `, alive while pid ${pid} lives`}. Shepherd did not launch it, so it offers no fix or relaunch.`;
   }
 
+  /** A Kubernetes Job or an HF job started elsewhere: its backend follows its log into the run's output.log. */
+  async function watchRemote(
+    target: Extract<WatchTarget, { kind: 'kubernetes' | 'hfjobs' }>,
+    runName: string | undefined,
+    threadId: string,
+    actor: ChatUser,
+  ) {
+    const kubernetes = target.kind === 'kubernetes';
+    const label = kubernetes
+      ? `Kubernetes Job ${target.namespace === undefined ? '' : `${target.namespace}/`}${target.job}`
+      : `HF job ${target.jobId}`;
+    const meta = await runs.adopt({
+      name: runName ?? (kubernetes ? target.job : `hf-${target.jobId.slice(0, 12)}`),
+      threadId,
+      requester: actor,
+      watch: kubernetes
+        ? {
+            source: 'kubernetes',
+            namespace: target.namespace ?? options.kubernetesNamespace,
+            job: target.job,
+          }
+        : { source: 'hfjobs', jobId: target.jobId, ...definedOnly({ namespace: target.namespace }) },
+      ...(kubernetes ? {} : { jobId: target.jobId }),
+      maxHours: WATCH_MAX_HOURS,
+      description: label,
+    });
+    return `Watching ${label} as ${meta.name} (${meta.id}): its log flows into the thread's alerts, \`status ${meta.name}\` and \`chart ${meta.name}\`. Shepherd did not launch it, so it offers no fix or relaunch.`;
+  }
+
   async function watch(target: WatchTarget, runName: string | undefined, threadId: string, actor: ChatUser) {
+    if (target.kind === 'kubernetes' || target.kind === 'hfjobs') {
+      return watchRemote(target, runName, threadId, actor);
+    }
     return target.kind === 'slurm'
       ? watchSlurm(target.jobId, runName, threadId, actor)
       : watchLog(target.path, target.pid, runName, threadId, actor);

@@ -3,14 +3,21 @@ import { describe, expect, it } from 'vitest';
 
 const read = (path: string) => readFileSync(new URL(`../../${path}`, import.meta.url), 'utf8');
 
-/** Every variable the config schema parses (names in `environmentSchema`). */
-function schemaVariables(): string[] {
-  const source = read('src/config.ts');
-  const start = source.indexOf('const environmentSchema = z.object({');
-  const end = source.indexOf('\n});', start);
+/** The variable names of one object literal in a source file (`<opening>` up to the closing brace). */
+function variablesIn(file: string, opening: string, closing: string): string[] {
+  const source = read(file);
+  const start = source.indexOf(opening);
+  const end = source.indexOf(closing, start);
   expect(start).toBeGreaterThan(-1);
   const body = source.slice(start, end);
   return [...body.matchAll(/^\s+([A-Z][A-Z0-9_]+):/gm)].map((match) => match[1] ?? '');
+}
+
+/** Every variable the config schema parses (`environmentSchema`, and the backends' part it spreads in). */
+function schemaVariables(): string[] {
+  const backends = variablesIn('src/config-backends.ts', 'export const backendEnvironment = {', '\n};');
+  expect(backends).toContain('SHEPHERD_BACKENDS');
+  return [...variablesIn('src/config.ts', 'const environmentSchema = z.object({', '\n});'), ...backends];
 }
 
 /** Variables named in the README's configuration table. */

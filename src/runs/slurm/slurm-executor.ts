@@ -5,7 +5,15 @@ import type { Config } from '../../config.js';
 import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from '../executor.js';
+import type {
+  ClusterInfo,
+  Executor,
+  LaunchRequest,
+  LaunchResult,
+  Placement,
+  PlacementRequest,
+  ProcessState,
+} from '../executor.js';
 import { applyEnvironment } from '../run-environments.js';
 import { RUN_FILES } from '../run-files.js';
 import type { RunMeta } from '../run-types.js';
@@ -362,5 +370,17 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     };
   }
 
-  return { kind: 'slurm', allocatesGpus: true, launch, poll, terminate, clusterInfo };
+  async function placement(request: PlacementRequest): Promise<Placement> {
+    const { partition, account } = config.slurm;
+    const parts = [
+      `partition ${partition ?? '(default)'}`,
+      ...(account === undefined ? [] : [`account ${account}`]),
+    ];
+    return {
+      description: `Slurm ${parts.join(', ')}`,
+      hourlyUsd: request.gpus * Math.max(1, request.nodes ?? 1) * config.slurm.gpuHourUsd,
+    };
+  }
+
+  return { kind: 'slurm', allocatesGpus: true, launch, poll, terminate, clusterInfo, placement };
 }
