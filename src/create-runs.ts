@@ -135,9 +135,16 @@ export async function createRunsRuntime(options: {
     environment: options.environment,
     injected: options.executor,
   });
-  const checkpoints = createCheckpointHistory({ redis, prefix, runDir: store.runDir });
+  const checkpoints = createCheckpointHistory({
+    redis,
+    prefix,
+    runDir: store.runDir,
+    pinMaxBytes: Math.round(config.runs.pinMaxGb * 1e9),
+  });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
+    // Pinned checkpoints are only for resuming: nothing resumes a run that ended.
+    onTerminal: (meta) => checkpoints.releasePins(meta.id),
     config,
     redis,
     prefix,

@@ -143,7 +143,7 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
     }
     const resume = await resumePoint(alert, meta);
     try {
-      await options.checkpoints?.pinFix(meta.id, {
+      const pinned = await options.checkpoints?.pinFix(meta.id, {
         script: result.script,
         fix: count,
         maxFixes: options.maxAutofix,
@@ -153,7 +153,9 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
       const proposal = await options.operations.updateScript(
         meta.id,
         result.script,
-        resume === undefined ? result.diagnosis : `${result.diagnosis}\n${resume.text}`,
+        resume === undefined
+          ? result.diagnosis
+          : `${result.diagnosis}\n${resume.text}${pinned === undefined ? '' : ` ${pinned}`}`,
         SHEPHERD,
         alert.threadId,
         'monitor',

@@ -2,8 +2,24 @@ import { createHash } from 'node:crypto';
 import { readFile, rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { Redis } from 'ioredis';
+import { definedOnly } from '../defined-only.js';
 import { writeFileAtomic } from './atomic-file.js';
+import {
+  type CheckpointEntry,
+  describe,
+  entryKey,
+  type IncidentMark,
+  kindLabel,
+  linkSafe,
+  parseEntry,
+  pinFolder,
+  protectionText,
+  type ResumePlan,
+  resumePlan,
+} from './checkpoint-entries.js';
+import { createCheckpointPins } from './checkpoint-pins.js';
 import { RUN_FILES } from './run-files.js';
+import { readResume } from './run-reports.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 
@@ -13,40 +29,17 @@ import type { RunMeta } from './run-types.js';
  * incidents it saw (a checkpoint saved at or after the first bad step of a NaN, divergence or spike in
  * the same launch is "bad"), and chooses where an approved fix resumes: the last healthy, intact
  * checkpoint recorded before the incident's first bad step — not the one a SIGTERM handler saved on
- * NaN weights. The history file is the run's own report; it can only choose among its own checkpoints.
+ * NaN weights. The chosen checkpoint is pinned when the fix is proposed (checkpoint-pins) and checked
+ * again after the old process stopped, just before the fix's launch. The history file is the run's own
+ * report; it can only choose among its own checkpoints.
  */
 
-const CHECKPOINT_HISTORY_FILE = 'checkpoints.jsonl';
 const MAX_HISTORY_BYTES = 512 * 1024;
 const KEEP_SECONDS = 7 * 24 * 3600;
 
-type CheckpointHealth = 'ok' | 'bad' | 'unknown';
-
-interface CheckpointEntry {
-  step: number;
-  /** Path as the script gave it (relative to the run directory), or null. */
-  checkpoint: string | null;
-  /** Epoch seconds of the save. */
-  ts: number;
-  launch?: number;
-  health: CheckpointHealth;
-  /** Why it is bad ("saved after the NaN at step 26"). */
-  healthNote?: string;
-  /** false when the file is gone or was overwritten since (size or mtime changed). */
-  intact?: boolean;
-  /** Everything else the script passed to save_checkpoint (kept for resume.json). */
-  extra: Record<string, unknown>;
-}
-
-/** The first bad step of a NaN, divergence or spike, per launch. */
-interface IncidentMark {
-  launch: number;
-  kind: string;
-  firstBadStep: number;
-}
-
 interface ResumeChoice {
   entry?: CheckpointEntry;
+  incident: IncidentMark;
   /** A sentence for the approval card. */
   text: string;
 }
@@ -58,6 +51,8 @@ interface FixPin {
   maxFixes: number;
   kind: string;
   resume: 'keep' | 'scratch' | { entry: CheckpointEntry };
+  /** The incident the fix answers (absent in pins written before it was recorded). */
+  incident?: IncidentMark;
 }
 
 interface FixLaunch {
@@ -67,45 +62,45 @@ interface FixLaunch {
   kind: string;
 }
 
-const KIND_LABEL: Record<string, string> = { nan: 'NaN', divergence: 'divergence', spike: 'spike' };
-
-export const kindLabel = (kind: string) => KIND_LABEL[kind] ?? kind;
+type FileState = 'intact' | 'unknown' | 'changed' | 'missing';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
-function parseEntry(line: string): Omit<CheckpointEntry, 'health'> | undefined {
-  let value: unknown;
+/** Whether the file of a save is still the one saved: by size and mtime, when the helper recorded them. */
+async function fileState(runDir: string, entry: Omit<CheckpointEntry, 'health'>): Promise<FileState> {
+  if (entry.checkpoint === null) return 'unknown';
+  const file = path.resolve(runDir, entry.checkpoint);
   try {
-    value = JSON.parse(line);
+    const info = await stat(file);
+    const { size, mtime } = entry.extra;
+    if (typeof size === 'number' && info.size !== size) return 'changed';
+    if (typeof mtime === 'number' && Math.abs(info.mtimeMs / 1000 - mtime) > 0.01) return 'changed';
+    return typeof size === 'number' || typeof mtime === 'number' ? 'intact' : 'unknown';
   } catch {
-    return undefined;
+    return 'missing';
   }
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) return undefined;
-  const { step, checkpoint, ts, launch, size, mtime, ...extra } = value as Record<string, unknown>;
-  if (typeof step !== 'number' || !Number.isFinite(step)) return undefined;
-  const entry: Omit<CheckpointEntry, 'health'> = {
-    step,
-    checkpoint: typeof checkpoint === 'string' ? checkpoint : null,
-    ts: typeof ts === 'number' ? ts : 0,
-    extra: {
-      ...extra,
-      ...(typeof size === 'number' ? { size } : {}),
-      ...(typeof mtime === 'number' ? { mtime } : {}),
-    },
-  };
-  if (typeof launch === 'number' && Number.isInteger(launch)) entry.launch = launch;
-  return entry;
 }
 
 export function createCheckpointHistory(options: {
   redis: Redis;
   prefix: string;
   runDir: (runId: string) => string;
+  /** `SHEPHERD_PIN_MAX_GB` in bytes. */
+  pinMaxBytes: number;
+  /** Whether the bot runs as root (tests pass false to pin files of another user). */
+  isRoot?: boolean;
 }) {
   const { redis, prefix } = options;
   const marksKey = (runId: string) => `${prefix}:incident-marks:${runId}`;
   const pinKey = (runId: string) => `${prefix}:fix-pin:${runId}`;
   const fixLaunchKey = (runId: string) => `${prefix}:fix-launch:${runId}`;
+  const pins = createCheckpointPins({
+    redis,
+    prefix,
+    runDir: options.runDir,
+    maxBytes: options.pinMaxBytes,
+    ...definedOnly({ isRoot: options.isRoot }),
+  });
 
   async function marks(runId: string): Promise<IncidentMark[]> {
     const raw = await redis.lrange(marksKey(runId), 0, -1);
@@ -118,28 +113,11 @@ export function createCheckpointHistory(options: {
     });
   }
 
-  async function isIntact(
-    runId: string,
-    entry: Omit<CheckpointEntry, 'health'>,
-  ): Promise<boolean | undefined> {
-    if (entry.checkpoint === null) return undefined;
-    const file = path.resolve(options.runDir(runId), entry.checkpoint);
-    try {
-      const info = await stat(file);
-      const { size, mtime } = entry.extra;
-      if (typeof size === 'number' && info.size !== size) return false;
-      if (typeof mtime === 'number' && Math.abs(info.mtimeMs / 1000 - mtime) > 0.01) return false;
-      return typeof size === 'number' || typeof mtime === 'number' ? true : undefined;
-    } catch {
-      return false;
-    }
-  }
-
-  /** The history, oldest first, with health and whether each file is still the one saved. */
+  /** The history, oldest first, with health, whether each file is still the one saved, and its pin. */
   async function list(runId: string): Promise<CheckpointEntry[]> {
     let text: string;
     try {
-      const file = path.join(options.runDir(runId), CHECKPOINT_HISTORY_FILE);
+      const file = path.join(options.runDir(runId), RUN_FILES.checkpoints);
       const size = (await stat(file)).size;
       text = await readFile(file, 'utf8');
       if (size > MAX_HISTORY_BYTES)
@@ -148,6 +126,7 @@ export function createCheckpointHistory(options: {
       return [];
     }
     const known = await marks(runId);
+    const pinned = await pins.intactPins(runId);
     const entries: CheckpointEntry[] = [];
     for (const line of text.split('\n')) {
       if (line.trim() === '') continue;
@@ -159,8 +138,10 @@ export function createCheckpointHistory(options: {
         entry.health = 'bad';
         entry.healthNote = `saved after the ${kindLabel(bad.kind)} at step ${bad.firstBadStep}`;
       }
-      const intact = await isIntact(runId, parsed);
-      if (intact !== undefined) entry.intact = intact;
+      const state = await fileState(options.runDir(runId), parsed);
+      if (state !== 'unknown') entry.intact = state === 'intact';
+      const pin = pinned.get(entryKey(parsed));
+      if (pin !== undefined) entry.pinned = pin.path;
       entries.push(entry);
     }
     return entries;
@@ -175,18 +156,7 @@ export function createCheckpointHistory(options: {
       .exec();
   }
 
-  function describe(entry: CheckpointEntry): string {
-    const where = entry.checkpoint === null ? '' : ` (${entry.checkpoint}`;
-    const when =
-      entry.ts > 0
-        ? `${where === '' ? ' (' : ', '}saved ${new Date(entry.ts * 1000).toISOString().slice(11, 19)} UTC)`
-        : where === ''
-          ? ''
-          : ')';
-    return `step ${entry.step}${where}${when}`;
-  }
-
-  /** The last healthy, intact checkpoint recorded before the incident's first bad step. */
+  /** The last healthy checkpoint recorded before the incident's first bad step, intact or pinned. */
   async function chooseResumePoint(runId: string, incident: IncidentMark): Promise<ResumeChoice> {
     const what = `the ${kindLabel(incident.kind)} at step ${incident.firstBadStep}`;
     const candidates = (await list(runId)).filter(
@@ -194,7 +164,7 @@ export function createCheckpointHistory(options: {
         entry.step < incident.firstBadStep &&
         (entry.launch === undefined || entry.launch <= incident.launch) &&
         entry.health !== 'bad' &&
-        entry.intact !== false,
+        (entry.intact !== false || entry.pinned !== undefined),
     );
     const best = candidates.reduce<CheckpointEntry | undefined>(
       (chosen, entry) =>
@@ -207,66 +177,122 @@ export function createCheckpointHistory(options: {
     );
     if (best === undefined) {
       return {
+        incident,
         text: `No healthy checkpoint was saved before ${what}, so the fix restarts from the beginning.`,
       };
     }
     return {
       entry: best,
+      incident,
       text: `The fix resumes from the checkpoint at ${describe(best)}, the last one saved before ${what}.`,
     };
   }
 
-  /** Record what the launch of an approved fix (identified by its exact script) must resume from. */
+  /** Pin the chosen checkpoint now, before anything stops the run; returns the card's sentence about it. */
+  async function protect(runId: string, entry: CheckpointEntry): Promise<string | undefined> {
+    if (entry.checkpoint === null) return undefined;
+    const directory = options.runDir(runId);
+    const resume = await readResume({ runDir: options.runDir }, runId);
+    const { size, mtime } = entry.extra;
+    const outcome = await pins.pin(
+      runId,
+      {
+        key: entryKey(entry),
+        id: pinFolder(entry),
+        source: path.resolve(directory, entry.checkpoint),
+        linkSafe: linkSafe(entry, await list(runId)),
+        expected: definedOnly({
+          size: typeof size === 'number' ? size : undefined,
+          mtime: typeof mtime === 'number' ? mtime : undefined,
+        }),
+      },
+      resume?.checkpoint == null ? undefined : path.resolve(directory, resume.checkpoint),
+    );
+    return protectionText(outcome, directory);
+  }
+
+  /**
+   * Record what the launch of an approved fix (identified by its exact script) must resume from, and pin
+   * that checkpoint. Returns a sentence for the card about the pin, when a checkpoint was chosen.
+   */
   async function pinFix(
     runId: string,
     fix: { script: string; fix: number; maxFixes: number; kind: string; resume?: ResumeChoice },
-  ): Promise<void> {
+  ): Promise<string | undefined> {
     const resume: FixPin['resume'] =
       fix.resume === undefined
         ? 'keep'
         : fix.resume.entry === undefined
           ? 'scratch'
           : { entry: fix.resume.entry };
+    const protection = fix.resume?.entry === undefined ? undefined : await protect(runId, fix.resume.entry);
     const pin: FixPin = {
       sha: sha256(fix.script),
       fix: fix.fix,
       maxFixes: fix.maxFixes,
       kind: fix.kind,
       resume,
+      ...definedOnly({ incident: fix.resume?.incident }),
     };
     await redis.set(pinKey(runId), JSON.stringify(pin), 'EX', KEEP_SECONDS);
+    return protection;
   }
 
   /**
-   * Before a launch: when the script about to run is the pinned fix, point resume.json at the chosen
-   * checkpoint (or remove it to start over) and remember that this launch follows fix N.
+   * After the old process stopped: the pinned copy if it is still as pinned, else the file if it is still
+   * the one saved, else the best checkpoint that is still intact, else from scratch — and say which.
    */
-  async function beforeLaunch(meta: RunMeta): Promise<void> {
+  async function planResume(runId: string, pin: FixPin): Promise<ResumePlan | undefined> {
+    if (pin.resume === 'keep') return undefined;
+    const before =
+      pin.incident === undefined
+        ? ''
+        : ` before the ${kindLabel(pin.incident.kind)} at step ${pin.incident.firstBadStep}`;
+    if (pin.resume === 'scratch') {
+      const why = `no healthy checkpoint was saved${before}`;
+      return { kind: 'scratch', log: `${why}; starting over`, note: `it starts from scratch: ${why}` };
+    }
+    const { entry } = pin.resume;
+    const pinned = (await pins.intactPins(runId)).get(entryKey(entry));
+    if (pinned !== undefined) return resumePlan(options.runDir(runId), { ...entry, pinned: pinned.path });
+    // The entry was listed when the card was built; its pin, if any, is no longer intact.
+    const unpinned: CheckpointEntry = { ...entry };
+    delete unpinned.pinned;
+    const state = await fileState(options.runDir(runId), unpinned);
+    if (state === 'intact' || state === 'unknown') return resumePlan(options.runDir(runId), unpinned);
+    const lost = `the step-${entry.step} checkpoint was ${state === 'missing' ? 'deleted' : 'overwritten'} while the run stopped`;
+    const again = pin.incident === undefined ? undefined : await chooseResumePoint(runId, pin.incident);
+    if (again?.entry === undefined) {
+      return { kind: 'scratch', log: `${lost}; starting over`, note: `${lost}; restarting from scratch` };
+    }
+    return resumePlan(options.runDir(runId), again.entry, lost);
+  }
+
+  /**
+   * Before a launch: when the script about to run is the pinned fix, check the chosen checkpoint again
+   * (the old process has stopped by now), point resume.json at what survived (or remove it to start
+   * over) and remember that this launch follows fix N. Returns a sentence for the thread.
+   */
+  async function beforeLaunch(meta: RunMeta): Promise<string | undefined> {
     const raw = await redis.get(pinKey(meta.id));
-    if (raw === null) return;
+    if (raw === null) return undefined;
     const pin = JSON.parse(raw) as FixPin;
     const directory = options.runDir(meta.id);
     const script = await readFile(path.join(directory, RUN_FILES.script), 'utf8').catch(() => '');
-    if (sha256(script) !== pin.sha) return;
+    if (sha256(script) !== pin.sha) return undefined;
     const resumeFile = path.join(directory, RUN_FILES.resume);
-    if (pin.resume === 'scratch') {
-      await rm(resumeFile, { force: true });
-      await appendRunFile(
-        directory,
-        RUN_FILES.output,
-        '=== Shepherd: no healthy checkpoint; starting over ===',
-      );
-    } else if (pin.resume !== 'keep') {
-      const { entry } = pin.resume;
+    const plan = await planResume(meta.id, pin);
+    if (plan?.kind === 'scratch') await rm(resumeFile, { force: true });
+    if (plan?.kind === 'resume') {
+      const { entry } = plan;
+      const state = { ...entry.extra, step: entry.step, checkpoint: plan.path, ts: entry.ts };
       await writeFileAtomic(
         resumeFile,
-        JSON.stringify({ ...entry.extra, step: entry.step, checkpoint: entry.checkpoint, ts: entry.ts }),
+        JSON.stringify({ ...state, ...definedOnly({ pinned_from: plan.pinnedFrom }) }),
       );
-      await appendRunFile(
-        directory,
-        RUN_FILES.output,
-        `=== Shepherd: resuming from the checkpoint at step ${entry.step} (the last healthy one) ===`,
-      );
+    }
+    if (plan !== undefined) {
+      await appendRunFile(directory, RUN_FILES.output, `=== Shepherd: ${plan.log} ===`);
     }
     const record: FixLaunch = {
       launch: meta.launchCount,
@@ -279,6 +305,7 @@ export function createCheckpointHistory(options: {
       .set(fixLaunchKey(meta.id), JSON.stringify(record), 'EX', KEEP_SECONDS)
       .del(pinKey(meta.id))
       .exec();
+    return plan?.note;
   }
 
   /** The fix the given launch follows, if it was launched for one. */
@@ -287,7 +314,15 @@ export function createCheckpointHistory(options: {
     return raw === null ? undefined : (JSON.parse(raw) as FixLaunch);
   }
 
-  return { list, noteIncident, chooseResumePoint, pinFix, beforeLaunch, fixLaunch };
+  return {
+    list,
+    noteIncident,
+    chooseResumePoint,
+    pinFix,
+    beforeLaunch,
+    fixLaunch,
+    releasePins: pins.release,
+  };
 }
 
 export type CheckpointHistory = ReturnType<typeof createCheckpointHistory>;

@@ -13,6 +13,10 @@ export const RUN_FILES = {
   script: 'train.py',
   audit: 'audit.jsonl',
   resume: 'resume.json',
+  /** The checkpoint history the helper appends to (see checkpoint-history). */
+  checkpoints: 'checkpoints.jsonl',
   exitStatus: 'exit_status.json',
   finish: 'finish.json',
+  /** Folder of the checkpoints Shepherd pinned for a fix's resume (see checkpoint-pins). */
+  pinned: '.shepherd/pinned',
 } as const;

@@ -25,8 +25,11 @@ interface RunLauncherOptions {
   allocator: GpuAllocator;
   transitions: RunTransitions;
   graceMs: number;
-  /** Runs just before each launch (an approved fix points resume.json at a healthy checkpoint). */
-  beforeLaunch?: (meta: RunMeta) => Promise<void>;
+  /**
+   * Runs just before each launch (an approved fix points resume.json at a healthy checkpoint); what it
+   * returns is added to the thread's "is running" line (where the launch resumes from).
+   */
+  beforeLaunch?: (meta: RunMeta) => Promise<string | undefined>;
 }
 
 /** Launching runs and the GPU queue: allocate, launch, wait for GPUs, start queued runs FIFO, terminate. */
@@ -53,8 +56,9 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
     // the monitor tells the new launch's lines from the old one's (a slow spawn must not blur the two).
     const startedAt = now().toISOString();
     let handle: Awaited<ReturnType<Executor['launch']>>;
+    let note: string | undefined;
     try {
-      await options.beforeLaunch?.(launching);
+      note = await options.beforeLaunch?.(launching);
       handle = await executor.launch({ meta: launching, runDir: store.runDir(meta.id), gpuIndices: indices });
     } catch (error) {
       await allocator.release(meta.id);
@@ -86,7 +90,8 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
     const where = backend.allocatesGpus
       ? `on ${meta.placement ?? BACKEND_LABELS[backendOf(meta)].title}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
       : `on ${describeGpus(indices)}`;
-    await emit('run-started', running, `${meta.name} is running ${where} (script v${meta.scriptVersion})`);
+    const started = `${meta.name} is running ${where} (script v${meta.scriptVersion})`;
+    await emit('run-started', running, note === undefined ? started : `${started}; ${note}`);
     return running;
   }
 

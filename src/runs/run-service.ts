@@ -48,8 +48,10 @@ interface RunServiceOptions {
   logger: Logger;
   clock?: () => Date;
   onEvent?: RunEventHandler;
-  /** Runs just before each launch (see checkpoint-history). */
-  beforeLaunch?: (meta: RunMeta) => Promise<void>;
+  /** Runs just before each launch (see checkpoint-history); returns a note for the thread. */
+  beforeLaunch?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Runs once a run reached an end it cannot leave (stopped, completed, rejected): clean-up. */
+  onTerminal?: (meta: RunMeta) => Promise<void>;
 }
 
 /**
@@ -73,6 +75,7 @@ export function createRunService(options: RunServiceOptions): RunService {
     now,
     userWaitMs,
     onEvent: options.onEvent,
+    onTerminal: options.onTerminal,
   });
   const launcher = createRunLauncher({
     config: options.config,

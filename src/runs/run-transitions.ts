@@ -5,7 +5,7 @@ import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
 import type { RunEvent, RunEventHandler, RunEventType } from './run-events.js';
 import type { RunLock } from './run-lock.js';
 import type { RunStore } from './run-store.js';
-import type { RunMeta, RunStatus } from './run-types.js';
+import { ALLOWED_TRANSITIONS, type RunMeta, type RunStatus } from './run-types.js';
 
 /** One status change: who did it, the audit reason, the user-facing reason and meta edits. */
 interface StatusChange {
@@ -40,6 +40,11 @@ interface RunTransitionsOptions {
   /** Default wait for the run lock in `withRun`. */
   userWaitMs: number;
   onEvent: RunEventHandler | undefined;
+  /**
+   * After a run reached a status it cannot leave (stopped, completed, rejected; not `failed`, which a fix
+   * can still relaunch); a failure is logged, never thrown.
+   */
+  onTerminal: ((meta: RunMeta) => Promise<void>) | undefined;
 }
 
 export function createRunTransitions(options: RunTransitionsOptions): RunTransitions {
@@ -72,6 +77,11 @@ export function createRunTransitions(options: RunTransitionsOptions): RunTransit
       by: change.by,
       ...definedOnly({ reason: change.reason }),
     });
+    if (ALLOWED_TRANSITIONS[to].length === 0 && options.onTerminal !== undefined) {
+      await options.onTerminal(next).catch((error: unknown) => {
+        logger.warn({ err: error, runId: meta.id }, 'clean-up after the end of a run failed');
+      });
+    }
     return next;
   }
 

@@ -153,7 +153,10 @@ describe('the incident loop with a real PyTorch run (issue 10 item 12)', () => {
     const restarts = steps.filter((step, index) => index > 0 && step < (steps[index - 1] ?? 0));
     expect(restarts).toEqual([21, 21]);
     const output = readFileSync(join(shepherd.dataDir, 'runs', run.id, 'output.log'), 'utf8');
-    expect(output.match(/resumed from ckpt\/step20\.pt at step 20/g)).toHaveLength(2);
+    // Both fixes resumed from the copy of ckpt/step20.pt pinned when the first fix was proposed.
+    expect(
+      output.match(/resumed from \S+\/\.shepherd\/pinned\/launch1-step20-\d+\/step20\.pt at step 20/g),
+    ).toHaveLength(2);
     const history = await shepherd.app.features.runs.checkpoints.list(run.id);
     expect(history.find((entry) => entry.step === 20 && entry.launch === 1)?.health).toBe('ok');
     expect(
