@@ -148,6 +148,11 @@ describe('crash detector', () => {
       detectCrash({ ...meta, status: 'stopped' }, { kind: 'signaled', signal: 'SIGTERM' }, ''),
     ).toBeUndefined();
     expect(detectCrash(meta, { kind: 'exited', exitCode: 0 }, '')).toBeUndefined();
+    // Between a fix's stop and its relaunch the run is queued: the SIGTERM'd old launch is no crash.
+    expect(
+      detectCrash({ ...meta, status: 'queued' }, { kind: 'signaled', signal: 'SIGTERM' }, ''),
+    ).toBeUndefined();
+    expect(detectCrash(meta, { kind: 'signaled', signal: 'SIGTERM' }, '')).toBeDefined();
     expect(detectCrash(meta, { kind: 'alive' }, '')).toBeUndefined();
     expect(detectCrash(meta, { kind: 'signaled', signal: 'SIGSEGV' }, 'Segmentation fault')?.crashClass).toBe(
       'other',

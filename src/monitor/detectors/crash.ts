@@ -82,7 +82,9 @@ export function classifyCrash(state: ProcessState, traceback: string): CrashClas
  * person, its SIGTERM/SIGKILL ending is expected and not a crash.
  */
 export function detectCrash(meta: RunMeta, state: ProcessState, logTail: string): CrashFinding | undefined {
-  if (meta.status === 'paused' || meta.status === 'stopped') return undefined;
+  // A queued run has no process of its own yet: what ended is the previous launch, stopped by Shepherd
+  // for a fix or a relaunch (SIGTERM), not a crash.
+  if (meta.status === 'paused' || meta.status === 'stopped' || meta.status === 'queued') return undefined;
   if (state.kind === 'exited') {
     if (state.exitCode === 0 && state.crashClass === undefined) return undefined;
   } else if (state.kind !== 'signaled') {
