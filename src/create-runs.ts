@@ -98,6 +98,7 @@ function createBackends(options: {
     backends: new Map(kinds.map((kind) => [kind, build(kind)])),
     defaultKind,
     watchOnly: { slurm },
+    logger,
     gpuHourUsd: (kind) => {
       if (kind === 'slurm') return config.slurm.gpuHourUsd;
       if (kind === 'kubernetes') return config.kubernetes.gpuHourUsd;

@@ -1,4 +1,5 @@
 import { RunError } from '../errors.js';
+import type { Logger } from '../logger.js';
 import {
   BACKEND_LABELS,
   type BackendKind,
@@ -46,6 +47,7 @@ export function createBackendRouter(options: {
   watchOnly?: Partial<Record<BackendKind, () => Executor>>;
   /** The price per GPU-hour of a backend that does not price runs itself. */
   gpuHourUsd: (kind: BackendKind) => number;
+  logger: Pick<Logger, 'warn'>;
 }): BackendRouter {
   const { backends, defaultKind } = options;
   const kinds = [defaultKind, ...[...backends.keys()].filter((kind) => kind !== defaultKind)];
@@ -98,12 +100,17 @@ export function createBackendRouter(options: {
   async function poll(runs: RunMeta[]): Promise<Map<string, ProcessState>> {
     const groups = new Map<Executor, RunMeta[]>();
     const states = new Map<string, ProcessState>();
+    // A run left without a state keeps its status: `unknown` would end it as failed, and a backend that is
+    // down for a moment (or removed from SHEPHERD_BACKENDS by mistake) must not orphan runs that still live.
     for (const meta of runs) {
       let executor: Executor;
       try {
         executor = forRun(meta);
       } catch (error) {
-        states.set(meta.id, { kind: 'unknown', reason: String(error) });
+        options.logger.warn(
+          { runId: meta.id, err: String(error) },
+          'cannot poll a run: its backend is not configured',
+        );
         continue;
       }
       const group = groups.get(executor) ?? [];
@@ -116,7 +123,10 @@ export function createBackendRouter(options: {
         try {
           for (const [id, state] of await executor.poll(group)) states.set(id, state);
         } catch (error) {
-          for (const meta of group) states.set(meta.id, { kind: 'unknown', reason: String(error) });
+          options.logger.warn(
+            { backend: executor.kind, runs: group.map((meta) => meta.id), err: String(error) },
+            'backend poll failed; its runs keep their status until the next poll',
+          );
         }
       }),
     );

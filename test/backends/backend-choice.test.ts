@@ -78,6 +78,7 @@ describe('choosing a backend', () => {
   it('routes each run to its own backend and refuses an unconfigured one naming the configured ones', async () => {
     const local = recordingExecutor('local', false);
     const kubernetes = recordingExecutor('kubernetes', true);
+    const warnings: string[] = [];
     const router = createBackendRouter({
       backends: new Map([
         ['local', local.executor],
@@ -85,6 +86,7 @@ describe('choosing a backend', () => {
       ]),
       defaultKind: 'local',
       gpuHourUsd: (kind) => (kind === 'kubernetes' ? 3 : 2),
+      logger: { warn: (...args: unknown[]) => void warnings.push(String(args[1])) },
     });
     expect(router.resolve(undefined)).toBe('local');
     expect(router.resolve('K8S')).toBe('kubernetes');
@@ -97,14 +99,19 @@ describe('choosing a backend', () => {
     const c = testRunMeta('r-c', { executor: 'kubernetes' });
     const lost = testRunMeta('r-d', { executor: 'hfjobs' });
     const states = await router.poll([a, b, c, lost]);
-    // One batched poll per backend; a run whose backend is gone is unknown, with the reason.
+    // One batched poll per backend; a run whose backend is gone gets no state (so it is not failed), and a log line.
     expect(local.polled).toEqual([['r-a']]);
     expect(kubernetes.polled).toEqual([['r-b', 'r-c']]);
     expect(states.get('r-b')).toEqual({ kind: 'alive' });
-    expect(states.get('r-d')).toMatchObject({
-      kind: 'unknown',
-      reason: expect.stringContaining('not configured'),
-    });
+    expect(states.has('r-d')).toBe(false);
+    expect(warnings).toEqual(['cannot poll a run: its backend is not configured']);
+    // A backend whose poll throws leaves its runs without a state too; the others are still answered.
+    kubernetes.executor.poll = async () => {
+      throw new Error('connection refused');
+    };
+    const partial = await router.poll([a, b]);
+    expect(partial.get('r-a')).toEqual({ kind: 'alive' });
+    expect(partial.has('r-b')).toBe(false);
     expect(await router.launch({ meta: b, runDir: '/tmp/x', gpuIndices: [] })).toEqual({
       jobId: 'kubernetes-1',
     });
