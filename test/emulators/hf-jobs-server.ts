@@ -65,6 +65,8 @@ export interface HfJobsEmulator {
   scheduled: ReadonlyMap<string, EmulatedScheduledJob>;
   /** Pid of a job's process while it runs (its process group leader). */
   pidOf(jobId: string): number | undefined;
+  /** The lines a job has logged so far (what a full replay would send). */
+  logLines(jobId: string): string[];
   /** Log connections opened for a job so far. */
   logConnections(jobId: string): number;
   /** The next `times` log connections stop after `afterEvents` events: `end` cleanly, `reset` the socket. */
@@ -426,6 +428,7 @@ export async function startHfJobsEmulator(
     allJobs: () => [...records.values()].map((record) => record.job),
     scheduled,
     pidOf: (jobId) => records.get(jobId)?.child?.pid,
+    logLines: (jobId) => records.get(jobId)?.events.map((event) => event.data) ?? [],
     logConnections: (jobId) => records.get(jobId)?.connections ?? 0,
     dropLogStreams: ({ afterEvents, times = 1, how = 'reset' }) => {
       drops.push({ afterEvents, times, how });
