@@ -32,6 +32,7 @@ import {
  */
 
 type LogEvent = { data: string; timestamp: string };
+type DropKind = 'end' | 'reset' | 'stall' | 'hang';
 
 interface JobRecord {
   job: EmulatedJob;
@@ -69,8 +70,12 @@ export interface HfJobsEmulator {
   logLines(jobId: string): string[];
   /** Log connections opened for a job so far. */
   logConnections(jobId: string): number;
-  /** The next `times` log connections stop after `afterEvents` events: `end` cleanly, `reset` the socket. */
-  dropLogStreams(plan: { afterEvents: number; times?: number; how?: 'end' | 'reset' }): void;
+  /**
+   * The next `times` log connections stop after `afterEvents` events: `end` cleanly, `reset` the socket, or
+   * `stall`: send nothing more (keep-alives only) and end once the job has ended; `hang`: send nothing at all,
+   * not even keep-alives, and never end (a dead connection the client must notice by itself).
+   */
+  dropLogStreams(plan: { afterEvents: number; times?: number; how?: DropKind }): void;
   /** Make `GET /api/jobs/hardware` answer this HTTP status (undefined: answer normally). */
   failHardware(status: number | undefined): void;
   close(): Promise<void>;
@@ -138,7 +143,7 @@ export async function startHfJobsEmulator(
   const records = new Map<string, JobRecord>();
   const scheduled = new Map<string, EmulatedScheduledJob>();
   const requests: RecordedRequest[] = [];
-  const drops: Array<{ afterEvents: number; times: number; how: 'end' | 'reset' }> = [];
+  const drops: Array<{ afterEvents: number; times: number; how: DropKind }> = [];
   const openStreams = new Set<ServerResponse>();
   let hardwareStatus: number | undefined;
   const root = await mkdtemp(path.join(tmpdir(), 'hf-jobs-emulator-'));
@@ -303,6 +308,12 @@ export async function startHfJobsEmulator(
     function pump(): void {
       while (sent < record.events.length) {
         if (drop !== undefined && sent >= drop.afterEvents) {
+          if (drop.how === 'stall' && !FINAL.has(record.job.status.stage)) return;
+          if (drop.how === 'hang') {
+            clearInterval(keepAlive);
+            record.listeners.delete(pump);
+            return;
+          }
           cleanup();
           if (drop.how === 'reset') response.destroy();
           else response.end();

@@ -24,7 +24,12 @@ export const HF_SETTINGS: Config['hfJobs'] = {
 export function emulatorExecutor(
   emulator: HfJobsEmulator,
   runsDir: string,
-  overrides: { settings?: Partial<Config['hfJobs']>; token?: string; secrets?: Record<string, string> } = {},
+  overrides: {
+    settings?: Partial<Config['hfJobs']>;
+    token?: string;
+    secrets?: Record<string, string>;
+    idleMs?: number;
+  } = {},
 ): HfJobsExecutor {
   return createHfJobsExecutor({
     settings: { ...HF_SETTINGS, ...overrides.settings },
@@ -38,7 +43,7 @@ export function emulatorExecutor(
     follower: {
       reconnectDelayMs: 100,
       maxReconnectDelayMs: 400,
-      idleMs: 5_000,
+      idleMs: overrides.idleMs ?? 5_000,
       drainIdleMs: 1_000,
       flushMs: 20,
     },

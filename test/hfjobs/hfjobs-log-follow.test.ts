@@ -54,14 +54,49 @@ describe('HF job log into output.log', () => {
     emulator.dropLogStreams({ afterEvents: 4, times: 1, how: 'end' });
     const { meta, runDir } = await makeRun(runsDir, 'dropped', countingScript(12, 0.08));
     const launched = { ...meta, ...(await executor.launch({ meta, runDir, gpuIndices: [] })) };
+    // No poll meanwhile: the follower started by launch must reconnect by itself.
+    await waitFor(
+      async () => ((await readOutput(runDir)).includes('line 12\n') ? true : undefined),
+      'the last line',
+    );
+    expect(emulator.logConnections(launched.jobId ?? '')).toBeGreaterThanOrEqual(3);
     expect(await waitForState(executor, launched, isOver, 'the job to end')).toEqual({
       kind: 'exited',
       exitCode: 0,
     });
-    expect(emulator.logConnections(launched.jobId ?? '')).toBeGreaterThanOrEqual(3);
     const output = await readOutput(runDir);
     expectEachLineOnce(output, 12);
     expect(output.match(/^===== Job started at /gm)?.length).toBe(1);
+    await executor.close();
+  });
+
+  it('replays once more after the job ended, for the lines a stalled stream never sent', async () => {
+    // Keep-alives (every 200 ms) count as life: the quiet stream outlives idleMs without being reopened.
+    const executor = emulatorExecutor(emulator, runsDir, { idleMs: 1_000 });
+    // The stream goes quiet after 3 events (keep-alives only) and closes when the job has ended.
+    emulator.dropLogStreams({ afterEvents: 3, times: 1, how: 'stall' });
+    const { meta, runDir } = await makeRun(runsDir, 'stalled', countingScript(10, 0.2));
+    const launched = { ...meta, ...(await executor.launch({ meta, runDir, gpuIndices: [] })) };
+    await waitFor(
+      async () => ((await readOutput(runDir)).includes('line 10\n') ? true : undefined),
+      'the last line',
+    );
+    expectEachLineOnce(await readOutput(runDir), 10);
+    expect(emulator.logConnections(launched.jobId ?? '')).toBe(2);
+    await executor.close();
+  });
+
+  it('drops a connection that went silent (no keep-alive either) and reopens it', async () => {
+    const executor = emulatorExecutor(emulator, runsDir, { idleMs: 800 });
+    emulator.dropLogStreams({ afterEvents: 2, times: 1, how: 'hang' });
+    const { meta, runDir } = await makeRun(runsDir, 'silent', countingScript(8, 0.05));
+    const launched = { ...meta, ...(await executor.launch({ meta, runDir, gpuIndices: [] })) };
+    await waitFor(
+      async () => ((await readOutput(runDir)).includes('line 8\n') ? true : undefined),
+      'the last line',
+    );
+    expectEachLineOnce(await readOutput(runDir), 8);
+    expect(emulator.logConnections(launched.jobId ?? '')).toBeGreaterThanOrEqual(2);
     await executor.close();
   });
 
