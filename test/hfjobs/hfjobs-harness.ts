@@ -6,7 +6,11 @@ import { z } from 'zod';
 import type { Config } from '../../src/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import { createHfJobsExecutor, type HfJobsExecutor } from '../../src/runs/hfjobs/hfjobs-executor.js';
+import {
+  createHfJobsExecutor,
+  type HfJobsExecutor,
+  type HfJobsExecutorOptions,
+} from '../../src/runs/hfjobs/hfjobs-executor.js';
 import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import type { HfJobsEmulator } from '../emulators/hf-jobs-server.js';
@@ -31,7 +35,7 @@ export function emulatorExecutor(
     idleMs?: number;
   } = {},
 ): HfJobsExecutor {
-  return createHfJobsExecutor({
+  const options: HfJobsExecutorOptions = {
     settings: { ...HF_SETTINGS, ...overrides.settings },
     hub: { url: emulator.url, token: overrides.token ?? emulator.token },
     runDir: (runId) => path.join(runsDir, runId),
@@ -47,7 +51,8 @@ export function emulatorExecutor(
       drainIdleMs: 1_000,
       flushMs: 20,
     },
-  });
+  };
+  return createHfJobsExecutor(options);
 }
 
 export async function makeRunsDir(): Promise<string> {

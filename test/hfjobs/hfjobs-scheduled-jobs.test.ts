@@ -1,6 +1,10 @@
 import { createScheduledJob } from '@huggingface/hub';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createHfScheduledJobs } from '../../src/runs/hfjobs/hfjobs-scheduled-jobs.js';
+import {
+  createHfScheduledJobs,
+  type HfSchedule,
+  type HfScheduledJobs,
+} from '../../src/runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
 import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { removeTree } from '../helpers/processes.js';
@@ -22,7 +26,7 @@ describe('HF scheduled jobs', () => {
     removeTree(runsDir);
   });
 
-  const schedules = () =>
+  const schedules = (): HfScheduledJobs =>
     createHfScheduledJobs({
       settings: HF_SETTINGS,
       hub: { url: emulator.url, token: emulator.token },
@@ -37,7 +41,7 @@ describe('HF scheduled jobs', () => {
   it('creates a scheduled job carrying the run’s job, lists it with its run, and deletes it', async () => {
     const script = 'print("nightly", flush=True)\n';
     const { meta, runDir } = await makeRun(runsDir, 'nightly', script, { gpus: 1, maxHours: 2 });
-    const created = await schedules().create({ meta, runDir, schedule: '0 3 * * *' });
+    const created: HfSchedule = await schedules().create({ meta, runDir, schedule: '0 3 * * *' });
     expect(created).toEqual({
       id: expect.stringMatching(/^[0-9a-f]{24}$/),
       schedule: '0 3 * * *',

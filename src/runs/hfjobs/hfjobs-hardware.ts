@@ -138,7 +138,7 @@ function namedFlavor(name: string, flavors: readonly HfFlavor[]): HfFlavor {
   );
 }
 
-export interface HardwareList {
+interface HardwareList {
   flavors: readonly HfFlavor[];
   /** `api`: the live list; `docs`: the pricing-page table, because the list could not be had (`problem`). */
   source: 'api' | 'docs';

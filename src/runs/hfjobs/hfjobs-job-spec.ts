@@ -88,7 +88,7 @@ function checkRunFitsHfJobs(meta: Pick<RunMeta, 'name' | 'nodes' | 'environmentN
   }
 }
 
-export interface HfJobSpecBuilder {
+interface HfJobSpecBuilder {
   build(input: { meta: RunMeta; runDir: string; image: string; flavor: string }): Promise<HfJobSpec>;
 }
 
