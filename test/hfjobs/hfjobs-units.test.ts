@@ -9,10 +9,13 @@ import {
   hourlyPrice,
   pickFlavor,
 } from '../../src/runs/hfjobs/hfjobs-hardware.js';
+import { createHfJobSpecBuilder } from '../../src/runs/hfjobs/hfjobs-job-spec.js';
 import { checkSchedule } from '../../src/runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { isFinalStage, jobStateOf } from '../../src/runs/hfjobs/hfjobs-states.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
 import { hardwareFixture } from '../emulators/hf-jobs-fixtures.js';
-import { silentLogger } from './hfjobs-harness.js';
+import { removeTree } from '../helpers/processes.js';
+import { decodeJobPayload, makeRun, makeRunsDir, silentLogger } from './hfjobs-harness.js';
 
 describe('HF job stages as process states', () => {
   it('a new job is pending while SCHEDULING, with the flavour and the Hub message in the reason', () => {
@@ -169,5 +172,55 @@ describe('schedules', () => {
     expect(checkSchedule('*/15 9-17 * * MON-FRI')).toBe('*/15 9-17 * * MON-FRI');
     expect(() => checkSchedule('every day at 3')).toThrow(/is not a schedule/);
     expect(() => checkSchedule('0 3 * *')).toThrow(RunError);
+  });
+});
+
+describe('what an HF job carries', () => {
+  it('the run’s env, timeout and labels, the script and helper in the command, no token; refuses what one job cannot do', async () => {
+    const runsDir = await makeRunsDir();
+    try {
+      const builder = createHfJobSpecBuilder({ helperDir: PYTHON_RUNTIME_DIR });
+      const { meta, runDir } = await makeRun(runsDir, 'spec', 'print("hi")\n', {
+        maxHours: 0.5,
+        launchCount: 3,
+        args: ['--lr', '0.1'],
+      });
+      const spec = await builder.build({ meta, runDir, image: 'python:3.12', flavor: 't4-small' });
+      expect(spec).toMatchObject({ dockerImage: 'python:3.12', flavor: 't4-small', timeoutSeconds: 1800 });
+      expect(spec.environment).toEqual({
+        SHEPHERD_RUN_ID: 'spec',
+        SHEPHERD_RUN_NAME: 'run-spec',
+        SHEPHERD_RUN_CONFIG: '{}',
+        SHEPHERD_LAUNCH: '3',
+        PYTHONUNBUFFERED: '1',
+      });
+      expect(spec.secrets).toBeUndefined();
+      const payload = decodeJobPayload(spec.command);
+      expect(payload).toMatchObject({
+        command: null,
+        script: 'train.py',
+        args: ['--lr', '0.1'],
+        runtime: '.shepherd',
+      });
+      expect(payload.files['train.py']).toBe('print("hi")\n');
+
+      await expect(
+        builder.build({ meta: { ...meta, nodes: 2 }, runDir, image: 'i', flavor: 'f' }),
+      ).rejects.toThrow(/one machine per job/);
+      await expect(
+        builder.build({ meta: { ...meta, environmentName: 'conda-a' }, runDir, image: 'i', flavor: 'f' }),
+      ).rejects.toThrow(/environment conda-a lives on this host/);
+      const outside = {
+        ...meta,
+        command: ['python3', '/ws/other/x.py'],
+        cwd: '/ws/project',
+        scriptPath: '/ws/other/x.py',
+      };
+      await expect(builder.build({ meta: outside, runDir, image: 'i', flavor: 'f' })).rejects.toThrow(
+        /outside the command's directory/,
+      );
+    } finally {
+      removeTree(runsDir);
+    }
   });
 });
