@@ -148,7 +148,9 @@ export function createHfJobsExecutor(options: HfJobsExecutorOptions): HfJobsExec
 
   /** Waits (bounded) until an ended job's log is all in output.log; false while lines may still come. */
   async function drained(runId: string, target: JobTarget): Promise<boolean> {
-    const follower = ensureFollower(runId, target);
+    // A follower of this job that has finished already wrote the whole log: no second replay.
+    const existing = followers.get(runId);
+    const follower = existing?.jobId === target.jobId ? existing : ensureFollower(runId, target);
     const settled = await Promise.race([
       follower.done.then(() => true),
       sleep(drainWaitMs).then(() => false),
@@ -245,7 +247,13 @@ export function createHfJobsExecutor(options: HfJobsExecutorOptions): HfJobsExec
     if (terminateOptions.reason === 'pause') throw new RunError('invalid_run', PAUSE_REFUSAL);
     const target = await targetOf(meta);
     if (target === undefined) return { kind: 'unknown', reason: 'run has no HF job id' };
-    const job = await client.getJob(target.namespace, target.jobId);
+    const job = await client.getJob(target.namespace, target.jobId).catch((error: unknown) => {
+      if (error instanceof RunError && error.code === 'backend_job_not_found') return undefined;
+      throw error;
+    });
+    if (job === undefined) {
+      return { kind: 'unknown', reason: `HF Jobs has no job ${target.jobId} in ${target.namespace}` };
+    }
     if (!isFinalStage(job.status.stage)) {
       logger.info({ runId: meta.id, jobId: target.jobId }, 'cancelling HF job');
       try {
