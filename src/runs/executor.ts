@@ -42,7 +42,8 @@ export interface Placement {
 export type ProcessState =
   | { kind: 'pending'; reason?: string }
   | { kind: 'alive' }
-  | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass }
+  /** `reason`: what the backend said about the ending (an HF job's error message), shown with the exit code. */
+  | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass; reason?: string }
   | { kind: 'signaled'; signal: string; exitCode?: number; crashClass?: ExecutorCrashClass }
   | { kind: 'unknown'; reason?: string };
 
