@@ -9,9 +9,11 @@ import { type CheckpointHistory, createCheckpointHistory } from './runs/checkpoi
 import type { BackendKind, Executor } from './runs/executor.js';
 import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
+import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
 import { createLocalExecutor } from './runs/local-executor.js';
 import { lookupRunUser } from './runs/run-as-user.js';
 import type { RunEventHandler } from './runs/run-events.js';
+import { PYTHON_RUNTIME_DIR } from './runs/run-files.js';
 import { createRunService, type RunService } from './runs/run-service.js';
 import { createRunStore, type RunStore } from './runs/run-store.js';
 import { createRunsFacade, type RunsFacade } from './runs/runs-facade.js';
@@ -87,6 +89,14 @@ function createBackends(options: {
         });
       case 'slurm':
         return slurm();
+      case 'hfjobs':
+        return createHfJobsExecutor({
+          settings: config.hfJobs,
+          hub: { url: config.hub.url, token: config.hub.token },
+          runDir: options.store.runDir,
+          helperDir: PYTHON_RUNTIME_DIR,
+          logger: logger.child({ component: 'hfjobs' }),
+        });
       default:
         throw new ConfigError(`SHEPHERD_BACKENDS: the ${kind} backend is not built into this version`);
     }

@@ -84,6 +84,9 @@ export async function createRunsFeature(
     follows: runFollows,
     access,
     actions: [],
+    close: async () => {
+      await runs.executor.close?.();
+    },
     controlHandlers: {
       'run-schedule': async () => {
         await runs.service.refresh();

@@ -160,5 +160,8 @@ export function createBackendRouter(options: {
     poll,
     terminate: (meta, terminateOptions) => forRun(meta).terminate(meta, terminateOptions),
     clusterInfo: () => defaultExecutor.clusterInfo(),
+    close: async () => {
+      await Promise.all([...backends.values(), ...lazy.values()].map((executor) => executor.close?.()));
+    },
   };
 }

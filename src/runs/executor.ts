@@ -97,4 +97,6 @@ export interface Executor {
    * from config (GPUs × `SHEPHERD_GPU_HOUR_USD`).
    */
   placement?(request: PlacementRequest): Promise<Placement>;
+  /** Stops this process's background work (log followers); jobs keep running. */
+  close?(): Promise<void>;
 }

@@ -142,5 +142,6 @@ export function createWatchAwareExecutor(options: {
     terminate,
     clusterInfo: (): Promise<ClusterInfo> => inner.clusterInfo(),
     ...(inner.placement === undefined ? {} : { placement: inner.placement.bind(inner) }),
+    ...(inner.close === undefined ? {} : { close: inner.close.bind(inner) }),
   };
 }
