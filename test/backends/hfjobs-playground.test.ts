@@ -1,0 +1,188 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
+import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled } from '../helpers/flow.js';
+import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
+import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+
+/**
+ * Scenario 12 on HF Jobs, end to end through the playground: `--on hf` names the backend and the flavour's
+ * price on the card, the approved job is created with the right flavour, timeout and script, its log flows
+ * into output.log and a NaN alert with a chart, `stop` cancels it, `watch hf:<id>` follows a job started
+ * elsewhere, and a bot restart in the middle re-attaches without writing a line twice.
+ */
+
+const SCRIPT = 'test/fixtures/remote_train.py';
+
+async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 45_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const outputOf = (dataDir: string, runId: string): string => {
+  try {
+    return readFileSync(join(dataDir, 'runs', runId, 'output.log'), 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+/** Every `step=N` line of a log, in order (a duplicate line means a replayed stream was written twice). */
+const steps = (log: string): number[] => [...log.matchAll(/^step=(\d+) /gm)].map((match) => Number(match[1]));
+
+describe('HF Jobs through the playground (emulated Jobs API, real job processes)', () => {
+  let emulator: HfJobsEmulator;
+  let llm: ScriptedLlmServer;
+  let shepherd: TestApp;
+  const prefix = uniquePrefix('hf-flow');
+  const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-hf-flow-'));
+  const environment = () => ({
+    SHEPHERD_BACKENDS: 'local,hf',
+    SHEPHERD_HUB_URL: emulator.url,
+    SHEPHERD_HUB_TOKEN: emulator.token,
+    SHEPHERD_HF_NAMESPACE: emulator.namespace,
+    SHEPHERD_HF_IMAGE: 'python:3.12-slim',
+    SHEPHERD_LLM_BASE_URL: llm.url,
+    SHEPHERD_WORKSPACE: process.cwd(),
+    SHEPHERD_GPUS: '0',
+    SHEPHERD_APPROVERS: 'bob',
+    SHEPHERD_SELF_APPROVAL: 'false',
+    SHEPHERD_MONITOR_INTERVAL_S: '0.5',
+    SHEPHERD_STOP_GRACE_S: '3',
+  });
+
+  beforeAll(async () => {
+    emulator = await startHfJobsEmulator({ schedulingMs: 300 });
+    llm = await startScriptedOpenAi({ fallback: { text: 'Looking at it.' } });
+    shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
+  });
+  afterAll(async () => {
+    await shepherd?.stop();
+    await emulator?.close();
+    await llm?.close();
+    await deleteKeysWithPrefix(prefix);
+  });
+
+  it('refuses an unconfigured backend before any card, naming the configured ones', async () => {
+    const threadId = await shepherd.mention(`run ${SCRIPT} --on k8s --gpus 1`, 'alice');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /not configured/.test(m.text)),
+    );
+    const refusal = botMessages(messages).find((m) => /not configured/.test(m.text));
+    expect(refusal?.text).toContain('the k8s backend is not configured here; configured: local, hf');
+    expect(cardsTitled(messages, 'Approve')).toEqual([]);
+  });
+
+  it('launches on HF Jobs with a card naming the flavour and its price, alerts on NaN with a chart, stops by cancelling', async () => {
+    const threadId = await shepherd.mention(
+      `run ${SCRIPT} --on hf --gpus 1 --hours 2 --name hf-nan`,
+      'alice',
+    );
+    let messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'hf-nan').length > 0);
+    const card = cardsTitled(messages, 'hf-nan')[0] as PlaygroundMessage;
+    const runsOn = card.card?.fields?.find((field) => field.label === 'Runs on')?.value ?? '';
+    expect(runsOn).toMatch(/^HF Jobs a10g-small \(\$\d+\.\d\d\/h\)/);
+    const hourly = Number(/\$(\d+\.\d\d)\/h/.exec(runsOn)?.[1]);
+    // The estimate is the flavour's hourly price × the approved hours, not GPUs × SHEPHERD_GPU_HOUR_USD.
+    const cost = card.card?.fields?.find((field) => field.label === 'Est. cost')?.value ?? '';
+    expect(Number(cost.replace('$', ''))).toBeCloseTo(hourly * 2, 2);
+    const approve = card.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
+
+    const job = await until(() => emulator.allJobs()[0], 'the job to be created');
+    expect(job.flavor).toBe('a10g-small');
+    expect(job.timeoutSeconds).toBe(2 * 3600);
+    expect(job.dockerImage).toBe('python:3.12-slim');
+    const run = await shepherd.app.features.runs.service.findRun('hf-nan');
+    expect(run.executor).toBe('hfjobs');
+    expect(run.jobId).toBe(job.id);
+
+    await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'log lines in output.log');
+    messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'hf-nan: non-finite metric').length > 0,
+      60_000,
+    );
+    const alert = cardsTitled(messages, 'hf-nan: non-finite metric')[0];
+    expect(alert?.card?.imageUrl ?? alert?.images?.[0]).toBeDefined();
+
+    await shepherd.reply(threadId, 'status hf-nan', 'carol');
+    messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /runs on: HF Jobs a10g-small/.test(m.text)),
+    );
+    await shepherd.reply(threadId, 'runs', 'carol');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /\[hf\] hf-nan \(/.test(m.text)),
+    );
+
+    await shepherd.reply(threadId, 'stop hf-nan', 'alice');
+    await until(
+      () => emulator.job(job.id)?.status.stage === 'CANCELED' || undefined,
+      'the job to be cancelled',
+    );
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /^Stopped hf-nan/.test(m.text)),
+    );
+    const after = await shepherd.app.features.runs.service.findRun('hf-nan');
+    expect(after.status).toBe('stopped');
+    expect(emulator.pidOf(job.id)).toBeUndefined();
+    // Every printed step is in output.log exactly once.
+    const written = steps(outputOf(dataDir, run.id));
+    expect(new Set(written).size).toBe(written.length);
+  });
+
+  it('watches a job started elsewhere and re-attaches after a bot restart without duplicating lines', async () => {
+    // A teammate's job, created straight through the Jobs API (as `hf jobs run` would).
+    const created = await fetch(`${emulator.url}/api/jobs/${emulator.namespace}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${emulator.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        flavor: 'cpu-basic',
+        environment: {},
+        dockerImage: 'python:3.12-slim',
+        command: ['python3', '-u', '-c', readFileSync(SCRIPT, 'utf8')],
+        timeoutSeconds: 600,
+      }),
+    });
+    expect(created.status).toBe(200);
+    const foreign = (await created.json()) as { id: string };
+
+    const threadId = await shepherd.mention(`watch hf:${foreign.id} --name teammate-job`, 'frank');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /Watching HF job/.test(m.text)),
+    );
+    const run = await shepherd.app.features.runs.service.findRun('teammate-job');
+    expect(run.watch).toEqual({ source: 'hfjobs', jobId: foreign.id });
+    await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign job’s log');
+
+    // The bot restarts while the job runs; the new process picks the log up where it was.
+    await shepherd.stop();
+    const before = steps(outputOf(dataDir, run.id)).length;
+    shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
+    await until(
+      () => steps(outputOf(dataDir, run.id)).length > before + 10 || undefined,
+      'new lines after the restart',
+    );
+    const written = steps(outputOf(dataDir, run.id));
+    expect(new Set(written).size).toBe(written.length);
+    expect(written).toEqual(written.map((_, index) => index + 1));
+    // Its NaN reaches the thread like a launched run's.
+    await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'teammate-job: non-finite metric').length > 0,
+      60_000,
+    );
+    const watched = await shepherd.app.features.runs.service.findRun('teammate-job');
+    expect(watched.status).toBe('running');
+    await shepherd.app.features.runs.service.stop(watched.id, 'system');
+    await until(() => emulator.job(foreign.id)?.status.stage === 'CANCELED' || undefined, 'the cancel');
+  });
+});
