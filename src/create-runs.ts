@@ -12,6 +12,7 @@ import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
 import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
 import { createLocalExecutor } from './runs/local-executor.js';
 import { lookupRunUser } from './runs/run-as-user.js';
+import { runEnvironmentSecrets } from './runs/run-environment.js';
 import type { RunEventHandler } from './runs/run-events.js';
 import { PYTHON_RUNTIME_DIR } from './runs/run-files.js';
 import { createRunService, type RunService } from './runs/run-service.js';
@@ -96,6 +97,8 @@ function createBackends(options: {
           runDir: options.store.runDir,
           helperDir: PYTHON_RUNTIME_DIR,
           logger: logger.child({ component: 'hfjobs' }),
+          // `SHEPHERD_RUN_ENV_<NAME>` reaches a job as an encrypted secret, as it reaches a local run as env.
+          secrets: runEnvironmentSecrets(options.environment),
         });
       default:
         throw new ConfigError(`SHEPHERD_BACKENDS: the ${kind} backend is not built into this version`);

@@ -28,3 +28,15 @@ export function scrubRunEnvironment(
   }
   return kept;
 }
+
+/** Only the `SHEPHERD_RUN_ENV_<NAME>` values, as `<NAME>`: what a remote job gets (as the backend's secrets). */
+export function runEnvironmentSecrets(
+  environment: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
+  const secrets: Record<string, string> = {};
+  for (const [name, value] of Object.entries(environment)) {
+    if (name.startsWith(PASS_THROUGH) && name.length > PASS_THROUGH.length && value !== undefined)
+      secrets[name.slice(PASS_THROUGH.length)] = value;
+  }
+  return secrets;
+}

@@ -62,7 +62,15 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
   beforeAll(async () => {
     emulator = await startHfJobsEmulator({ schedulingMs: 300 });
     llm = await startScriptedOpenAi({ fallback: { text: 'Looking at it.' } });
-    shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
+    shepherd = await startTestApp({
+      environment: environment(),
+      prefix,
+      dataDir,
+      keepState: true,
+      overrides: {
+        runEnvironment: { ...process.env, SHEPHERD_RUN_ENV_WANDB_API_KEY: 'wandb-secret-123456' },
+      },
+    });
   });
   afterAll(async () => {
     await shepherd?.stop();
@@ -101,6 +109,12 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     expect(job.flavor).toBe('a10g-small');
     expect(job.timeoutSeconds).toBe(2 * 3600);
     expect(job.dockerImage).toBe('python:3.12-slim');
+    // A `SHEPHERD_RUN_ENV_*` value travels as an encrypted job secret; the bot's own hub token never does.
+    const sent = emulator.requests.find(
+      (request) => request.method === 'POST' && request.path.endsWith(`/api/jobs/${emulator.namespace}`),
+    );
+    expect(sent?.body).toMatchObject({ secrets: { WANDB_API_KEY: 'wandb-secret-123456' } });
+    expect(JSON.stringify(sent?.body)).not.toContain(emulator.token);
     const run = await shepherd.app.features.runs.service.findRun('hf-nan');
     expect(run.executor).toBe('hfjobs');
     expect(run.jobId).toBe(job.id);
