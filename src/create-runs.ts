@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { definedOnly } from './defined-only.js';
@@ -64,6 +65,9 @@ export async function createRunsRuntime(options: {
       environments: config.runs.environments,
       graceS: config.runs.stopGraceS,
       logger,
+      // A run in an image (`--image`, SHEPHERD_LOCAL_IMAGE) sees the workspace at the same path.
+      workspace: path.resolve(config.workspace),
+      container: config.runs.localContainer,
       ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
     });
   // Watched runs (a hand-submitted Slurm job, a local log + pid) are polled beside launched ones.
