@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { definedOnly } from './defined-only.js';
@@ -11,6 +12,7 @@ import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
 import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
 import { createLocalExecutor } from './runs/local-executor.js';
+import { localPlacement } from './runs/local-launch-plan.js';
 import { lookupRunUser } from './runs/run-as-user.js';
 import { runEnvironmentSecrets } from './runs/run-environment.js';
 import type { RunEventHandler } from './runs/run-events.js';
@@ -34,6 +36,11 @@ export interface RunsRuntime extends RunsFacade {
   gpus: GpuInfo[];
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
+}
+
+/** An executor with its card description (the local executor knows nothing of prices). */
+function withPlacement(executor: Executor, placement: NonNullable<Executor['placement']>): Executor {
+  return { ...executor, placement };
 }
 
 /**
@@ -76,16 +83,22 @@ function createBackends(options: {
     switch (kind) {
       case 'local':
         return createWatchAwareExecutor({
-          inner: createLocalExecutor({
-            python: config.runs.python,
-            runsDir: options.store.runsDir,
-            environment: options.environment,
-            gpuInventory: options.allocator.inventory,
-            environments: config.runs.environments,
-            graceS: config.runs.stopGraceS,
-            logger,
-            ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
-          }),
+          inner: withPlacement(
+            createLocalExecutor({
+              python: config.runs.python,
+              runsDir: options.store.runsDir,
+              environment: options.environment,
+              gpuInventory: options.allocator.inventory,
+              environments: config.runs.environments,
+              graceS: config.runs.stopGraceS,
+              logger,
+              // A run in an image (`--image`, SHEPHERD_LOCAL_IMAGE) sees the workspace at the same path.
+              workspace: path.resolve(config.workspace),
+              container: config.localContainer,
+              ...(config.runs.runAsUser === undefined ? {} : { runAs: lookupRunUser(config.runs.runAsUser) }),
+            }),
+            async (request) => localPlacement(request, config.localContainer, config.runs.gpuHourUsd),
+          ),
           logger,
         });
       case 'slurm':

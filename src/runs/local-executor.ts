@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { chmod, cp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg } from 'node:os';
@@ -6,7 +6,16 @@ import path from 'node:path';
 import { z } from 'zod';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import { containerName, engineRemoveArgv } from './container-argv.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
+import {
+  engineLaunch,
+  engineOf,
+  type LocalContainerSettings,
+  type LocalLaunchPlan,
+  launchEnvironment,
+  localLaunchPlan,
+} from './local-launch-plan.js';
 import {
   groupExistsBySignal,
   hasProcFs,
@@ -15,7 +24,7 @@ import {
   readProcessStat,
 } from './process-table.js';
 import { chownTree, type RunUser } from './run-as-user.js';
-import { applyEnvironment, type Environments } from './run-environments.js';
+import type { Environments } from './run-environments.js';
 import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
@@ -63,29 +72,30 @@ interface LocalExecutorOptions {
   logger: Logger;
   /** `SHEPHERD_RUN_AS_USER`, resolved: runs start as this user (the bot runs as root). */
   runAs?: RunUser;
+  /** `SHEPHERD_WORKSPACE`: mounted into a run's container beside the run directory and the helper. */
+  workspace?: string;
+  /** `config.localContainer`: runs with an image go into a Docker/Podman container. */
+  container?: LocalContainerSettings;
+  /** Runs a container engine command (`podman rm -f …`); defaults to `execFile` in the runs' environment. */
+  runEngine?: (argv: readonly string[]) => Promise<{ exitCode: number; output: string }>;
 }
 
-/** What the launcher starts: `train.py` with Python (legacy form), or an argv in a directory. */
-function localLaunchPlan(
-  meta: RunMeta,
-  runDir: string,
-  python: string,
-  environments: Environments,
-): { argv?: string[]; cwd: string; pathPrefix: string[]; variables: Record<string, string> } {
-  if (meta.command === undefined && meta.environmentName === undefined) {
-    return { cwd: runDir, pathPrefix: [], variables: {} };
-  }
-  const base = meta.command ?? [python, '-u', RUN_FILES.script];
-  const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
-  if (meta.environmentName !== undefined && spec === undefined) {
-    throw new RunError('unknown_environment', `environment ${meta.environmentName} is no longer configured`);
-  }
-  const applied = applyEnvironment(base, spec);
-  const argv =
-    applied.container === undefined
-      ? applied.argv
-      : ['apptainer', 'exec', applied.container, ...applied.argv];
-  return { argv, cwd: meta.cwd ?? runDir, pathPrefix: applied.pathPrefix, variables: applied.variables };
+function defaultRunEngine(
+  environment: Readonly<Record<string, string | undefined>>,
+): (argv: readonly string[]) => Promise<{ exitCode: number; output: string }> {
+  return (argv) =>
+    new Promise((resolve) => {
+      const [command = '', ...rest] = argv;
+      execFile(
+        command,
+        rest,
+        { env: environment, timeout: 60_000, encoding: 'utf8' },
+        (error, stdout, stderr) => {
+          const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
+          resolve({ exitCode: code, output: `${stdout}${stderr}`.trim() });
+        },
+      );
+    });
 }
 
 /** Turn a recorded exit status into the executor's vocabulary. SIGTERM received ⇒ "stopped by us". */
@@ -171,45 +181,75 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     return { kind: 'unknown', reason: 'process is gone without an exit record (killed with its launcher?)' };
   }
 
+  const runEngine = options.runEngine ?? defaultRunEngine(options.environment);
+
+  /** Remove a run's container if there is one (best effort: "no such container" is the usual answer). */
+  async function removeContainer(remove: readonly string[], runId: string): Promise<void> {
+    const result = await runEngine(remove);
+    if (result.exitCode !== 0 && !/no such container/i.test(result.output)) {
+      options.logger.warn({ runId, output: result.output }, 'could not remove the run container');
+    }
+  }
+
+  /** The launcher's words after its deadline and grace: none for train.py, else cwd [--container rm] -- argv. */
+  async function commandWords(
+    request: LaunchRequest,
+    runtime: string,
+    plan: LocalLaunchPlan,
+    env: Record<string, string>,
+  ) {
+    if (plan.argv === undefined) return { words: [], inContainer: false };
+    if (plan.engine === undefined) return { words: [plan.cwd, '--', ...plan.argv], inContainer: false };
+    const inside = engineLaunch({
+      engine: plan.engine,
+      plan: { ...plan, argv: plan.argv },
+      meta: request.meta,
+      runDir: request.runDir,
+      workspace: options.workspace,
+      runtimeDir: runtime,
+      gpuIndices: request.gpuIndices,
+      runAs: options.runAs,
+      environment: env,
+    });
+    // A container left by a launch that was killed outright would hold the name (and maybe the GPUs).
+    await removeContainer(inside.remove, request.meta.id);
+    return {
+      words: [plan.cwd, '--container', JSON.stringify(inside.remove), '--', ...inside.argv],
+      inContainer: true,
+    };
+  }
+
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir, gpuIndices } = request;
     const launchNumber = meta.launchCount;
-    const plan = localLaunchPlan(meta, runDir, options.python, options.environments ?? {});
+    const runtime = await runtimeFor(options.runAs);
+    const plan = localLaunchPlan({
+      meta,
+      runDir,
+      python: options.python,
+      environments: options.environments ?? {},
+      gpuIndices,
+      runtimeDir: runtime,
+      workspace: options.workspace,
+      container: options.container,
+    });
     await rm(path.join(runDir, RUN_FILES.exitStatus), { force: true });
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
+    const where = `${gpuLabel(gpuIndices)}${meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`}${plan.engine === undefined ? '' : `, ${plan.engine.engine} image ${plan.engine.image}`}`;
     await appendRunFile(
       runDir,
       RUN_FILES.output,
-      `=== launch ${launchNumber} at ${new Date().toISOString()} (${meta.command === undefined ? `script v${meta.scriptVersion}` : 'command'}, ${gpuLabel(gpuIndices)}${meta.environmentName === undefined ? '' : `, env ${meta.environmentName}`}) ===`,
+      `=== launch ${launchNumber} at ${new Date().toISOString()} (${meta.command === undefined ? `script v${meta.scriptVersion}` : 'command'}, ${where}) ===`,
     );
-    const inherited = options.environment.PYTHONPATH;
-    const runtime = await runtimeFor(options.runAs);
-    const environment: Record<string, string> = {};
-    for (const [key, value] of Object.entries(options.environment)) {
-      if (value !== undefined) environment[key] = value;
-    }
-    Object.assign(environment, {
-      SHEPHERD_RUN_DIR: runDir,
-      SHEPHERD_RUN_ID: meta.id,
-      SHEPHERD_RUN_NAME: meta.name,
-      SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
-      SHEPHERD_RUN_ARGS: JSON.stringify(meta.args ?? []),
-      SHEPHERD_LAUNCH: String(launchNumber),
-      CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
-      PYTHONPATH: inherited ? `${runtime}${path.delimiter}${inherited}` : runtime,
-      PYTHONUNBUFFERED: '1',
-    });
-    Object.assign(environment, plan.variables);
-    if (plan.pathPrefix.length > 0) {
-      environment.PATH = [...plan.pathPrefix, environment.PATH ?? '/usr/local/bin:/usr/bin:/bin'].join(
-        path.delimiter,
-      );
-    }
-    const runAs = options.runAs;
+    const environment = launchEnvironment(options.environment, request, runtime, plan);
+    const { words, inContainer } = await commandWords(request, runtime, plan, environment);
+    // In a container the launcher stays with the bot's user, which can reach the engine; the run user
+    // is the container's `--user`.
+    const runAs = inContainer ? undefined : options.runAs;
     if (runAs !== undefined) {
       Object.assign(environment, { USER: runAs.name, LOGNAME: runAs.name, HOME: runAs.home ?? runDir });
-      await chownTree(runDir, runAs);
     }
+    if (options.runAs !== undefined) await chownTree(runDir, options.runAs);
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     // The deadline travels with the launcher, which enforces it even while the bot is down.
@@ -221,8 +261,8 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       plan.argv === undefined ? RUN_FILES.script : '--command',
       (deadlineMs / 1000).toFixed(3),
       String(options.graceS ?? 60),
-      // A command (or a script in a named environment) runs as argv in its working directory.
-      ...(plan.argv === undefined ? [] : [plan.cwd, '--', ...plan.argv]),
+      // A command (or a script in a named environment or an image) runs as argv in its working directory.
+      ...words,
     ];
     try {
       const child = spawn(options.python, launcherArguments, {
@@ -249,7 +289,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
       const result: LaunchResult = { pid, pgid: pid, deadlineAt: new Date(deadlineMs).toISOString() };
       const stat = procAvailable ? readProcessStat(pid) : undefined;
       if (stat !== undefined) result.processStartTime = stat.startTime;
-      options.logger.info({ runId: meta.id, pid, gpus: gpuIndices }, 'run launched');
+      options.logger.info({ runId: meta.id, pid, gpus: gpuIndices, inContainer }, 'run launched');
       return result;
     } finally {
       closeSync(logFd);
@@ -293,6 +333,10 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     let killed = false;
     if (!(await waitForGroupGone(meta, terminateOptions.graceMs))) {
       options.logger.warn({ runId: meta.id }, 'run ignored SIGTERM for the grace period; sending SIGKILL');
+      // A container is not below the launcher (Docker's lives under its daemon): the engine ends it.
+      const engine = engineOf(meta, options.container);
+      if (engine !== undefined)
+        await removeContainer(engineRemoveArgv(engine, containerName(meta.id)), meta.id);
       // The launcher is a subreaper: while it lives, every descendant (setsid ones too) is below it, so
       // end them first, then the group with the launcher.
       const launcherPid = meta.pgid ?? meta.pid;

@@ -201,7 +201,7 @@ describe.skipIf(!slurmAvailable)(
       );
     });
 
-    it('a venv environment is what the job runs in; a container environment becomes apptainer exec', async () => {
+    it('a venv environment is what the job runs in; a container environment becomes apptainer exec with its binds', async () => {
       const threadId = await shepherd.mention('run --env alpha --name slurm-alpha -- python -u show_env.py');
       await approve(threadId, 'slurm-alpha');
       const service = shepherd.app.features.runs.service;
@@ -225,7 +225,15 @@ describe.skipIf(!slurmAvailable)(
       jobs.add(boxedMeta.jobId ?? '');
       const jobScript = readFileSync(join(shepherd.dataDir, 'runs', boxedMeta.id, 'slurm_job.sh'), 'utf8');
       expect(jobScript).toContain(`export HF_HOME='/scratch/hf, shared'`);
-      expect(jobScript).toContain(`exec 'apptainer' 'exec' '/images/train.sif' 'python3' '-u' 'train.py'`);
+      // The image sees the run directory, the workspace and the helper at their own paths; --nv only with GPUs.
+      const runDir = join(shepherd.dataDir, 'runs', boxedMeta.id);
+      const helper = join(import.meta.dirname, '../../src/runs/python');
+      const execLine = jobScript.split('\n').find((line) => line.startsWith(`exec 'apptainer' 'exec'`)) ?? '';
+      for (const bind of [`${runDir}:${runDir}`, `${workspace}:${workspace}`, `${helper}:${helper}:ro`]) {
+        expect(execLine).toContain(`'--bind' '${bind}'`);
+      }
+      expect(execLine.includes(`'--nv'`)).toBe(boxedMeta.gpus > 0);
+      expect(execLine).toMatch(/ '\/images\/train\.sif' 'python3' '-u' 'train\.py'$/);
     });
 
     it('watch slurm:<id> of a hand-submitted job that crashes: crash alert with its traceback, no fix', async () => {

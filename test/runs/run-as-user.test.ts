@@ -3,7 +3,6 @@
  * configured user, so it cannot read the bot's secrets files. Needs root and a user named
  * `shepherd-runner` (created with `useradd` when missing); skipped with a message otherwise.
  */
-import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,28 +11,9 @@ import { ConfigError } from '../../src/errors.js';
 import { lookupRunUser } from '../../src/runs/run-as-user.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
+import { ensureRunUser, RUN_USER } from '../helpers/run-user.js';
 
-const USER = 'shepherd-runner';
-
-function ensureUser(): string | undefined {
-  if (process.getuid?.() !== 0) return 'the test process is not root';
-  try {
-    execFileSync('getent', ['passwd', USER], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    // Missing: create it below.
-  }
-  try {
-    execFileSync('useradd', ['--system', '--no-create-home', '--shell', '/usr/sbin/nologin', USER], {
-      stdio: 'ignore',
-    });
-    return undefined;
-  } catch (error) {
-    return `could not create ${USER} with useradd (${String(error)})`;
-  }
-}
-
-const skipReason = ensureUser();
+const skipReason = ensureRunUser();
 if (skipReason !== undefined) {
   // A clear line in the test output instead of a silent skip.
   process.stderr.write(`run-as-user tests skipped: ${skipReason}\n`);
@@ -78,7 +58,7 @@ shepherd.finish()
       dataDir,
       environment: {
         SHEPHERD_WORKSPACE: workspace,
-        SHEPHERD_RUN_AS_USER: USER,
+        SHEPHERD_RUN_AS_USER: RUN_USER,
         SHEPHERD_APPROVERS: 'bob',
         SHEPHERD_MONITOR_INTERVAL_S: '0.25',
       },
@@ -92,7 +72,7 @@ shepherd.finish()
   });
 
   it('starts the training process as that user, which cannot read the bot’s secrets', async () => {
-    const expected = lookupRunUser(USER);
+    const expected = lookupRunUser(RUN_USER);
     const threadId = await shepherd.mention('run whoami.py --gpus 0', 'alice');
     const messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'whoami').length > 0);
     const card = cardsTitled(messages, 'whoami')[0];
@@ -107,7 +87,7 @@ shepherd.finish()
     const log = join(dataDir, 'runs', run.id, 'output.log');
     expect(existsSync(log)).toBe(true);
     const text = readFileSync(log, 'utf8');
-    expect(text).toContain(`uid=${expected.uid} gid=${expected.gid} user=${USER}`);
+    expect(text).toContain(`uid=${expected.uid} gid=${expected.gid} user=${RUN_USER}`);
     expect(text).toContain('secret: denied');
   });
 });

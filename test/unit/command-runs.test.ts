@@ -117,7 +117,7 @@ describe('environments', () => {
     });
   });
 
-  it('writes pyxis and apptainer containers into the Slurm job script', () => {
+  it('writes pyxis and apptainer containers into the Slurm job script, with their GPUs and mounts', () => {
     const base = {
       python: 'python3',
       script: 'train.py',
@@ -126,13 +126,16 @@ describe('environments', () => {
       runtimeDir: '/rt',
       environment: {},
     };
+    const mounts = [{ path: '/data/runs/r-1' }, { path: '/ws' }, { path: '/rt', readOnly: true }];
     const pyxis = renderJobScript({
       ...base,
       command: ['torchrun', 't.py'],
       srun: true,
-      container: { image: 'nvcr.io/x:1', mode: 'pyxis' },
+      container: { image: 'nvcr.io/x:1', mode: 'pyxis', gpus: true, mounts },
     });
-    expect(pyxis).toContain(`--container-image='nvcr.io/x:1'`);
+    expect(pyxis).toContain(
+      `--container-image='nvcr.io/x:1' '--container-mounts=/data/runs/r-1:/data/runs/r-1,/ws:/ws,/rt:/rt:ro' --container-workdir="$PWD" 'torchrun' 't.py'`,
+    );
     expect(pyxis).toContain(
       'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
     );
@@ -140,10 +143,20 @@ describe('environments', () => {
       ...base,
       command: ['python3', 't.py'],
       pathPrefix: ['/v/bin'],
-      container: { image: 'i.sif', mode: 'apptainer' },
+      container: { image: 'i.sif', mode: 'apptainer', gpus: true, mounts },
     });
-    expect(apptainer).toContain(`exec 'apptainer' 'exec' 'i.sif' 'python3' 't.py'`);
+    expect(apptainer).toContain(
+      `exec 'apptainer' 'exec' '--nv' '--bind' '/data/runs/r-1:/data/runs/r-1' '--bind' '/ws:/ws' '--bind' '/rt:/rt:ro' 'i.sif' 'python3' 't.py'`,
+    );
     expect(apptainer).toContain(`export PATH='/v/bin':"$PATH"`);
+    // A CPU job gets no --nv: there are no NVIDIA devices to bind.
+    const cpu = renderJobScript({
+      ...base,
+      command: ['python3', 't.py'],
+      container: { image: 'i.sif', mode: 'apptainer', gpus: false, mounts },
+    });
+    expect(cpu).toContain(`exec 'apptainer' 'exec' '--bind' '/data/runs/r-1:/data/runs/r-1' '--bind'`);
+    expect(cpu).not.toContain(`'--nv'`);
     // A plain train.py run is unchanged.
     expect(renderJobScript(base)).toContain(`exec 'python3' -u 'train.py'`);
     // A sweep trial's values follow the script, quoted, as the local launcher passes them.

@@ -1,10 +1,18 @@
 """Shepherd launch wrapper (stdlib only): runs train.py as a child and records how it ended.
 
 Usage: python3 -u shepherd_launcher.py <launch number> <script> [<deadline epoch s> <grace s>]
-       python3 -u shepherd_launcher.py <launch number> --command <deadline epoch s> <grace s> <dir> -- <argv ...>
+       python3 -u shepherd_launcher.py <launch number> --command <deadline epoch s> <grace s> <dir>
+           [--container <remove argv as JSON>] -- <argv ...>
 
 The second form runs any command (torchrun, accelerate, bash launch.sh, ...) without a shell in <dir>;
 every process it starts is a descendant of the launcher, so pause and stop reach all ranks.
+
+With --container the command is a container engine client (`docker run` / `podman run` with --init and
+--sig-proxy): the training processes live in the container, which the engine may keep outside this
+process tree. Signals then go to the client alone, which relays them once into the container (signalling
+the container's processes directly as well would deliver SIGTERM twice, re-entering the script's
+checkpoint handler). Where SIGKILL is due, and after the run ends, <remove argv> removes the container,
+so nothing the run started outlives the exit status.
 
 It lives as long as the training process, but only waits: it never trains. It survives SIGTERM sent to
 the process group (the child gets the same signal and saves its checkpoint), then writes
@@ -33,6 +41,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _terminated = False
 _child = None
+_container_remove = None
 
 
 def _become_subreaper():
@@ -127,8 +136,24 @@ def _on_signal(signum, frame):
     global _terminated
     if signum == signal.SIGTERM:
         _terminated = True
+        if _container_remove is not None:
+            # The engine client is in our group and has the signal already; it relays it inside.
+            return
         # The group has the signal already; descendants that left it (setsid) get it from us.
         _signal_all(_outside_group(_descendants()), signal.SIGTERM)
+
+
+def _remove_container():
+    """Remove the run's container (already gone is the usual, quiet case)."""
+    try:
+        result = subprocess.run(_container_remove, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        print("[shepherd] could not remove the run's container: {}".format(error), file=sys.stderr, flush=True)
+        return
+    output = result.stdout.decode("utf-8", "replace").strip()
+    if result.returncode != 0 and "no such container" not in output.lower():
+        print("[shepherd] could not remove the run's container: {}".format(output), file=sys.stderr, flush=True)
 
 
 def _write_status(status):
@@ -152,11 +177,16 @@ def _wait(deadline, grace):
         if deadline > 0 and now >= deadline and not limited:
             limited = True
             print("[shepherd] time limit reached; sending SIGTERM", file=sys.stderr, flush=True)
-            _signal_all(_descendants(), signal.SIGTERM)
+            if _container_remove is None:
+                _signal_all(_descendants(), signal.SIGTERM)
+            else:
+                _child.send_signal(signal.SIGTERM)
             kill_at = now + grace
         if kill_at is not None and now >= kill_at:
             print("[shepherd] the run ignored SIGTERM for {} s; sending SIGKILL".format(grace),
                   file=sys.stderr, flush=True)
+            if _container_remove is not None:
+                _remove_container()
             _signal_all(_descendants(), signal.SIGKILL)
             kill_at = None
         _reap_orphans()
@@ -172,14 +202,26 @@ def _run_args():
     return [str(value) for value in values] if isinstance(values, list) else []
 
 
+def _command(words):
+    """(cwd, argv, container remove argv) from `<dir> [--container <json>] -- <argv ...>`, or None."""
+    remove = None
+    rest = words[1:]
+    if rest[:1] == ["--container"] and len(rest) > 2:
+        remove = [str(word) for word in json.loads(rest[1])]
+        rest = rest[2:]
+    if len(words) < 1 or rest[:1] != ["--"] or len(rest) < 2:
+        return None
+    return words[0], rest[1:], remove
+
+
 def main():
-    global _child
+    global _child, _container_remove
     launch = int(sys.argv[1])
     deadline = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
     grace = float(sys.argv[4]) if len(sys.argv) > 4 else 60.0
-    if sys.argv[2] == "--command" and len(sys.argv) > 7 and sys.argv[6] == "--":
-        cwd = sys.argv[5]
-        argv = sys.argv[7:]
+    command = _command(sys.argv[5:]) if sys.argv[2] == "--command" else None
+    if command is not None:
+        cwd, argv, _container_remove = command
     else:
         cwd = None
         argv = [sys.executable, "-u", sys.argv[2]]
@@ -199,6 +241,9 @@ def main():
     code, limited = _wait(deadline, grace)
     # Whatever the script left behind (dataloader workers, setsid daemons) ends with it.
     _kill_descendants()
+    if _container_remove is not None:
+        # The client is gone, but a container may not be (a client killed outright leaves Docker's running).
+        _remove_container()
     status = {
         "launch": launch,
         "exitCode": code if code >= 0 else None,

@@ -5,6 +5,7 @@ import type { Config } from '../../config.js';
 import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
+import { containerMounts } from '../container-argv.js';
 import type {
   ClusterInfo,
   Executor,
@@ -39,7 +40,7 @@ const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url)
 const IDS_PER_CALL = 1000;
 
 interface SlurmExecutorOptions {
-  config: Pick<Config, 'slurm' | 'runs'>;
+  config: Pick<Config, 'slurm' | 'runs' | 'workspace'>;
   logger: Logger;
   /** Runs `sbatch`, `squeue`, `sacct`, `scancel`, `scontrol`; defaults to `execFile` (never a shell). */
   runCommand?: RunCommand;
@@ -146,7 +147,20 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         pathPrefix: applied.pathPrefix,
         ...(applied.container === undefined
           ? {}
-          : { container: { image: applied.container, mode: config.slurm.container ?? 'apptainer' } }),
+          : {
+              container: {
+                image: applied.container,
+                mode: config.slurm.container ?? 'apptainer',
+                gpus: meta.gpus > 0,
+                // The same paths inside: logs, metrics and checkpoints, the code, the helper (read-only).
+                mounts: containerMounts([
+                  { path: runDir },
+                  { path: config.workspace },
+                  { path: runtimeDir, readOnly: true },
+                  ...(meta.cwd === undefined ? [] : [{ path: meta.cwd }]),
+                ]),
+              },
+            }),
       }),
       'utf8',
     );

@@ -1,3 +1,5 @@
+import { apptainerPrefix, type ContainerMount, pyxisMountsFlag } from '../container-argv.js';
+
 /** File name of the generated batch script inside the run directory. */
 export const SLURM_JOB_SCRIPT = 'slurm_job.sh';
 
@@ -22,10 +24,28 @@ interface JobScriptInput {
   srun?: boolean;
   /** From a named environment: directories put first on PATH. */
   pathPrefix?: readonly string[];
-  /** Container image: `apptainer exec` or pyxis's `srun --container-image`. */
-  container?: { image: string; mode: 'apptainer' | 'pyxis' };
+  /**
+   * Container image: `apptainer exec` or pyxis's `srun --container-image`. `gpus`: the job has GPUs
+   * (Apptainer's `--nv`); `mounts`: host paths shown at the same paths inside (run dir, workspace, helper).
+   */
+  container?: {
+    image: string;
+    mode: 'apptainer' | 'pyxis';
+    gpus: boolean;
+    mounts: readonly ContainerMount[];
+  };
   /** Extra arguments after the script or command (a sweep trial's `--key value` pairs). */
   args?: readonly string[];
+}
+
+/** pyxis's srun options: the image, the mounts (GPUs come with the Slurm allocation), the working directory. */
+function pyxisWords(container: { image: string; mounts: readonly ContainerMount[] }): string[] {
+  const mounts = pyxisMountsFlag(container.mounts);
+  return [
+    `--container-image=${shellQuote(container.image)}`,
+    ...(mounts === undefined ? [] : [shellQuote(mounts)]),
+    '--container-workdir="$PWD"',
+  ];
 }
 
 /**
@@ -57,8 +77,10 @@ export function renderJobScript(input: JobScriptInput): string {
       ? [shellQuote(input.python), '-u', shellQuote(input.script)]
       : input.command.map(shellQuote);
   words = words.concat((input.args ?? []).map(shellQuote));
-  if (input.container?.mode === 'apptainer')
-    words = ['apptainer', 'exec', input.container.image].map(shellQuote).concat(words);
+  if (input.container?.mode === 'apptainer') {
+    const { image, gpus, mounts } = input.container;
+    words = apptainerPrefix(image, { gpus, mounts }).map(shellQuote).concat(words);
+  }
   const pyxis = input.container?.mode === 'pyxis';
   if (input.srun === true || pyxis) {
     // torchrun/accelerate/deepspeed read these; srun starts one launcher per node.
@@ -72,9 +94,7 @@ export function renderJobScript(input: JobScriptInput): string {
       '--kill-on-bad-exit=1',
       `--ntasks="\${SLURM_JOB_NUM_NODES:-1}"`,
       '--ntasks-per-node=1',
-      ...(pyxis && input.container !== undefined
-        ? [`--container-image=${shellQuote(input.container.image)}`, '--container-workdir="$PWD"']
-        : []),
+      ...(pyxis && input.container !== undefined ? pyxisWords(input.container) : []),
     ];
     lines.push(`exec ${srun.join(' ')} ${words.join(' ')}`);
   } else {
