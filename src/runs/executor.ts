@@ -28,7 +28,8 @@ export interface Placement {
 export type ProcessState =
   | { kind: 'pending'; reason?: string }
   | { kind: 'alive' }
-  | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass }
+  /** `reason`: what the backend says ended it when the exit code alone does not ("ImagePullBackOff: …"). */
+  | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass; reason?: string }
   | { kind: 'signaled'; signal: string; exitCode?: number; crashClass?: ExecutorCrashClass }
   | { kind: 'unknown'; reason?: string };
 

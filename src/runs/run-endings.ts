@@ -24,7 +24,8 @@ function endingOf(state: ProcessState): Ending {
     case 'exited': {
       if (state.exitCode === 0) return { status: 'completed', exitCode: 0, reason: 'exited with code 0' };
       const crash = state.crashClass === undefined ? '' : ` (${state.crashClass})`;
-      return { status: 'failed', exitCode: state.exitCode, reason: `exit ${state.exitCode}${crash}` };
+      const why = state.reason === undefined ? '' : `: ${state.reason}`;
+      return { status: 'failed', exitCode: state.exitCode, reason: `exit ${state.exitCode}${crash}${why}` };
     }
     case 'signaled': {
       const ending: Ending = {
