@@ -29,6 +29,8 @@ export interface RecordedCall {
   contentType?: string;
   query: Record<string, string>;
   status: number;
+  /** Who refused it: RBAC, or an admission webhook (`setAdmission`). */
+  denied?: 'rbac' | 'admission';
 }
 
 export interface KubernetesEmulatorOptions {
@@ -61,9 +63,20 @@ export interface KubernetesEmulator {
   /** Break every open log stream (a dropped connection). */
   dropLogStreams(): number;
   admit(namespace: string, job: string): void;
+  setKueueAutoAdmit(value: boolean): void;
+  /** A validating admission webhook: a message refuses the create (403, as webhook denials are). */
+  setAdmission(check: (resource: string, object: unknown) => string | undefined): void;
   /** Someone else's Job, created outside Shepherd (not recorded). */
   createForeignJob(namespace: string, job: WireJob): void;
   close(): Promise<void>;
+}
+
+function parseLoosely(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
 }
 
 async function readBody(request: IncomingMessage): Promise<string> {
@@ -102,6 +115,8 @@ export async function startKubernetesEmulator(
   const calls: RecordedCall[] = [];
   const streams: LogStreams = { open: new Set() };
   let behaviour: (pod: WirePod) => PodBehaviour = () => ({ kind: 'run' });
+  let kueueAutoAdmit = options.kueueAutoAdmit ?? true;
+  let admission: (resource: string, object: unknown) => string | undefined = () => undefined;
   const key = (namespace: string | undefined, name: string | undefined) => `${namespace}/${name}`;
 
   const kubelet = createKubelet({
@@ -131,7 +146,7 @@ export async function startKubernetesEmulator(
       ),
     addPod: (pod) => store.pods.set(key(pod.metadata.namespace, pod.metadata.name), pod),
     removeJob: (job) => handlers.removeWithDependents('jobs', job, 'Background'),
-    kueueAutoAdmit: options.kueueAutoAdmit ?? true,
+    kueueAutoAdmit: () => kueueAutoAdmit,
   });
   const ticker = setInterval(() => controller.reconcileAll(), 50);
 
@@ -188,6 +203,7 @@ export async function startKubernetesEmulator(
         route.namespace === undefined ? 'at the cluster scope' : `in the namespace "${route.namespace}"`;
       const message = `${resource}${route.group === '' ? '' : `.${route.group}`} is forbidden: User "system:serviceaccount:${route.namespace ?? 'default'}:shepherd" cannot ${verb} resource "${route.resource}"${route.subresource === undefined ? '' : `/${route.subresource}`} in API group "${route.group}" ${where}`;
       send(response, 403, statusBody(403, 'Forbidden', message));
+      call.denied = 'rbac';
       return settle(403);
     }
     if (route.resource === 'nodes') {
@@ -215,6 +231,16 @@ export async function startKubernetesEmulator(
     const body = ['POST', 'PATCH', 'PUT', 'DELETE'].includes(request.method ?? '')
       ? await readBody(request)
       : '';
+    const denial = verb === 'create' ? admission(resource, parseLoosely(body)) : undefined;
+    if (denial !== undefined) {
+      send(
+        response,
+        403,
+        statusBody(403, 'Forbidden', `admission webhook "policy.example.com" denied the request: ${denial}`),
+      );
+      call.denied = 'admission';
+      return settle(403);
+    }
     const result = handlers.handle({
       verb,
       kind: route.resource as Kind,
@@ -267,6 +293,12 @@ export async function startKubernetesEmulator(
       const open = [...streams.open];
       for (const response of open) response.socket?.destroy();
       return open.length;
+    },
+    setAdmission(check) {
+      admission = check;
+    },
+    setKueueAutoAdmit(value) {
+      kueueAutoAdmit = value;
     },
     admit(namespace, job) {
       const found = store.jobs.get(key(namespace, job));

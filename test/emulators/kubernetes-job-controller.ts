@@ -22,7 +22,7 @@ export interface JobControllerOptions {
   /** Remove the Job from the API and collect its dependents (a finished Foreground deletion). */
   removeJob: (job: WireJob) => void;
   /** Kueue: admit Jobs of a queue by itself (true) or only when the test calls `admit`. */
-  kueueAutoAdmit: boolean;
+  kueueAutoAdmit: () => boolean;
 }
 
 function setCondition(job: WireJob, type: string, status: string, reason: string, message: string): void {
@@ -235,7 +235,7 @@ export function createJobController(options: JobControllerOptions) {
     if (hasCondition(job, 'Complete') || hasCondition(job, 'Failed')) return;
     const queue = job.metadata.labels?.['kueue.x-k8s.io/queue-name'];
     const uid = job.metadata.uid ?? '';
-    if (queue !== undefined && options.kueueAutoAdmit && !admitted.has(uid) && job.spec.suspend === true) {
+    if (queue !== undefined && options.kueueAutoAdmit() && !admitted.has(uid) && job.spec.suspend === true) {
       admitted.add(uid);
       job.spec.suspend = false;
     }

@@ -213,6 +213,7 @@ export function createKubelet(options: KubeletOptions) {
     const { pod } = runtime;
     const container = pod.spec.containers[0];
     const sandbox = path.join(options.sandboxRoot, pod.metadata.uid ?? 'pod');
+    mkdirSync(sandbox, { recursive: true });
     const mounts = mountVolumes(runtime, sandbox);
     const variables = resolveEnvironment(pod);
     if (mounts === undefined || typeof variables === 'string') {

@@ -26,7 +26,7 @@ interface Session {
   /** The run is over: stop once the log is read, rather than wait for a pod. */
   finishing: boolean;
   wake: () => void;
-  abort?: AbortController;
+  abort?: { abort(): void };
   done: Promise<void>;
 }
 
@@ -95,9 +95,9 @@ export function createLogFollowers(options: LogFollowersOptions) {
       lease,
       logger,
       idleReconnectMs: options.idleReconnectMs,
-      onOpen: (controller: AbortController) => {
-        session.abort = controller;
-        if (session.stopping) controller.abort();
+      onOpen: (stream: { abort(): void }) => {
+        session.abort = stream;
+        if (session.stopping) stream.abort();
       },
     };
   }

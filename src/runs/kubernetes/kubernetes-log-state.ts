@@ -85,6 +85,14 @@ export function createLogLease(options: {
   confirmMs: number;
 }) {
   const { runDir, holder } = options;
+  // Every read-modify-write of the state file by this holder runs in turn: a renewal that read the state
+  // before an append and wrote it back after would move the cursor back.
+  let chain: Promise<unknown> = Promise.resolve();
+  const inTurn = <T>(work: () => Promise<T>): Promise<T> => {
+    const next = chain.then(work);
+    chain = next.catch(() => undefined);
+    return next;
+  };
 
   async function held(): Promise<LogState | undefined> {
     const state = await readLogState(runDir);
@@ -94,51 +102,55 @@ export function createLogLease(options: {
   return {
     held,
     /** Take the lease when it is free, ours or stale; also settles an append a dead holder left pending. */
-    async acquire(): Promise<boolean> {
-      const state = await readLogState(runDir);
-      const fresh = options.now() - (state.renewedAt ?? 0) <= options.leaseMs;
-      if (state.holder !== undefined && state.holder !== holder && fresh) return false;
-      const next: LogState = { ...state, holder, renewedAt: options.now() };
-      if (state.pending !== undefined) {
-        const { fromBytes, ...done } = state.pending;
-        if ((await outputSize(runDir)) > fromBytes) Object.assign(next, done);
-        delete next.pending;
-      }
-      await writeLogState(runDir, next);
-      await new Promise((resolve) => setTimeout(resolve, options.confirmMs));
-      return (await held()) !== undefined;
-    },
-    async renew(): Promise<boolean> {
-      const state = await held();
-      if (state === undefined) return false;
-      await writeLogState(runDir, { ...state, renewedAt: options.now() });
-      return true;
-    },
-    async release(): Promise<void> {
-      const state = await held();
-      if (state === undefined) return;
-      const { holder: _holder, renewedAt: _renewedAt, ...rest } = state;
-      await writeLogState(runDir, rest);
-    },
+    acquire: (): Promise<boolean> =>
+      inTurn(async () => {
+        const state = await readLogState(runDir);
+        const fresh = options.now() - (state.renewedAt ?? 0) <= options.leaseMs;
+        if (state.holder !== undefined && state.holder !== holder && fresh) return false;
+        const next: LogState = { ...state, holder, renewedAt: options.now() };
+        if (state.pending !== undefined) {
+          const { fromBytes, ...done } = state.pending;
+          if ((await outputSize(runDir)) > fromBytes) Object.assign(next, done);
+          delete next.pending;
+        }
+        await writeLogState(runDir, next);
+        await new Promise((resolve) => setTimeout(resolve, options.confirmMs));
+        return (await held()) !== undefined;
+      }),
+    renew: (): Promise<boolean> =>
+      inTurn(async () => {
+        const state = await held();
+        if (state === undefined) return false;
+        await writeLogState(runDir, { ...state, renewedAt: options.now() });
+        return true;
+      }),
+    release: (): Promise<void> =>
+      inTurn(async () => {
+        const state = await held();
+        if (state === undefined) return;
+        const { holder: _holder, renewedAt: _renewedAt, ...rest } = state;
+        await writeLogState(runDir, rest);
+      }),
     /**
      * Append `lines` to output.log (after `header` when this launch has none yet) and record what they
      * cover (the cursor after them, or the launch they end), announced first. False when the lease is no
      * longer ours: nothing is written.
      */
-    async append(
+    append: (
       lines: readonly string[],
       covers: { launchKey: string; header: string; cursor?: LogCursor; ended?: string },
-    ): Promise<boolean> {
-      const state = await held();
-      if (state === undefined) return false;
-      const { header, ...rest } = covers;
-      const done = definedOnly(rest);
-      const text = [...(state.launchKey === covers.launchKey ? [] : [header]), ...lines].join('\n');
-      await writeLogState(runDir, { ...state, pending: { fromBytes: await outputSize(runDir), ...done } });
-      await appendFile(path.join(runDir, RUN_FILES.output), `${text}\n`, 'utf8');
-      await writeLogState(runDir, { ...state, ...done, renewedAt: options.now() });
-      return true;
-    },
+    ): Promise<boolean> =>
+      inTurn(async () => {
+        const state = await held();
+        if (state === undefined) return false;
+        const { header, ...rest } = covers;
+        const done = definedOnly(rest);
+        const text = [...(state.launchKey === covers.launchKey ? [] : [header]), ...lines].join('\n');
+        await writeLogState(runDir, { ...state, pending: { fromBytes: await outputSize(runDir), ...done } });
+        await appendFile(path.join(runDir, RUN_FILES.output), `${text}\n`, 'utf8');
+        await writeLogState(runDir, { ...state, ...done, renewedAt: options.now() });
+        return true;
+      }),
   };
 }
 

@@ -33,7 +33,7 @@ interface StreamOptions {
   /** Abort a follow stream that brought nothing for this long (a connection that died silently). */
   idleReconnectMs: number;
   /** Called with the stream's abort handle, so a stop can end it. */
-  onOpen: (controller: AbortController) => void;
+  onOpen: (stream: { abort(): void }) => void;
 }
 
 /** Serialises the appends of one stream (a write waits for the one before it). */
@@ -61,6 +61,54 @@ function createAppender(options: StreamOptions, target: StreamTarget) {
 }
 
 /**
+ * A Writable for client-node's `Log` to pipe into, and a promise that settles when the stream is over.
+ * `Log` pipes the response body without passing its errors on, so a broken connection is seen on the body
+ * itself, which the `pipe` event hands over. Once a stream broke off (or `stop` was called: abort, idle,
+ * lost lease) chunks still buffered in the Writable are dropped: the cursor does not cover them, so the
+ * next read brings them again, and appending them now could race that read.
+ */
+function createSink(take: (chunks: Buffer[]) => Promise<void>) {
+  let closed = false;
+  let settle: () => void = () => undefined;
+  const ended = new Promise<void>((resolve) => {
+    settle = resolve;
+  });
+  const breakOff = () => {
+    closed = true;
+    settle();
+  };
+  const accept = (chunks: Buffer[], callback: (error?: Error | null) => void) => {
+    if (closed) callback();
+    else take(chunks).then(() => callback(), callback);
+  };
+  const sink = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      accept([chunk], callback);
+    },
+    writev(chunks, callback) {
+      accept(
+        chunks.map((entry) => entry.chunk as Buffer),
+        callback,
+      );
+    },
+  });
+  // A complete response: `finish` comes after every buffered chunk was taken.
+  sink.once('finish', () => settle());
+  sink.once('error', breakOff);
+  sink.once('pipe', (source: NodeJS.ReadableStream) => {
+    let complete = false;
+    source.once('end', () => {
+      complete = true;
+    });
+    source.once('error', breakOff);
+    source.once('close', () => {
+      if (!complete) breakOff();
+    });
+  });
+  return { sink, ended, stop: breakOff };
+}
+
+/**
  * Read `pod`'s log from the lease's cursor on. `flushPartial`: the container has ended, so a last line
  * without a newline is final and is written too (otherwise it is left for the next read).
  */
@@ -80,28 +128,17 @@ export async function streamPodLog(
   let partial = '';
   let lastData = Date.now();
   let controller: AbortController | undefined;
-
-  const take = (chunks: Buffer[]): Promise<void> => {
+  const end = () => {
+    controller?.abort();
+    stream.stop();
+  };
+  const stream = createSink(async (chunks) => {
     lastData = Date.now();
-    const text = partial + chunks.map((chunk) => decoder.write(chunk)).join('');
-    const lines = text.split('\n');
+    const lines = (partial + chunks.map((chunk) => decoder.write(chunk)).join('')).split('\n');
     partial = lines.pop() ?? '';
     const { texts, cursor } = filter.take(lines);
-    return appender.push(texts, cursor).then(() => {
-      if (appender.outcome.lost) controller?.abort();
-    });
-  };
-  const sink = new Writable({
-    write(chunk: Buffer, _encoding, callback) {
-      take([chunk]).then(() => callback(), callback);
-    },
-    writev(chunks, callback) {
-      take(chunks.map((entry) => entry.chunk as Buffer)).then(() => callback(), callback);
-    },
-  });
-  // `finish` when the response ended; `unpipe` when it broke off (client-node pipes without forwarding errors).
-  const ended = new Promise<void>((resolve) => {
-    for (const event of ['finish', 'unpipe', 'close', 'error']) sink.once(event, () => resolve());
+    await appender.push(texts, cursor);
+    if (appender.outcome.lost) end();
   });
   const sinceTime = sinceTimeOf(start);
   try {
@@ -109,22 +146,22 @@ export async function streamPodLog(
       target.namespace,
       pod.metadata?.name ?? '',
       pod.spec?.containers[0]?.name ?? mainContainer(pod)?.name ?? '',
-      sink,
+      stream.sink,
       { follow: read.follow, timestamps: true, ...(sinceTime === undefined ? {} : { sinceTime }) },
     );
   } catch (error) {
     options.logger.debug({ err: error, pod: pod.metadata?.name }, 'pod log not readable yet');
     return appender.outcome;
   }
-  options.onOpen(controller);
+  options.onOpen({ abort: end });
   const idle = setInterval(
     () => {
-      if (Date.now() - lastData > options.idleReconnectMs) controller?.abort();
+      if (Date.now() - lastData > options.idleReconnectMs) end();
     },
     Math.min(options.idleReconnectMs, 5_000),
   );
   try {
-    await ended;
+    await stream.ended;
     await appender.settled();
   } finally {
     clearInterval(idle);
