@@ -39,10 +39,11 @@ interface KubernetesTiming {
 const DEFAULT_TIMING: KubernetesTiming = {
   checkMs: 1_000,
   marginMs: 60_000,
-  leaseMs: 30_000,
+  leaseMs: 15_000,
   idleReconnectMs: 120_000,
   retryMs: 1_000,
-  finishMs: 15_000,
+  // Longer than the lease: the follower of a bot that died keeps it until it is stale.
+  finishMs: 30_000,
 };
 
 export interface KubernetesExecutorOptions {

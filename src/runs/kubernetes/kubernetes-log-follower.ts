@@ -180,30 +180,44 @@ export function createLogFollowers(options: LogFollowersOptions) {
   }
 
   /** The run has ended: read what is left of its log, then write `endingLine` once. */
+  /** Read what is left of the pod's log, then the ending line (once per launch). */
+  async function drain(target: FollowTarget, endingLine: string | undefined, lease: LogLease): Promise<void> {
+    const pod = await logPod(target);
+    if (pod !== undefined && containerStarted(pod)) {
+      const read = { follow: false, flushPartial: true };
+      await streamPodLog(streamOptions(newSession(target), lease), target, pod, read);
+    }
+    const state = await lease.held();
+    if (endingLine !== undefined && state !== undefined && state.ended !== target.launchKey) {
+      await lease.append([endingLine], {
+        launchKey: target.launchKey,
+        header: target.header,
+        ended: target.launchKey,
+      });
+    }
+  }
+
+  /**
+   * The run has ended: read what is left of its log, then write `endingLine` once. When another follower
+   * holds the lease, wait (bounded) for it to finish its stream and release it, or for its lease to go
+   * stale (its process died).
+   */
   async function finish(
     target: FollowTarget,
     endingLine: string | undefined,
     timeoutMs: number,
   ): Promise<void> {
     if (finished.has(target.launchKey)) return;
+    const deadline = Date.now() + timeoutMs;
     await settle(target.runId, timeoutMs);
-    const session = newSession(target);
-    const took = await withLease(target, async (lease) => {
-      const pod = await logPod(target);
-      if (pod !== undefined && containerStarted(pod)) {
-        await streamPodLog(streamOptions(session, lease), target, pod, { follow: false, flushPartial: true });
+    for (;;) {
+      if (await withLease(target, (lease) => drain(target, endingLine, lease))) {
+        finished.add(target.launchKey);
+        return;
       }
-      const state = await lease.held();
-      if (endingLine !== undefined && state !== undefined && state.ended !== target.launchKey) {
-        await lease.append([endingLine], {
-          launchKey: target.launchKey,
-          header: target.header,
-          ended: target.launchKey,
-        });
-      }
-    });
-    // Another live follower holds the lease: it writes what is left; the ending line waits for a later poll.
-    if (took) finished.add(target.launchKey);
+      if (Date.now() >= deadline) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(options.leaseMs / 4, 1_000)));
+    }
   }
 
   return {
