@@ -55,12 +55,6 @@ export interface KubernetesApi {
   ): Promise<AbortController>;
 }
 
-/** HTTP status of a failed call, when the API answered at all. */
-export function statusCodeOf(error: unknown): number | undefined {
-  const cause = error instanceof RunError ? error.cause : error;
-  return cause instanceof ApiException ? cause.code : undefined;
-}
-
 function statusMessage(error: ApiException<unknown>): string {
   if (typeof error.body === 'string') {
     try {

@@ -46,7 +46,7 @@ const DEFAULT_TIMING: KubernetesTiming = {
   finishMs: 30_000,
 };
 
-export interface KubernetesExecutorOptions {
+interface KubernetesExecutorOptions {
   settings: KubernetesSettings;
   /** `SHEPHERD_STOP_GRACE_S`: the pod's `terminationGracePeriodSeconds`. */
   graceS: number;

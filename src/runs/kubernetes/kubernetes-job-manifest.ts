@@ -41,7 +41,7 @@ export const ANNOTATIONS = {
 } as const;
 
 /** Where things are inside the pod. */
-export const POD_PATHS = {
+const POD_PATHS = {
   /** The ConfigMap: the script at its top, the helper under `helper/`. */
   files: '/shepherd/files',
   helper: '/shepherd/files/helper',
@@ -49,10 +49,10 @@ export const POD_PATHS = {
   run: '/shepherd/run',
 } as const;
 
-export const CONTAINER_NAME = 'train';
-export const MASTER_PORT = 29500;
+const CONTAINER_NAME = 'train';
+const MASTER_PORT = 29500;
 /** ConfigMap key whose value is the launch number (read into SHEPHERD_LAUNCH when the container starts). */
-export const LAUNCH_KEY = 'launch';
+const LAUNCH_KEY = 'launch';
 const SCRIPT_KEY = 'script';
 /** Room for `-<index>` in an Indexed Job's pod hostname, which must stay a 63-character DNS label. */
 const JOB_NAME_MAX = 52;

@@ -27,7 +27,7 @@ import {
  * when nothing it cannot change has changed (a pause without Kueue keeps it).
  */
 
-export interface LaunchContext {
+interface LaunchContext {
   api: KubernetesApi;
   settings: KubernetesSettings;
   graceS: number;
@@ -38,7 +38,7 @@ export interface LaunchContext {
   waitJobGone: (name: string) => Promise<void>;
 }
 
-export const NO_IMAGE_MESSAGE = 'no container image: set SHEPHERD_K8S_IMAGE or pass --image';
+const NO_IMAGE_MESSAGE = 'no container image: set SHEPHERD_K8S_IMAGE or pass --image';
 
 export function assertImage(meta: Pick<RunMeta, 'image'>, settings: KubernetesSettings): void {
   if (imageFor(meta, settings) === undefined) throw new RunError('invalid_run', NO_IMAGE_MESSAGE);
@@ -60,7 +60,7 @@ async function helperFiles(helperDir: string): Promise<JobFiles['helper']> {
 }
 
 /** The script (train.py, or a command run's own script) and the helper, as the ConfigMap carries them. */
-export async function readJobFiles(meta: RunMeta, runDir: string, helperDir: string): Promise<JobFiles> {
+async function readJobFiles(meta: RunMeta, runDir: string, helperDir: string): Promise<JobFiles> {
   const helper = await helperFiles(helperDir);
   if (meta.command !== undefined) {
     if (meta.scriptPath === undefined) return { helper };

@@ -30,7 +30,7 @@ interface Session {
   done: Promise<void>;
 }
 
-export interface LogFollowersOptions {
+interface LogFollowersOptions {
   api: Pick<KubernetesApi, 'listPods' | 'streamLog'>;
   logger: Logger;
   /** This follower's name in the lease (unique per executor instance). */

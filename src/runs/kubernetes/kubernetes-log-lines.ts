@@ -32,7 +32,7 @@ export function sinceTimeOf(cursor: LogCursor | undefined): string | undefined {
 }
 
 /** A timestamped line split into its time and text; untimed text (a server without timestamps) has none. */
-export function splitTimestamp(line: string): { timestamp?: string; key?: string; text: string } {
+function splitTimestamp(line: string): { timestamp?: string; key?: string; text: string } {
   const space = line.indexOf(' ');
   const head = space === -1 ? line : line.slice(0, space);
   const key = timestampKey(head);

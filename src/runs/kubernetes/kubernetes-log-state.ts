@@ -13,7 +13,7 @@ import type { LogCursor } from './kubernetes-log-lines.js';
  * recognised by the next one: output.log grew, so the pending cursor stands, and nothing is written twice.
  */
 
-export const LOG_STATE_FILE = 'kubernetes-log.json';
+const LOG_STATE_FILE = 'kubernetes-log.json';
 
 const cursorSchema = z.object({
   podUid: z.string(),
@@ -41,9 +41,9 @@ const stateSchema = z.object({
   ended: z.string().optional(),
 });
 
-export type LogState = z.infer<typeof stateSchema>;
+type LogState = z.infer<typeof stateSchema>;
 
-export async function readLogState(runDir: string): Promise<LogState> {
+async function readLogState(runDir: string): Promise<LogState> {
   try {
     const parsed = stateSchema.safeParse(
       JSON.parse(await readFile(path.join(runDir, LOG_STATE_FILE), 'utf8')),

@@ -19,7 +19,7 @@ export interface StreamTarget {
   header: string;
 }
 
-export interface StreamOutcome {
+interface StreamOutcome {
   /** Lines appended. */
   lines: number;
   /** The lease went to another follower: stop. */

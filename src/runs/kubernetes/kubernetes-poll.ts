@@ -58,7 +58,7 @@ export function endingLine(state: ProcessState): string | undefined {
   return undefined;
 }
 
-export interface PollContext {
+interface PollContext {
   api: KubernetesApi;
   namespace: string;
   queue?: string | undefined;
