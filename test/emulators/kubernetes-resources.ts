@@ -304,6 +304,16 @@ export function createResourceHandlers(options: {
   function handle(request: ResourceRequest): Result {
     const { verb, kind, namespace, name } = request;
     if (verb === 'create') return create(request);
+    // Shepherd polls with list; say so rather than answer a watch with a list.
+    if (verb === 'watch')
+      return {
+        code: 405,
+        body: statusBody(
+          405,
+          'MethodNotAllowed',
+          'the emulator does not serve watch; Shepherd polls with list',
+        ),
+      };
     if (verb === 'list') {
       const matches = parseSelector(request.query.get('labelSelector'));
       const items = [...mapOf(kind).values()]
