@@ -369,6 +369,11 @@ describe('states', () => {
   it("a Failed Job ends with the container's exit code", async () => {
     const meta = await launch(executor, await makeRun(runsDir, { args: ['--steps', '2', '--exit', '3'] }));
     expect(await waitForState(executor, meta, ended, 'the failure')).toEqual({ kind: 'exited', exitCode: 3 });
+    // A stop that comes after the end reports the end (the run-service then records it, not a stop).
+    expect(await executor.terminate(meta, { graceMs: 5_000, reason: 'stop' })).toEqual({
+      kind: 'exited',
+      exitCode: 3,
+    });
   });
 });
 

@@ -150,6 +150,12 @@ export function createKubernetesExecutor(options: KubernetesExecutorOptions): Ku
     if (meta.watch !== undefined) {
       throw new RunError('watched_run', `${meta.name} is watched: Shepherd does not launch it`);
     }
+    if (meta.environmentName !== undefined) {
+      logger.warn(
+        { runId: meta.id, environment: meta.environmentName },
+        'named environments do not apply on Kubernetes: the image is the environment',
+      );
+    }
     const jobId = await launchJob(
       {
         api: kubernetes,
@@ -210,7 +216,9 @@ export function createKubernetesExecutor(options: KubernetesExecutorOptions): Ku
     if (job === undefined) return { kind: 'unknown', reason: `Kubernetes has no Job ${namespace}/${name}` };
     const pods = await kubernetes.listPods(namespace, `${LABELS.jobName}=${name}`);
     const before = jobState(job, pods, watched === undefined ? { queue: settings.queue } : {});
-    if (isFinal(before)) return before;
+    // It ended by itself just before: recorded and its log read to the end, as a poll would.
+    if (isFinal(before))
+      return poller.observe(meta, { namespace, job: name, own: watched === undefined }, job, pods);
     logger.info(
       { runId: meta.id, job: name, reason: terminateOptions.reason },
       'ending Kubernetes pods (SIGTERM)',

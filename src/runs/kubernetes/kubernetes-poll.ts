@@ -84,16 +84,20 @@ export function createKubernetesPoller(context: PollContext) {
     pods: V1Pod[],
   ): Promise<ProcessState> {
     const runDir = context.runDir(meta.id);
+    const target = context.targetFor(meta, where.namespace, where.job);
     if (job === undefined) {
-      return (
-        (await readEnding(runDir, where.job)) ?? {
+      const recorded = await readEnding(runDir, where.job);
+      if (recorded === undefined) {
+        return {
           kind: 'unknown',
           reason: `Kubernetes has no Job ${where.namespace}/${where.job} (deleted outside Shepherd?)`,
-        }
-      );
+        };
+      }
+      // Seen ended by another process, which deleted it: the ending line is written once all the same.
+      await followers.finish(target, endingLine(recorded), context.finishMs);
+      return recorded;
     }
     const state = jobState(job, pods, where.own ? { queue: context.queue } : {});
-    const target = context.targetFor(meta, where.namespace, where.job);
     if (!isFinal(state)) {
       if (meta.status === 'running') followers.follow(target);
       return state;
