@@ -15,6 +15,7 @@ import {
   newExecutor,
   rbacAuthorizer,
   readLog,
+  readMetrics,
   stateOf,
   testSettings,
   waitFor,
@@ -106,7 +107,7 @@ describe('launch', () => {
     });
   });
 
-  it("streams the pod's printed lines, NaN included, into output.log, where the metrics parser reads them", async () => {
+  it("streams the pod's printed lines into output.log and the helper's metrics into metrics.jsonl, NaN included", async () => {
     const meta = await launch(executor, await makeRun(runsDir, { args: ['--steps', '6', '--nan-at', '4'] }));
     await waitForState(executor, meta, ended, 'the run to end');
     const log = await readLog(runsDir, meta.id);
@@ -116,11 +117,15 @@ describe('launch', () => {
     expect(stepLines(log)).toEqual(range(1, 6));
     expect(log).toContain('step=4 loss=nan\n');
     expect(log).toContain('training done\n');
-    const parser = createStdoutParser();
-    const { points } = parser.parseLines(log.split('\n'), createStdoutParseState());
-    const losses = points.filter((point) => point.step === 4).map((point) => point.metrics.loss);
-    expect(losses.length).toBeGreaterThan(0);
-    expect(losses.every((loss) => loss !== undefined && Number.isNaN(loss))).toBe(true);
+    // The printed line is read as the monitor reads output.log: a NaN loss at step 4.
+    const { points } = createStdoutParser().parseLines(log.split('\n'), createStdoutParseState());
+    expect(points.find((point) => point.step === 4)?.metrics.loss).toBeNaN();
+    // No shared volume: the helper's printed metrics became the run's metrics.jsonl, not log lines.
+    expect(log).not.toContain('[metrics]');
+    const metrics = await readMetrics(runsDir, meta.id);
+    expect(metrics.map((point) => point.step)).toEqual(range(1, 6));
+    expect(metrics[3]?.metrics.loss).toBeNaN();
+    expect(metrics[0]?.metrics.loss).toBe(1);
   });
 
   it('refuses a run without an image, before any call', async () => {
@@ -184,7 +189,7 @@ describe('logs across reconnects and restarts', () => {
     await waitForState(executor, meta, ended, 'the run to end');
     const log = await readLog(runsDir, meta.id);
     expect(stepLines(log)).toEqual(range(1, 60));
-    expect(log.match(/^\[metrics\] /gm)).toHaveLength(60);
+    expect((await readMetrics(runsDir, meta.id)).map((point) => point.step)).toEqual(range(1, 60));
     const logReads = emulator.calls.filter(
       (call) => call.resource === 'pods/log' && call.query.sinceTime !== undefined,
     );
@@ -245,6 +250,10 @@ describe('pause, resume and stop', () => {
       return (await readLog(runsDir, meta.id)).includes(`starting at step ${step + 1} (launch 2`);
     }, 'the resumed pod');
     expect((await readLog(runsDir, meta.id)).match(/^=== launch 2 /gm)).toHaveLength(1);
+    // With the volume, metrics.jsonl is the pod's own: written once per step, resumed after the checkpoint.
+    const steps = (await readMetrics(runsDir, meta.id)).map((point) => point.step ?? 0);
+    expect(steps.slice(0, step)).toEqual(range(1, step));
+    expect(steps.every((value, index) => index === 0 || value > (steps[index - 1] ?? 0))).toBe(true);
     await pvcExecutor.terminate(meta, { graceMs: 5_000, reason: 'stop' });
     await pvcExecutor.close();
   });

@@ -11,6 +11,7 @@ import {
   type KubernetesExecutor,
 } from '../../src/runs/kubernetes/kubernetes-executor.js';
 import type { KubernetesSettings } from '../../src/runs/kubernetes/kubernetes-job-manifest.js';
+import { type MetricPoint, parseMetricLine } from '../../src/runs/metric-line.js';
 import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import type { KubernetesEmulator } from '../emulators/kubernetes-api-server.js';
@@ -109,6 +110,19 @@ export async function makeRunsDir(): Promise<string> {
 
 export async function readLog(runsDir: string, runId: string): Promise<string> {
   return readFile(path.join(runsDir, runId, 'output.log'), 'utf8').catch(() => '');
+}
+
+/** The run's metrics.jsonl, parsed as the monitor parses it. */
+export async function readMetrics(runsDir: string, runId: string): Promise<MetricPoint[]> {
+  const text = await readFile(path.join(runsDir, runId, 'metrics.jsonl'), 'utf8').catch(() => '');
+  return text
+    .split('\n')
+    .filter((line) => line !== '')
+    .map((line) => {
+      const parsed = parseMetricLine(line);
+      if (!parsed.ok) throw new Error(`metrics.jsonl line unreadable (${parsed.reason}): ${line}`);
+      return parsed.point;
+    });
 }
 
 export async function waitFor<T>(

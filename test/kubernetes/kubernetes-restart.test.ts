@@ -10,6 +10,7 @@ import {
   REPOSITORY,
   rbacAuthorizer,
   readLog,
+  readMetrics,
   waitFor,
   waitForState,
 } from './kubernetes-harness.js';
@@ -88,7 +89,9 @@ it('a bot killed mid-stream is replaced by a new one without a duplicated or los
   });
   const log = await readLog(runsDir, meta.id);
   expect(stepLines(log)).toEqual(Array.from({ length: 80 }, (_, index) => index + 1));
-  expect(log.match(/^\[metrics\] /gm)).toHaveLength(80);
+  expect((await readMetrics(runsDir, meta.id)).map((point) => point.step)).toEqual(
+    Array.from({ length: 80 }, (_, index) => index + 1),
+  );
   expect(log.match(/^=== launch 1 /gm)).toHaveLength(1);
   await second.close();
 });

@@ -115,6 +115,8 @@ export function createKubernetesExecutor(options: KubernetesExecutorOptions): Ku
       namespace,
       job,
       launchKey: `${job}#${meta.launchCount}`,
+      // Without a shared volume the helper's metrics reach Shepherd only through the log.
+      metricsFromLog: meta.watch !== undefined || settings.pvc === undefined,
       header: `=== launch ${meta.launchCount} at ${clock().toISOString()} (${what}, kubernetes job ${namespace}/${job}${gpus}) ===`,
     };
   }

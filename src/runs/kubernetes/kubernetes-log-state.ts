@@ -8,9 +8,10 @@ import type { LogCursor } from './kubernetes-log-lines.js';
 
 /**
  * `<run dir>/kubernetes-log.json`: who follows the run's pod log (a lease, since the bot and every worker
- * may poll) and how far output.log has it (the cursor). Only the holder writes output.log, and each append
- * is announced first (`pending`), so a holder killed between the append and the cursor update is
- * recognised by the next one: output.log grew, so the pending cursor stands, and nothing is written twice.
+ * may poll) and how far output.log has it (the cursor). Only the holder writes output.log (and, for a pod
+ * whose files Shepherd cannot see, metrics.jsonl), and each batch is announced first with its text
+ * (`pending`, a redo record): a holder killed in the middle of a batch leaves it for the next one to
+ * complete, byte for byte, so no line is written twice or lost.
  */
 
 const LOG_STATE_FILE = 'kubernetes-log.json';
@@ -28,10 +29,13 @@ const stateSchema = z.object({
   /** The launch whose header is in output.log (`<job>#<launch>`). */
   launchKey: z.string().optional(),
   cursor: cursorSchema.optional(),
-  /** An append announced but maybe not done: output.log was `fromBytes` long before it. */
+  /**
+   * A batch announced and maybe not (wholly) written: each file's length before it and the text it gets.
+   * The next holder completes it (writes what is missing) and takes its cursor.
+   */
   pending: z
     .object({
-      fromBytes: z.number().int().nonnegative(),
+      writes: z.array(z.object({ file: z.string(), fromBytes: z.number().int().nonnegative(), text: z.string() })),
       launchKey: z.string(),
       cursor: cursorSchema.optional(),
       ended: z.string().optional(),
@@ -67,11 +71,23 @@ async function writeLogState(runDir: string, state: LogState): Promise<void> {
   }
 }
 
-async function outputSize(runDir: string): Promise<number> {
+async function sizeOf(file: string): Promise<number> {
   try {
-    return (await stat(path.join(runDir, RUN_FILES.output))).size;
+    return (await stat(file)).size;
   } catch {
     return 0;
+  }
+}
+
+type Write = { file: string; fromBytes: number; text: string };
+
+/** Write what a batch has not written yet (nothing when a file is already past it: left alone). */
+async function completeWrites(runDir: string, writes: readonly Write[]): Promise<void> {
+  for (const write of writes) {
+    const file = path.join(runDir, write.file);
+    const bytes = Buffer.from(write.text, 'utf8');
+    const written = (await sizeOf(file)) - write.fromBytes;
+    if (written >= 0 && written < bytes.length) await appendFile(file, bytes.subarray(Math.max(0, written)));
   }
 }
 
@@ -109,8 +125,9 @@ export function createLogLease(options: {
         if (state.holder !== undefined && state.holder !== holder && fresh) return false;
         const next: LogState = { ...state, holder, renewedAt: options.now() };
         if (state.pending !== undefined) {
-          const { fromBytes, ...done } = state.pending;
-          if ((await outputSize(runDir)) > fromBytes) Object.assign(next, done);
+          const { writes, ...done } = state.pending;
+          await completeWrites(runDir, writes);
+          Object.assign(next, done);
           delete next.pending;
         }
         await writeLogState(runDir, next);
@@ -132,22 +149,30 @@ export function createLogLease(options: {
         await writeLogState(runDir, rest);
       }),
     /**
-     * Append `lines` to output.log (after `header` when this launch has none yet) and record what they
-     * cover (the cursor after them, or the launch they end), announced first. False when the lease is no
-     * longer ours: nothing is written.
+     * Append `lines` to output.log (after `header` when this launch has none yet) and `metrics` to
+     * metrics.jsonl, and record what they cover (the cursor after them, or the launch they end), announced
+     * first. False when the lease is no longer ours: nothing is written.
      */
     append: (
       lines: readonly string[],
       covers: { launchKey: string; header: string; cursor?: LogCursor; ended?: string },
+      metrics: readonly string[] = [],
     ): Promise<boolean> =>
       inTurn(async () => {
         const state = await held();
         if (state === undefined) return false;
         const { header, ...rest } = covers;
         const done = definedOnly(rest);
-        const text = [...(state.launchKey === covers.launchKey ? [] : [header]), ...lines].join('\n');
-        await writeLogState(runDir, { ...state, pending: { fromBytes: await outputSize(runDir), ...done } });
-        await appendFile(path.join(runDir, RUN_FILES.output), `${text}\n`, 'utf8');
+        const output = [...(state.launchKey === covers.launchKey ? [] : [header]), ...lines];
+        const writes: Write[] = [];
+        for (const [file, text] of [
+          [RUN_FILES.output, output.map((line) => `${line}\n`).join('')],
+          [RUN_FILES.metrics, metrics.map((line) => `${line}\n`).join('')],
+        ] as const) {
+          if (text !== '') writes.push({ file, fromBytes: await sizeOf(path.join(runDir, file)), text });
+        }
+        await writeLogState(runDir, { ...state, pending: { writes, ...done } });
+        await completeWrites(runDir, writes);
         await writeLogState(runDir, { ...state, ...done, renewedAt: options.now() });
         return true;
       }),

@@ -17,7 +17,14 @@ export interface StreamTarget {
   namespace: string;
   launchKey: string;
   header: string;
+  /**
+   * The pod's files are not the run directory's (no shared volume): the helper's printed
+   * `[metrics] {...}` lines go to the run's metrics.jsonl, as the helper would have written them.
+   */
+  metricsFromLog: boolean;
 }
+
+const HELPER_METRICS = '[metrics] {';
 
 interface StreamOutcome {
   /** Lines appended. */
@@ -45,11 +52,14 @@ function createAppender(options: StreamOptions, target: StreamTarget) {
     push(texts: string[], cursor: LogCursor): Promise<void> {
       const next = chain.then(async () => {
         if (outcome.lost || texts.length === 0) return;
-        const written = await options.lease.append(texts, {
-          launchKey: target.launchKey,
-          header: target.header,
-          cursor,
-        });
+        const metrics = target.metricsFromLog ? texts.filter((text) => text.startsWith(HELPER_METRICS)) : [];
+        const printed = metrics.length === 0 ? texts : texts.filter((text) => !text.startsWith(HELPER_METRICS));
+        const covers = { launchKey: target.launchKey, header: target.header, cursor };
+        const written = await options.lease.append(
+          printed,
+          covers,
+          metrics.map((text) => text.slice(HELPER_METRICS.length - 1)),
+        );
         if (written) outcome.lines += texts.length;
         else outcome.lost = true;
       });
