@@ -35,7 +35,9 @@ const stateSchema = z.object({
    */
   pending: z
     .object({
-      writes: z.array(z.object({ file: z.string(), fromBytes: z.number().int().nonnegative(), text: z.string() })),
+      writes: z.array(
+        z.object({ file: z.string(), fromBytes: z.number().int().nonnegative(), text: z.string() }),
+      ),
       launchKey: z.string(),
       cursor: cursorSchema.optional(),
       ended: z.string().optional(),

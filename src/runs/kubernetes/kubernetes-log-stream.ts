@@ -53,7 +53,8 @@ function createAppender(options: StreamOptions, target: StreamTarget) {
       const next = chain.then(async () => {
         if (outcome.lost || texts.length === 0) return;
         const metrics = target.metricsFromLog ? texts.filter((text) => text.startsWith(HELPER_METRICS)) : [];
-        const printed = metrics.length === 0 ? texts : texts.filter((text) => !text.startsWith(HELPER_METRICS));
+        const printed =
+          metrics.length === 0 ? texts : texts.filter((text) => !text.startsWith(HELPER_METRICS));
         const covers = { launchKey: target.launchKey, header: target.header, cursor };
         const written = await options.lease.append(
           printed,
