@@ -42,7 +42,7 @@ export interface Placement {
 export type ProcessState =
   | { kind: 'pending'; reason?: string }
   | { kind: 'alive' }
-  /** `reason`: what the backend said about the ending (an HF job's error message), shown with the exit code. */
+  /** `reason`: what the backend says ended it when the exit code alone does not ("ImagePullBackOff: …"). */
   | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass; reason?: string }
   | { kind: 'signaled'; signal: string; exitCode?: number; crashClass?: ExecutorCrashClass }
   | { kind: 'unknown'; reason?: string };

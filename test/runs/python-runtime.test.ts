@@ -48,6 +48,17 @@ shepherd.finish()`,
     });
   });
 
+  it('also prints each metrics line with SHEPHERD_METRICS_STDOUT=1 (a pod whose files Shepherd cannot see)', async () => {
+    const result = runPython(
+      'import shepherd\nshepherd.log_metrics(step=3, loss=float("nan"))\nshepherd.finish()',
+      { SHEPHERD_RUN_DIR: directory, SHEPHERD_METRICS_STDOUT: '1' },
+    );
+    expect(result.status).toBe(0);
+    const written = (await readFile(path.join(directory, 'metrics.jsonl'), 'utf8')).trim();
+    expect(result.stdout.trim()).toBe(`[metrics] ${written}`);
+    expect(written).toContain('"loss": NaN');
+  });
+
   it('persists resume info across processes', async () => {
     runPython('import shepherd\nshepherd.save_checkpoint(40, "ckpt/40.pt", epoch=2)', {
       SHEPHERD_RUN_DIR: directory,

@@ -46,6 +46,8 @@ describe('printed metric formats', () => {
       { loss: 0.52, grad_norm: 1.5 },
     ],
     ['{"step": 7, "loss": 0.5, "lr": 3e-4, "tag": "a"}', 'json', 7, { loss: 0.5, lr: 3e-4 }],
+    // The helper's printed form (outside Shepherd, or SHEPHERD_METRICS_STDOUT=1 in a Kubernetes pod).
+    ['[metrics] {"ts": 1717.5, "step": 8, "loss": 0.25}', 'json', 8, { loss: 0.25 }],
     ['step 10 | loss 0.52 | lr 3e-4', 'key-value', 10, { loss: 0.52, lr: 3e-4 }],
     ['step=10 loss=0.52', 'key-value', 10, { loss: 0.52 }],
     ['[step 10] loss: 0.52', 'key-value', 10, { loss: 0.52 }],

@@ -16,7 +16,8 @@ Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, 
     from shepherd.integrations.lightning import ShepherdCallback  # L.Trainer(callbacks=[ShepherdCallback()])
 
 Without Shepherd (no SHEPHERD_RUN_DIR in the environment) everything prints to stdout and no file is
-written, so the same script runs on a laptop.
+written, so the same script runs on a laptop. With SHEPHERD_METRICS_STDOUT=1 (Kubernetes pods) metrics
+lines are printed as ``[metrics] {...}`` as well as written, because Shepherd may only see the pod's log.
 
 Pre-flight: before a GPU job's approval card, Shepherd may run the script on CPU with
 SHEPHERD_PREFLIGHT=1, CUDA_VISIBLE_DEVICES= and SHEPHERD_PREFLIGHT_STEPS=N; log_metrics then ends the
@@ -61,6 +62,9 @@ __path__ = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "shepherd")
 
 _RUN_DIR = os.environ.get("SHEPHERD_RUN_DIR") or None
 _RUN_ID = os.environ.get("SHEPHERD_RUN_ID") or None
+# Set where Shepherd reads the run's log rather than its files (a Kubernetes pod without a shared volume):
+# every metrics line is printed too, and Shepherd parses it from the log.
+_METRICS_STDOUT = os.environ.get("SHEPHERD_METRICS_STDOUT") == "1"
 _RESERVED = ("ts", "step")
 
 _metrics_file = None
@@ -181,8 +185,9 @@ def log_metrics(step=None, **metrics):
         line[key] = numeric
     text = json.dumps(line)
     _last_step = step
-    if _RUN_DIR is None:
+    if _RUN_DIR is None or _METRICS_STDOUT:
         print("[metrics] " + text, flush=True)
+    if _RUN_DIR is None:
         return
     handle = _metrics()
     handle.write(text + "\n")

@@ -4,8 +4,11 @@ import type { PrintedMetrics, StdoutFormat } from './types.js';
 /**
  * A JSON object on a line (`{"step": 10, "loss": 0.52}`), read as metrics.jsonl is: numbers are metrics,
  * `step`-like keys the step, timestamps skipped, a nested `metrics` object merged. Plain JSON.parse first;
- * lines with Python's bare NaN/Infinity go through the metrics.jsonl parser, which accepts them.
+ * lines with Python's bare NaN/Infinity go through the metrics.jsonl parser, which accepts them. The helper's
+ * own printed form, `[metrics] {...}` (outside Shepherd, or in a pod whose files Shepherd cannot see), too.
  */
+
+const HELPER_PREFIX = '[metrics] ';
 
 const STEP_NAMES = ['step', '_step', 'global_step', 'iteration'];
 const SKIPPED = new Set(['ts', 'time', 'timestamp', '_ts', '_time', ...STEP_NAMES]);
@@ -38,7 +41,11 @@ function fromObject(value: Record<string, unknown>): PrintedMetrics | undefined 
 
 export const jsonLineFormat: StdoutFormat = {
   name: 'json',
-  parse(line: string): PrintedMetrics | undefined {
+  parse(printed: string): PrintedMetrics | undefined {
+    const line =
+      printed.charCodeAt(0) === 91 /* [ */ && printed.startsWith(HELPER_PREFIX)
+        ? printed.slice(HELPER_PREFIX.length)
+        : printed;
     if (line.charCodeAt(0) !== 123 /* { */ || line.charCodeAt(1) === 39 /* ' */) return undefined;
     if (line.charCodeAt(line.length - 1) !== 125 /* } */) return undefined;
     let value: unknown;
