@@ -2,7 +2,6 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import type { Config } from './config.js';
 import { definedOnly } from './defined-only.js';
-import { ConfigError } from './errors.js';
 import type { Logger } from './logger.js';
 import { type AuditLog, createAuditLog } from './runs/audit-log.js';
 import { type BackendRouter, createBackendRouter } from './runs/backend-router.js';
@@ -11,6 +10,7 @@ import type { BackendKind, Executor } from './runs/executor.js';
 import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
 import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
+import { createKubernetesExecutor } from './runs/kubernetes/kubernetes-executor.js';
 import { createLocalExecutor } from './runs/local-executor.js';
 import { localPlacement } from './runs/local-launch-plan.js';
 import { lookupRunUser } from './runs/run-as-user.js';
@@ -79,7 +79,11 @@ function createBackends(options: {
     });
   const build = (kind: BackendKind): Executor => {
     const given = injected.get(kind);
-    if (given !== undefined) return createWatchAwareExecutor({ inner: given, logger });
+    // Remote backends follow their own watched jobs; only local and Slurm take the watch wrapper.
+    if (given !== undefined)
+      return kind === 'local' || kind === 'slurm'
+        ? createWatchAwareExecutor({ inner: given, logger })
+        : given;
     switch (kind) {
       case 'local':
         return createWatchAwareExecutor({
@@ -103,6 +107,14 @@ function createBackends(options: {
         });
       case 'slurm':
         return slurm();
+      case 'kubernetes':
+        return createKubernetesExecutor({
+          settings: config.kubernetes,
+          graceS: config.runs.stopGraceS,
+          runDir: options.store.runDir,
+          helperDir: PYTHON_RUNTIME_DIR,
+          logger: logger.child({ component: 'kubernetes' }),
+        });
       case 'hfjobs':
         return createHfJobsExecutor({
           settings: config.hfJobs,
@@ -113,8 +125,6 @@ function createBackends(options: {
           // `SHEPHERD_RUN_ENV_<NAME>` reaches a job as an encrypted secret, as it reaches a local run as env.
           secrets: runEnvironmentSecrets(options.environment),
         });
-      default:
-        throw new ConfigError(`SHEPHERD_BACKENDS: the ${kind} backend is not built into this version`);
     }
   };
   // Injected executors (tests) are the backends; otherwise each configured backend is built from config.

@@ -1,6 +1,7 @@
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import { type Actor, type AuditLog, assertTransition } from './audit-log.js';
+import { backendOf } from './backend-router.js';
 import { refuseScriptEdit, syncWorkspaceScript, writeWorkspaceScript } from './command-script.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import type { RunEndings } from './run-endings.js';
@@ -119,6 +120,8 @@ export function createRunActions(options: RunActionsOptions): RunActions {
         const state = await terminateRun(meta, 'stop');
         if (state.kind === 'exited') return finishRun(meta, state);
       } else {
+        // A paused Kubernetes run is a suspended Job that still exists: stopping deletes it (and its pods).
+        if (meta.status === 'paused' && backendOf(meta) === 'kubernetes') await terminateRun(meta, 'stop');
         await allocator.release(meta.id);
       }
       const stopped = await setStatus(meta, 'stopped', {

@@ -52,8 +52,13 @@ export interface KubernetesEmulator {
   calls: RecordedCall[];
   /** A KubeConfig for this server (`insecure-skip-tls-verify`, which client-node 1.4 needs for http://). */
   kubeConfig(namespace?: string): KubeConfig;
-  /** The same, as kubeconfig YAML-compatible JSON (for a child process). */
+  /** The same, as client-node's `loadFromOptions` JSON (for a child process). */
   kubeConfigText(namespace?: string): string;
+  /**
+   * The same as a kubeconfig file (`apiVersion: v1`, `kind: Config`; JSON is YAML), what `KUBECONFIG` names.
+   * Shape: the kubeconfig format of k8s.io/client-go/tools/clientcmd/api/v1 (types.go `Config`).
+   */
+  kubeConfigFile(namespace?: string): string;
   jobs(namespace: string): WireJob[];
   pods(namespace: string): WirePod[];
   objects(kind: Kind, namespace: string): WireObject[];
@@ -280,6 +285,16 @@ export async function startKubernetesEmulator(
     },
     kubeConfigText(namespace) {
       return JSON.stringify(kubeConfigObject(namespace));
+    },
+    kubeConfigFile(namespace = 'ml') {
+      return JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Config',
+        clusters: [{ name: 'emulator', cluster: { server: url, 'insecure-skip-tls-verify': true } }],
+        users: [{ name: 'shepherd', user: { token } }],
+        contexts: [{ name: 'emulator', context: { cluster: 'emulator', user: 'shepherd', namespace } }],
+        'current-context': 'emulator',
+      });
     },
     jobs: (namespace) => [...store.jobs.values()].filter((job) => job.metadata.namespace === namespace),
     pods: (namespace) => [...store.pods.values()].filter((pod) => pod.metadata.namespace === namespace),

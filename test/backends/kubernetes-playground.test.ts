@@ -1,0 +1,194 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type KubernetesEmulator, startKubernetesEmulator } from '../emulators/kubernetes-api-server.js';
+import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled } from '../helpers/flow.js';
+import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
+import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { rbacAuthorizer } from '../kubernetes/kubernetes-harness.js';
+
+/**
+ * Scenario 12 on Kubernetes, end to end through the playground against the API emulator (which enforces
+ * deploy/kubernetes/rbac.yaml and runs each pod's container as a real process): `--on k8s` names the
+ * namespace and queue on the card, the approved Job has the GPUs, deadline, labels and script, the pod log
+ * flows into output.log and a NaN alert with a chart, `stop` deletes the Job, `watch k8s:<ns>/<job>`
+ * follows a Job created by someone else, and a bot restart in the middle re-attaches.
+ */
+
+const SCRIPT = 'test/fixtures/remote_train.py';
+
+async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 45_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const outputOf = (dataDir: string, runId: string): string => {
+  try {
+    return readFileSync(join(dataDir, 'runs', runId, 'output.log'), 'utf8');
+  } catch {
+    return '';
+  }
+};
+const steps = (log: string): number[] => [...log.matchAll(/^step=(\d+) /gm)].map((match) => Number(match[1]));
+
+describe('Kubernetes through the playground (emulated API server, real pod processes)', () => {
+  let emulator: KubernetesEmulator;
+  let llm: ScriptedLlmServer;
+  let shepherd: TestApp;
+  const prefix = uniquePrefix('k8s-flow');
+  const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-k8s-flow-'));
+  const kubeconfig = join(mkdtempSync(join(tmpdir(), 'shepherd-kubeconfig-')), 'config');
+  const environment = () => ({
+    SHEPHERD_BACKENDS: 'local,k8s',
+    KUBECONFIG: kubeconfig,
+    SHEPHERD_K8S_NAMESPACE: 'ml',
+    SHEPHERD_K8S_QUEUE: 'team-a',
+    SHEPHERD_K8S_IMAGE: 'registry.example.com/train:1',
+    SHEPHERD_K8S_GPU_HOUR_USD: '3',
+    SHEPHERD_LLM_BASE_URL: llm.url,
+    SHEPHERD_WORKSPACE: process.cwd(),
+    SHEPHERD_GPUS: '0',
+    SHEPHERD_APPROVERS: 'bob',
+    SHEPHERD_SELF_APPROVAL: 'false',
+    SHEPHERD_MONITOR_INTERVAL_S: '0.5',
+    SHEPHERD_STOP_GRACE_S: '3',
+  });
+
+  beforeAll(async () => {
+    emulator = await startKubernetesEmulator({
+      authorize: await rbacAuthorizer(),
+      namespaces: ['default', 'ml', 'research'],
+    });
+    writeFileSync(kubeconfig, emulator.kubeConfigFile('ml'));
+    llm = await startScriptedOpenAi({ fallback: { text: 'Looking at it.' } });
+    shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
+  });
+  afterAll(async () => {
+    await shepherd?.stop();
+    await emulator?.close();
+    await llm?.close();
+    await deleteKeysWithPrefix(prefix);
+  });
+
+  it('launches a Job from the card, alerts on its NaN with a chart, and stop deletes it', async () => {
+    const threadId = await shepherd.mention(
+      `run ${SCRIPT} --on k8s --gpus 8 --hours 3 --name mistral-sft`,
+      'grace',
+    );
+    let messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'mistral-sft').length > 0,
+    );
+    const card = cardsTitled(messages, 'mistral-sft')[0] as PlaygroundMessage;
+    const fields = card.card?.fields ?? [];
+    expect(fields.find((field) => field.label === 'Runs on')?.value).toMatch(
+      /^Kubernetes namespace ml, queue team-a/,
+    );
+    // 8 GPUs × 3 h × SHEPHERD_K8S_GPU_HOUR_USD.
+    expect(fields.find((field) => field.label === 'Est. cost')?.value).toBe('$72');
+    expect(card.card?.text).toMatch(/checkpoints won.t outlive the pod/);
+    const approve = card.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
+
+    const job = await until(() => emulator.jobs('ml')[0], 'the Job');
+    const run = await shepherd.app.features.runs.service.findRun('mistral-sft');
+    expect(job.metadata?.labels).toMatchObject({
+      'app.kubernetes.io/managed-by': 'shepherd',
+      'shepherd.dev/run': run.id,
+      'kueue.x-k8s.io/queue-name': 'team-a',
+    });
+    expect(job.spec?.activeDeadlineSeconds).toBe(3 * 3600);
+    expect(job.spec?.backoffLimit).toBe(0);
+    const container = job.spec?.template?.spec?.containers?.[0];
+    expect(container?.image).toBe('registry.example.com/train:1');
+    expect(container?.resources?.limits).toMatchObject({ 'nvidia.com/gpu': '8' });
+    const scripts = emulator.objects('configmaps', 'ml').map((object) => JSON.stringify(object));
+    expect(scripts.some((text) => text.includes('remote_train: SIGTERM'))).toBe(true);
+
+    await until(
+      () => steps(outputOf(dataDir, run.id)).length >= 5 || undefined,
+      'pod log lines in output.log',
+    );
+    messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'mistral-sft: non-finite metric').length > 0,
+      60_000,
+    );
+    const alert = cardsTitled(messages, 'mistral-sft: non-finite metric')[0];
+    expect(alert?.card?.imageUrl ?? alert?.images?.[0]).toBeDefined();
+
+    await shepherd.reply(threadId, 'runs', 'carol');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /\[k8s\] mistral-sft \(/.test(m.text)),
+    );
+    await shepherd.reply(threadId, 'stop mistral-sft', 'grace');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /^Stopped mistral-sft/.test(m.text)),
+    );
+    await until(() => emulator.jobs('ml').length === 0 || undefined, 'the Job to be deleted');
+    expect(emulator.pods('ml')).toEqual([]);
+    const deletion = emulator.calls.find((call) => call.verb === 'delete' && call.resource === 'jobs');
+    expect(JSON.stringify(deletion)).toContain('Foreground');
+    const written = steps(outputOf(dataDir, run.id));
+    expect(new Set(written).size).toBe(written.length);
+  });
+
+  it('watches a Job someone else created and re-attaches after a bot restart', async () => {
+    emulator.createForeignJob('research', {
+      metadata: { name: 'their-job', labels: { team: 'research' } },
+      spec: {
+        backoffLimit: 0,
+        template: {
+          spec: {
+            restartPolicy: 'Never',
+            containers: [
+              { name: 'main', image: 'python:3.12', command: ['python', '-c', readFileSync(SCRIPT, 'utf8')] },
+            ],
+          },
+        },
+      },
+    });
+    const threadId = await shepherd.mention('watch k8s:research/their-job', 'frank');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /Watching Kubernetes Job research\/their-job/.test(m.text)),
+    );
+    const run = await shepherd.app.features.runs.service.findRun('their-job');
+    expect(run.watch).toEqual({ source: 'kubernetes', namespace: 'research', job: 'their-job' });
+    await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign pod’s log');
+
+    await shepherd.stop();
+    const before = steps(outputOf(dataDir, run.id)).length;
+    shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
+    await until(
+      () => steps(outputOf(dataDir, run.id)).length > before + 10 || undefined,
+      'new lines after the restart',
+      60_000,
+    );
+    const written = steps(outputOf(dataDir, run.id));
+    expect(written).toEqual(written.map((_, index) => index + 1));
+    await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'their-job: non-finite metric').length > 0,
+      60_000,
+    );
+    await shepherd.app.features.runs.service.stop(run.id, 'system');
+    await until(() => emulator.jobs('research').length === 0 || undefined, 'the foreign Job to be deleted');
+  });
+
+  it('refuses a Kubernetes Job that does not exist, and says so', async () => {
+    const threadId = await shepherd.mention('watch k8s:research/nobody', 'frank');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /was not found/.test(m.text)),
+    );
+    expect(
+      botMessages(messages).some((m) => /Kubernetes Job research\/nobody was not found/.test(m.text)),
+    ).toBe(true);
+  });
+});
