@@ -124,6 +124,12 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     const alert = cardsTitled(messages, 'mistral-sft: non-finite metric')[0];
     expect(alert?.card?.imageUrl ?? alert?.images?.[0]).toBeDefined();
 
+    // get_cluster_info covers every configured backend: this host first, then the cluster's GPU nodes.
+    const cluster = await shepherd.app.features.runs.service.clusterInfo();
+    expect(cluster.executor).toBe('local');
+    expect(cluster.otherBackends.map((info) => info.executor)).toEqual(['kubernetes']);
+    expect(cluster.otherBackends[0]?.gpusTotal).toBeGreaterThan(0);
+
     await shepherd.reply(threadId, 'runs', 'carol');
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /\[k8s\] mistral-sft \(/.test(m.text)),
@@ -180,6 +186,36 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     );
     await shepherd.app.features.runs.service.stop(run.id, 'system');
     await until(() => emulator.jobs('research').length === 0 || undefined, 'the foreign Job to be deleted');
+  });
+
+  it('moves a paused local run to Kubernetes with resume --on k8s', async () => {
+    const threadId = await shepherd.mention(`run ${SCRIPT} --gpus 0 --name movable`, 'grace');
+    let messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'movable').length > 0);
+    const card = cardsTitled(messages, 'movable')[0] as PlaygroundMessage;
+    expect(card.card?.fields?.find((field) => field.label === 'Runs on')?.value).toBe('this host');
+    const approve = card.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
+    const run = await shepherd.app.features.runs.service.findRun('movable');
+    await until(() => steps(outputOf(dataDir, run.id)).length >= 3 || undefined, 'the local run’s lines');
+    await shepherd.reply(threadId, 'pause movable', 'grace');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /^Paused movable/.test(m.text)),
+    );
+
+    await shepherd.reply(threadId, 'resume movable --on hf', 'grace');
+    messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /the hf backend is not configured here/.test(m.text)),
+    );
+    await shepherd.reply(threadId, 'resume movable --on k8s', 'grace');
+    await until(
+      () => emulator.jobs('ml').find((job) => job.metadata?.labels?.['shepherd.dev/run'] === run.id),
+      'a Job for the moved run',
+    );
+    const moved = await shepherd.app.features.runs.service.findRun('movable');
+    expect(moved.executor).toBe('kubernetes');
+    expect(moved.placement).toMatch(/^Kubernetes namespace ml/);
+    await shepherd.app.features.runs.service.stop(moved.id, 'system');
+    await until(() => emulator.jobs('ml').length === 0 || undefined, 'the moved Job to be deleted');
   });
 
   it('refuses a Kubernetes Job that does not exist, and says so', async () => {
