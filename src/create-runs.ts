@@ -10,6 +10,8 @@ import type { BackendKind, Executor } from './runs/executor.js';
 import { createGpuAllocator, type GpuAllocator } from './runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from './runs/gpu-inventory.js';
 import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
+import { createRunSchedules } from './runs/hfjobs/hfjobs-run-schedules.js';
+import { createHfScheduledJobs } from './runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { createKubernetesExecutor } from './runs/kubernetes/kubernetes-executor.js';
 import { createLocalExecutor } from './runs/local-executor.js';
 import { localPlacement } from './runs/local-launch-plan.js';
@@ -17,6 +19,7 @@ import { lookupRunUser } from './runs/run-as-user.js';
 import { runEnvironmentSecrets } from './runs/run-environment.js';
 import type { RunEventHandler } from './runs/run-events.js';
 import { PYTHON_RUNTIME_DIR } from './runs/run-files.js';
+import type { RunSchedules } from './runs/run-operations.js';
 import { createRunService, type RunService } from './runs/run-service.js';
 import { createRunStore, type RunStore } from './runs/run-store.js';
 import { createRunsFacade, type RunsFacade } from './runs/runs-facade.js';
@@ -34,6 +37,8 @@ export interface RunsRuntime extends RunsFacade {
   allocator: GpuAllocator;
   executor: BackendRouter;
   gpus: GpuInfo[];
+  /** Recurring jobs (HF Jobs' scheduler), when HF Jobs is a configured backend. */
+  schedules: RunSchedules;
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
 }
@@ -201,5 +206,18 @@ export async function createRunsRuntime(options: {
     executor,
     gpus,
     checkpoints,
+    schedules: createRunSchedules({
+      store,
+      scheduled:
+        executor.kinds.includes('hfjobs') && options.executor === undefined
+          ? createHfScheduledJobs({
+              settings: config.hfJobs,
+              hub: { url: config.hub.url, token: config.hub.token },
+              helperDir: PYTHON_RUNTIME_DIR,
+              logger: logger.child({ component: 'hfjobs' }),
+              secrets: runEnvironmentSecrets(options.environment),
+            })
+          : undefined,
+    }),
   };
 }

@@ -21,6 +21,7 @@ const KIND_TITLE: Record<Approval['kind'], string> = {
   resume: 'Approve resuming run',
   'script-change': 'Approve script change',
   sweep: 'Approve sweep',
+  schedule: 'Approve recurring job',
 };
 
 export function formatUsd(value: number): string {
@@ -74,6 +75,8 @@ export function approvalCard(approval: Approval): Card {
     { label: sweep ? 'Est. total cost' : 'Est. cost', value: formatUsd(approval.costUsd) },
   ];
   if (approval.backend !== undefined) fields.push({ label: 'Runs on', value: approval.backend });
+  if (approval.schedule !== undefined)
+    fields.push({ label: 'Schedule (cron, UTC)', value: approval.schedule });
   if (approval.environment !== undefined) fields.push({ label: 'Environment', value: approval.environment });
   if (approval.memory !== undefined) fields.push({ label: 'Memory estimate', value: approval.memory });
   const lines: string[] = [];

@@ -25,6 +25,8 @@ interface ApprovalRequest {
   /** Diff (script change) or the first lines of the script (start / resume). */
   scriptExcerpt: string;
   proposedScript?: string;
+  /** `schedule`: the cron fields of the recurring job. */
+  schedule?: string;
   reason?: string;
   origin: Approval['origin'];
   toolCall?: { name: string; input: unknown };
@@ -56,6 +58,8 @@ interface ApprovalServiceOptions {
   budget?: { limitUsd: number; spentUsd(now: Date): Promise<number> };
   /** Applies a decision on a whole sweep (set once the sweep service exists); returns the outcome. */
   onSweepDecision?: (approval: Approval, decision: Decision) => Promise<string>;
+  /** Creates an approved recurring job (HF Jobs); absent where no backend schedules jobs. */
+  createSchedule?: (runId: string, schedule: string) => Promise<string>;
 }
 
 /** A sweep's one card: `gpus`/`maxHours` per trial, the cost of all trials together. */
@@ -168,6 +172,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
           command: input.command,
           environment: input.environment,
           backend: input.meta.placement,
+          schedule: input.schedule,
         }),
         ...(warnings.length === 0 ? {} : { warnings }),
         ...definedOnly({ toolCall: input.toolCall, budget }),
@@ -294,6 +299,12 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
       if (options.onSweepDecision === undefined) return 'sweeps are not available here';
       return options.onSweepDecision(approval, decision);
     }
+    if (approval.kind === 'schedule') {
+      if (decision.decision !== 'approved') return 'nothing is scheduled';
+      if (options.createSchedule === undefined || approval.schedule === undefined)
+        return 'schedules are not available here';
+      return options.createSchedule(approval.runId, approval.schedule);
+    }
     if (decision.decision === 'approved') {
       switch (approval.kind) {
         case 'start': {
@@ -339,7 +350,9 @@ function approvalLabel(approval: Approval): string {
       ? 'resuming'
       : approval.kind === 'sweep'
         ? 'the sweep'
-        : 'the script change';
+        : approval.kind === 'schedule'
+          ? 'the recurring job'
+          : 'the script change';
 }
 
 function describeExisting(decision: Decision): string {

@@ -18,7 +18,7 @@ const userSchema = z.object({ id: z.string(), name: z.string() });
 const approvalSchema = z.object({
   schemaVersion: z.literal(1),
   id: z.string(),
-  kind: z.enum(['start', 'resume', 'script-change', 'sweep']),
+  kind: z.enum(['start', 'resume', 'script-change', 'sweep', 'schedule']),
   runId: z.string(),
   runName: z.string(),
   threadId: z.string(),
@@ -37,6 +37,8 @@ const approvalSchema = z.object({
   /** Command runs: the exact command line; runs in a named environment: its description; launch warnings. */
   command: z.string().optional(),
   environment: z.string().optional(),
+  /** A recurring job (`schedule <run> --cron`): its five cron fields, applied only once approved. */
+  schedule: z.string().optional(),
   /** Where the run goes: the backend and what it uses (namespace and queue, flavour and price, partition). */
   backend: z.string().optional(),
   warnings: z.array(z.string()).optional(),

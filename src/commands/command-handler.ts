@@ -51,6 +51,8 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return command.run === undefined ? operations.list() : operations.status(command.run);
       case 'pause':
         return operations.pause(command.run, actor, threadId, 'command');
+      case 'schedule':
+        return operations.schedule(command.run, command.cron, actor, threadId);
       case 'resume':
         return command.name === 'resume' && command.on !== undefined
           ? operations.resume(command.run, actor, threadId, 'command', undefined, { on: command.on })

@@ -11,6 +11,7 @@ export type PlainCommand =
   | { name: 'status'; run?: string }
   | { name: 'pause' | 'stop'; run: string }
   | { name: 'resume'; run: string; on?: string }
+  | { name: 'schedule'; run: string; cron: string }
   | ({ name: 'run'; path?: string; command?: string[] } & RunCommandFlags)
   | { name: 'watch'; target: WatchTarget; runName?: string }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
@@ -83,6 +84,8 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
         : undefined;
     case 'resume':
       return parseResume(rest);
+    case 'schedule':
+      return parseSchedule(text.slice(head.length));
     case 'pause':
     case 'stop':
       return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
@@ -126,6 +129,21 @@ export function splitCommandLine(text: string): string[] | undefined {
   if (quote !== undefined) return undefined;
   if (current !== undefined) words.push(current);
   return words;
+}
+
+/** `schedule <run> --cron "0 3 * * *"` (the cron quoted, five fields or a shortcut like `@daily`). */
+function parseSchedule(afterVerb: string): PlainCommand | undefined {
+  const words = splitCommandLine(afterVerb.trim());
+  if (words === undefined) return invalid('schedule', 'unbalanced quote; write --cron "0 3 * * *"');
+  const [run, flag, cron, ...extra] = words;
+  if (run === undefined || !RUN_REFERENCE.test(run)) return undefined;
+  if (flag !== '--cron' || cron === undefined || extra.length > 0) {
+    return invalid(
+      'schedule',
+      'write `schedule <run> --cron "0 3 * * *"` (five cron fields, UTC, in quotes)',
+    );
+  }
+  return { name: 'schedule', run, cron };
 }
 
 /** `resume <run> [--on BACKEND]`. */

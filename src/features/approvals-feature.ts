@@ -45,6 +45,7 @@ export function createApprovalsFeature(
       ? {}
       : { budget: { limitUsd: budgetUsdMonth, spentUsd: (at: Date) => spend.spentThisMonth(at) } }),
     onSweepDecision: dependencies.onSweepDecision,
+    createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
   });
   return {
     approvals,

@@ -51,6 +51,7 @@ export function createOperationsFeature(
   });
   const operations = createRunOperations({
     runs: runs.service,
+    schedules: runs.schedules,
     store: runs.store,
     approvals: dependencies.approvals,
     access,

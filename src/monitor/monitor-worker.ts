@@ -35,13 +35,17 @@ export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
     QUEUE_NAMES.monitor,
     monitorTickJob,
     async ({ runId }) => {
-      const meta = await options.loadRun(runId);
+      let meta = await options.loadRun(runId);
       if (meta === undefined) {
         logger.warn({ runId }, 'monitor tick for an unknown run');
         await options.onMissingRun?.(runId);
         return { skipped: 'unknown run' };
       }
       const processState = await options.pollProcess(meta);
+      // A poll can take a while (a remote backend): an ending it saw may be a stop Shepherd started meanwhile,
+      // so the ending is judged against the run as it is now.
+      if (processState.kind === 'exited' || processState.kind === 'signaled')
+        meta = (await options.loadRun(runId)) ?? meta;
       const result = await monitor.tick(runId, meta, processState);
       if (result.skipped === true) return { skipped: 'locked' };
       if (result.malformed.note !== undefined && options.onMalformed !== undefined) {

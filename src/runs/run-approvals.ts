@@ -7,7 +7,9 @@ import type { RunMeta } from './run-types.js';
  */
 
 interface RunApprovalRequest {
-  kind: 'start' | 'resume' | 'script-change';
+  kind: 'start' | 'resume' | 'script-change' | 'schedule';
+  /** `schedule`: the cron fields of the recurring job. */
+  schedule?: string;
   meta: RunMeta;
   requester: ChatUser;
   /** Diff (script change) or the script (start / resume). */

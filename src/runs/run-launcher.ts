@@ -110,7 +110,17 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
   }
 
   async function terminateRun(meta: RunMeta, reason: 'pause' | 'stop'): Promise<ProcessState> {
-    const state = await executor.terminate(meta, { graceMs, reason });
+    // Written first, so a monitor tick that sees the process end during the grace period knows it was asked for.
+    // The caller's next status write (from its own copy of the meta) drops the mark again.
+    await writeQuietly(meta, { stopRequested: reason });
+    let state: ProcessState;
+    try {
+      state = await executor.terminate(meta, { graceMs, reason });
+    } catch (error) {
+      // The launch goes on: its crash must be reported again.
+      await writeQuietly(meta, {});
+      throw error;
+    }
     await allocator.release(meta.id);
     return state;
   }

@@ -45,6 +45,7 @@ const runMetaSchema = z.object({
   scriptPath: z.string().optional(),
   environmentName: z.string().optional(),
   nodes: z.number().int().positive().optional(),
+  stopRequested: z.enum(['pause', 'stop']).optional(),
   watch: z
     .discriminatedUnion('source', [
       z.object({ source: z.literal('slurm'), logPath: z.string() }),

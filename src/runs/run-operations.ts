@@ -1,4 +1,5 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
+import { RunError } from '../errors.js';
 import type { PreparedCommand } from './command-launch.js';
 import { createLaunchChecks } from './launch-checks.js';
 import type { RunAccess, RunChangeVia } from './run-access.js';
@@ -73,6 +74,8 @@ export interface RunOperations {
   ): Promise<{ text: string; diff: string }>;
   cluster(): Promise<string>;
   runWorkspaceScript(path: string, flags: RunFlags, threadId: string, actor: ChatUser): Promise<string>;
+  /** `schedule <run> --cron "…"`: an approval card for a recurring HF job. */
+  schedule(reference: string, cron: string, actor: ChatUser, threadId: string): Promise<string>;
   runCommand(
     argv: string[],
     flags: RunFlags,
@@ -82,8 +85,20 @@ export interface RunOperations {
   ): Promise<string>;
 }
 
+/** Recurring jobs on a backend's scheduler (HF Jobs: `src/runs/hfjobs/hfjobs-run-schedules.ts`). */
+export interface RunSchedules {
+  /** What the approval card needs; refuses a run not launched on HF Jobs, or a malformed cron, before any card. */
+  prepare(reference: string, cron: string): Promise<{ meta: RunMeta; cron: string; script: string }>;
+  /** Applies an approved card: creates the recurring job. */
+  create(runId: string, cron: string): Promise<string>;
+  /** Lines for `runs`: what is scheduled (empty when nothing is, or schedules are not configured). */
+  listLines(): Promise<string[]>;
+}
+
 export interface RunOperationsOptions {
   runs: RunService;
+  /** Recurring jobs (`schedule <run> --cron`); absent: refused. */
+  schedules?: RunSchedules;
   store: RunStore;
   approvals: RunApprovals;
   workspace: string;
@@ -114,17 +129,39 @@ export function createRunOperations(options: RunOperationsOptions): RunOperation
 
   async function list(): Promise<string> {
     const all = await runs.listRuns();
-    if (all.length === 0) return 'No training runs yet.';
-    return all
-      .slice(0, 30)
-      .map((meta) => `• ${describeRun(meta)}`)
-      .join('\n');
+    const scheduled = (await options.schedules?.listLines()) ?? [];
+    if (all.length === 0 && scheduled.length === 0) return 'No training runs yet.';
+    return [...all.slice(0, 30).map((meta) => `• ${describeRun(meta)}`), ...scheduled].join('\n');
+  }
+
+  async function schedule(
+    reference: string,
+    cron: string,
+    actor: ChatUser,
+    threadId: string,
+  ): Promise<string> {
+    if (options.schedules === undefined) {
+      throw new RunError('unknown_backend', 'recurring jobs run on HF Jobs, which is not configured here');
+    }
+    const prepared = await options.schedules.prepare(reference, cron);
+    await options.access?.authorize(prepared.meta, actor, threadId, 'resume', 'command');
+    const { approval } = await options.approvals.request({
+      kind: 'schedule',
+      meta: prepared.meta,
+      requester: actor,
+      scriptExcerpt: prepared.script,
+      origin: 'command',
+      schedule: prepared.cron,
+      reason: `repeat ${prepared.meta.name} on HF Jobs at "${prepared.cron}" (UTC) until the schedule is deleted`,
+    });
+    return `Approval requested for a recurring job of ${prepared.meta.name} at "${prepared.cron}" (approval ${approval.id}).`;
   }
 
   return {
     ...createRunLaunches(options, checks),
     ...createRunChanges(options, checks),
     list,
+    schedule,
     status: async (reference) => statusText(await runs.status(reference)),
     cluster: async () => clusterText(await runs.clusterInfo()),
   };

@@ -65,6 +65,8 @@ export function createRunTransitions(options: RunTransitionsOptions): RunTransit
     const at = now().toISOString();
     const next: RunMeta = { ...meta, ...change.patch, status: to, updatedAt: at };
     delete next.statusReason;
+    // A status change ends any stop Shepherd asked for (see `RunMeta.stopRequested`).
+    delete next.stopRequested;
     for (const key of change.clear ?? []) delete next[key];
     if (change.statusReason !== undefined) next.statusReason = change.statusReason;
     if (to === 'queued') next.queuedAt = at;

@@ -91,6 +91,12 @@ export interface RunMeta {
   scriptPath?: string;
   /** Named environment from `SHEPHERD_ENVIRONMENTS` the run starts in. */
   environmentName?: string;
+  /**
+   * Set while Shepherd itself ends the current launch (pause, stop, a fix, the time limit): the process or job
+   * ending meanwhile (a cancelled HF job, a SIGTERM) is what was asked for, not a crash. Cleared by the next
+   * status change.
+   */
+  stopRequested?: 'pause' | 'stop';
   /** Nodes (`sbatch --nodes`, an Indexed Job's completions on Kubernetes); 1 when absent. */
   nodes?: number;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */

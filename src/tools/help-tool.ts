@@ -47,7 +47,7 @@ function sections(
       '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E] [--on local|slurm|k8s|hf] [--image I] [--flavor F]`,',
       '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--nodes N] [--on B] [--image I] [--flavor F] -- <command …>` (torchrun, accelerate, bash train.sh, …),',
       '`watch slurm:<jobid> [--name X]`, `watch k8s:<namespace>/<job>`, `watch hf:<job id>` or `watch <log file> [--pid N]` (runs you started yourself),',
-      '`chart <run> [metric] [--steps FROM..TO]`,',
+      '`chart <run> [metric] [--steps FROM..TO]`, `schedule <run> --cron "0 3 * * *"` (a recurring HF job, after approval),',
       '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P] [--on B]`,',
       '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`,',
       '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',

@@ -147,10 +147,56 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     );
     const after = await shepherd.app.features.runs.service.findRun('hf-nan');
     expect(after.status).toBe('stopped');
+    expect(after.stopRequested).toBeUndefined();
+    // The cancel Shepherd asked for is not reported as a crash (nor triaged).
+    const afterStop = botMessages(await shepherd.messages(threadId));
+    expect(
+      afterStop.some((m) => /hf-nan failed/.test(m.text) || /Triage of hf-nan \(crash\)/.test(m.text)),
+    ).toBe(false);
     expect(emulator.pidOf(job.id)).toBeUndefined();
     // Every printed step is in output.log exactly once.
     const written = steps(outputOf(dataDir, run.id));
     expect(new Set(written).size).toBe(written.length);
+
+    // A recurring job of the same run: refused when malformed, created only once an approver approves.
+    await shepherd.reply(threadId, 'schedule hf-nan --cron "every night"', 'alice');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /every night/.test(m.text) && m.user === 'shepherd'),
+    );
+    expect(emulator.scheduled.size).toBe(0);
+    await shepherd.reply(threadId, 'schedule hf-nan --cron "0 3 * * *"', 'alice');
+    messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Approve recurring job: hf-nan').length > 0,
+    );
+    const scheduleCard = cardsTitled(messages, 'Approve recurring job: hf-nan')[0] as PlaygroundMessage;
+    expect(scheduleCard.card?.fields).toEqual(
+      expect.arrayContaining([{ label: 'Schedule (cron, UTC)', value: '0 3 * * *' }]),
+    );
+    expect(emulator.scheduled.size).toBe(0);
+    const approveSchedule = scheduleCard.card?.actions?.find((action) => action.label === 'Approve');
+    expect(
+      (await shepherd.click(threadId, scheduleCard.id, approveSchedule?.actionId ?? '', 'bob')).status,
+    ).toBe(200);
+    await until(() => emulator.scheduled.size === 1 || undefined, 'the scheduled job');
+    const [schedule] = [...emulator.scheduled.values()];
+    expect(JSON.stringify(schedule)).toContain('0 3 * * *');
+    await shepherd.reply(threadId, 'runs', 'carol');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /Scheduled on HF Jobs:\n• hf-nan: "0 3 \* \* \*"/.test(m.text)),
+    );
+  });
+
+  it('refuses a recurring job for a run that is not on HF Jobs', async () => {
+    const threadId = await shepherd.mention(`run ${SCRIPT} --gpus 0 --name local-one`, 'alice');
+    await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'local-one').length > 0);
+    await shepherd.reply(threadId, 'schedule local-one --cron "@daily"', 'alice');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) =>
+        /local-one runs on local; recurring jobs repeat a run Shepherd launched on HF Jobs/.test(m.text),
+      ),
+    );
+    expect(cardsTitled(await shepherd.messages(threadId), 'Approve recurring job')).toEqual([]);
   });
 
   it('watches a job started elsewhere and re-attaches after a bot restart without duplicating lines', async () => {

@@ -153,6 +153,14 @@ describe('crash detector', () => {
       detectCrash({ ...meta, status: 'queued' }, { kind: 'signaled', signal: 'SIGTERM' }, ''),
     ).toBeUndefined();
     expect(detectCrash(meta, { kind: 'signaled', signal: 'SIGTERM' }, '')).toBeDefined();
+    // Shepherd is stopping it (an HF job it cancelled, a pod it deleted): not a crash either.
+    expect(
+      detectCrash(
+        { ...meta, stopRequested: 'stop' },
+        { kind: 'signaled', signal: 'SIGTERM', crashClass: 'cancelled' },
+        '',
+      ),
+    ).toBeUndefined();
     expect(detectCrash(meta, { kind: 'alive' }, '')).toBeUndefined();
     expect(detectCrash(meta, { kind: 'signaled', signal: 'SIGSEGV' }, 'Segmentation fault')?.crashClass).toBe(
       'other',

@@ -85,6 +85,8 @@ export function detectCrash(meta: RunMeta, state: ProcessState, logTail: string)
   // A queued run has no process of its own yet: what ended is the previous launch, stopped by Shepherd
   // for a fix or a relaunch (SIGTERM), not a crash.
   if (meta.status === 'paused' || meta.status === 'stopped' || meta.status === 'queued') return undefined;
+  // Shepherd is ending this launch itself (pause, stop, a fix): its end is no crash.
+  if (meta.stopRequested !== undefined) return undefined;
   if (state.kind === 'exited') {
     if (state.exitCode === 0 && state.crashClass === undefined) return undefined;
   } else if (state.kind !== 'signaled') {
