@@ -162,7 +162,7 @@ async function launch(
 ): Promise<{ threadId: string; runId: string; jobId: string }> {
   const threadId = await shepherd.mention(`run ${script} --gpus ${gpus} --name ${name}`, 'alice');
   await approveCard(shepherd, threadId, name);
-  const where = gpus > 0 ? `on slurm with ${gpus} GPU` : 'on slurm';
+  const where = gpus > 0 ? `on Slurm with ${gpus} GPU` : 'on Slurm';
   await shepherd.waitForMessages(threadId, (all) => botSaid(all, new RegExp(`${name} is running ${where}`)));
   const meta = await shepherd.app.features.runs.service.findRun(name);
   expect(meta.jobId).toMatch(/^\d+$/);

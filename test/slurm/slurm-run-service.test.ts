@@ -116,7 +116,7 @@ describe.skipIf(!slurmAvailable)(
       expect(running.status).toBe('running');
       expect(running.jobId).toMatch(/^\d+$/);
       expect(
-        first.events.some((event) => event.type === 'run-started' && event.message.includes('on slurm')),
+        first.events.some((event) => event.type === 'run-started' && event.message.includes('on Slurm')),
       ).toBe(true);
 
       await waitFor(

@@ -387,11 +387,11 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
   async function placement(request: PlacementRequest): Promise<Placement> {
     const { partition, account } = config.slurm;
     const parts = [
-      `partition ${partition ?? '(default)'}`,
+      ...(partition === undefined ? [] : [`partition ${partition}`]),
       ...(account === undefined ? [] : [`account ${account}`]),
     ];
     return {
-      description: `Slurm ${parts.join(', ')}`,
+      description: parts.length === 0 ? 'Slurm' : `Slurm ${parts.join(', ')}`,
       hourlyUsd: request.gpus * Math.max(1, request.nodes ?? 1) * config.slurm.gpuHourUsd,
     };
   }
