@@ -1,4 +1,5 @@
 import { definedOnly } from '../defined-only.js';
+import { setPlacementFlag } from '../runs/executor.js';
 import type { RunFlags } from '../runs/run-operations.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so
@@ -155,9 +156,9 @@ function parseResume(tokens: string[]): PlainCommand | undefined {
   const value = inlineValue ?? flags[1];
   const used = inlineValue === undefined ? 2 : 1;
   if (key !== '--on' || value === undefined || flags.length !== used) return undefined;
-  if (!/^[A-Za-z0-9_-]{1,32}$/.test(value))
-    return invalid('resume', '--on takes a backend name: local, slurm, k8s or hf');
-  return { name: 'resume', run, on: value };
+  const command: Extract<PlainCommand, { name: 'resume' }> = { name: 'resume', run };
+  const error = setPlacementFlag(command, key, value);
+  return error === undefined ? command : invalid('resume', error);
 }
 
 function parseRun(afterVerb: string): PlainCommand | undefined {
@@ -219,22 +220,6 @@ function parseRunFlags(
     }
   }
   return command;
-}
-
-/** `--on k8s`, `--image repo/name:tag`, `--flavor a10g-small`: where a run goes. An error sentence, or undefined. */
-function setPlacementFlag(flags: RunFlags, key: string, value: string): string | undefined {
-  if (key === '--on') {
-    if (!/^[A-Za-z0-9_-]{1,32}$/.test(value)) return '--on takes a backend name: local, slurm, k8s or hf';
-    flags.on = value;
-  } else if (key === '--image') {
-    if (!/^[\w./:@-]{1,255}$/.test(value))
-      return `--image takes an image reference like ghcr.io/org/train:1.0`;
-    flags.image = value;
-  } else {
-    if (!/^[\w.-]{1,64}$/.test(value)) return '--flavor takes a hardware flavour like a10g-small';
-    flags.flavor = value;
-  }
-  return undefined;
 }
 
 /** `watch slurm:<jobid> [--name X]` or `watch <log file> [--pid N] [--name X]`. */

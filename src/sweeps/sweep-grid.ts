@@ -1,3 +1,4 @@
+import { setPlacementFlag } from '../runs/executor.js';
 /**
  * The sweep grid and the `sweep` command line: `--grid key=v1,v2` lists become their cross product, each
  * trial a `{ key: value }` record handed to train.py as `--key value` and in `shepherd.config()`.
@@ -127,18 +128,9 @@ function applySweepOption(spec: SweepSpec, key: string, value: string): string |
       spec.parallel = parsed;
       return undefined;
     case '--on':
-      if (!/^[A-Za-z0-9_-]{1,32}$/.test(value)) return '--on takes a backend name: local, slurm, k8s or hf';
-      spec.on = value;
-      return undefined;
     case '--image':
-      if (!/^[\w./:@-]{1,255}$/.test(value))
-        return '--image takes an image reference like ghcr.io/org/train:1.0';
-      spec.image = value;
-      return undefined;
     case '--flavor':
-      if (!/^[\w.-]{1,64}$/.test(value)) return '--flavor takes a hardware flavour like a10g-small';
-      spec.flavor = value;
-      return undefined;
+      return setPlacementFlag(spec, key, value);
     default:
       return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P, --on BACKEND, --image I, --flavor F`;
   }

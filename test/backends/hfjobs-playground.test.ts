@@ -7,6 +7,7 @@ import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from 
 import { cardsTitled } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { outputOf, steps, until } from './remote-flow.js';
 
 /**
  * Scenario 12 on HF Jobs, end to end through the playground: `--on hf` names the backend and the flavour's
@@ -16,27 +17,6 @@ import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted
  */
 
 const SCRIPT = 'test/fixtures/remote_train.py';
-
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 45_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-const outputOf = (dataDir: string, runId: string): string => {
-  try {
-    return readFileSync(join(dataDir, 'runs', runId, 'output.log'), 'utf8');
-  } catch {
-    return '';
-  }
-};
-
-/** Every `step=N` line of a log, in order (a duplicate line means a replayed stream was written twice). */
-const steps = (log: string): number[] => [...log.matchAll(/^step=(\d+) /gm)].map((match) => Number(match[1]));
 
 describe('HF Jobs through the playground (emulated Jobs API, real job processes)', () => {
   let emulator: HfJobsEmulator;
@@ -115,6 +95,10 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     );
     expect(sent?.body).toMatchObject({ secrets: { WANDB_API_KEY: 'wandb-secret-123456' } });
     expect(JSON.stringify(sent?.body)).not.toContain(emulator.token);
+    // The job exists before Shepherd records its id: the "is running" line comes after.
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /^hf-nan is running/.test(m.text)),
+    );
     const run = await shepherd.app.features.runs.service.findRun('hf-nan');
     expect(run.executor).toBe('hfjobs');
     expect(run.jobId).toBe(job.id);

@@ -8,6 +8,7 @@ import { cardsTitled } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { rbacAuthorizer } from '../kubernetes/kubernetes-harness.js';
+import { outputOf, steps, until } from './remote-flow.js';
 
 /**
  * Scenario 12 on Kubernetes, end to end through the playground against the API emulator (which enforces
@@ -18,25 +19,6 @@ import { rbacAuthorizer } from '../kubernetes/kubernetes-harness.js';
  */
 
 const SCRIPT = 'test/fixtures/remote_train.py';
-
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 45_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
-const outputOf = (dataDir: string, runId: string): string => {
-  try {
-    return readFileSync(join(dataDir, 'runs', runId, 'output.log'), 'utf8');
-  } catch {
-    return '';
-  }
-};
-const steps = (log: string): number[] => [...log.matchAll(/^step=(\d+) /gm)].map((match) => Number(match[1]));
 
 describe('Kubernetes through the playground (emulated API server, real pod processes)', () => {
   let emulator: KubernetesEmulator;
