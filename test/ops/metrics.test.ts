@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -137,9 +137,16 @@ describe('/metrics moves with activity', () => {
         botMessages(all).some((m) => m.card?.actions?.some((action) => action.label === 'Acknowledge')),
       30_000,
     );
-    const text = await scrape();
+    // The counter moves once the alert is delivered, a moment after its card shows: wait for it.
+    const text = await vi.waitFor(
+      async () => {
+        const scraped = await scrape();
+        expect(sample(scraped, 'shepherd_alerts_total', { kind: 'nan' })).toBe(1);
+        return scraped;
+      },
+      { timeout: 15_000, interval: 100 },
+    );
     expect(sample(text, 'shepherd_approvals_total', { decision: 'approved' })).toBe(1);
-    expect(sample(text, 'shepherd_alerts_total', { kind: 'nan' })).toBe(1);
     const runs = ['queued', 'running', 'completed', 'failed', 'stopped'].reduce(
       (total, status) => total + sample(text, 'shepherd_runs', { status }),
       0,
