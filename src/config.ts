@@ -128,6 +128,8 @@ const environmentSchema = z.object({
 
   SHEPHERD_MONITOR_INTERVAL_S: positiveNumber.default(30),
   SHEPHERD_STALL_S: positiveNumber.default(300),
+  // 0 turns the file wake-ups off (timer only).
+  SHEPHERD_MONITOR_MAX_EVALS_PER_S: z.coerce.number().min(0).default(2),
   SHEPHERD_MAX_AUTOFIX: z.coerce.number().int().min(0).default(3),
   SHEPHERD_QUICKCHART_URL: z.string().min(1).default('local'),
   SHEPHERD_PROGRESS_EVERY_MIN: nonNegativeNumber.default(0),
@@ -268,6 +270,7 @@ function monitorSettings(environment: Environment) {
     monitor: {
       intervalS: environment.SHEPHERD_MONITOR_INTERVAL_S,
       stallS: environment.SHEPHERD_STALL_S,
+      maxEvalsPerS: environment.SHEPHERD_MONITOR_MAX_EVALS_PER_S,
       maxAutofix: environment.SHEPHERD_MAX_AUTOFIX,
       quickchartUrl: environment.SHEPHERD_QUICKCHART_URL,
       progressEveryMin: environment.SHEPHERD_PROGRESS_EVERY_MIN,

@@ -29,56 +29,66 @@ interface MonitorWorkerOptions {
   concurrency?: number;
 }
 
-export function createMonitorWorker(options: MonitorWorkerOptions): Worker {
+export type TickOutcome = { skipped: 'unknown run' | 'locked' } | { incidents: string[]; newPoints: number };
+
+/**
+ * One evaluation of a run, for the timer's jobs and for file wake-ups alike: the same cursor, the same pure
+ * `evaluate`, the same lease (a second evaluation of the run at the same time reports `locked`).
+ */
+export function createTickHandler(
+  options: Omit<MonitorWorkerOptions, 'connection' | 'prefix' | 'concurrency'>,
+) {
   const { monitor, logger } = options;
-  return createJobWorker(
-    QUEUE_NAMES.monitor,
-    monitorTickJob,
-    async ({ runId }) => {
-      let meta = await options.loadRun(runId);
-      if (meta === undefined) {
-        logger.warn({ runId }, 'monitor tick for an unknown run');
-        await options.onMissingRun?.(runId);
-        return { skipped: 'unknown run' };
+  return async function tickRun(runId: string): Promise<TickOutcome> {
+    let meta = await options.loadRun(runId);
+    if (meta === undefined) {
+      logger.warn({ runId }, 'monitor tick for an unknown run');
+      await options.onMissingRun?.(runId);
+      return { skipped: 'unknown run' };
+    }
+    const processState = await options.pollProcess(meta);
+    // A poll can take a while (a remote backend): an ending it saw may be a stop Shepherd started meanwhile,
+    // so the ending is judged against the run as it is now.
+    if (processState.kind === 'exited' || processState.kind === 'signaled')
+      meta = (await options.loadRun(runId)) ?? meta;
+    const result = await monitor.tick(runId, meta, processState);
+    if (result.skipped === true) return { skipped: 'locked' };
+    if (result.malformed.note !== undefined && options.onMalformed !== undefined) {
+      await options.onMalformed(runId, result.malformed.note, meta).catch((error: unknown) => {
+        logger.error({ runId, err: error }, 'could not post the malformed-line note');
+      });
+    }
+    const delivered: string[] = [];
+    for (const incident of result.incidents) {
+      try {
+        await options.onIncident(incident, meta);
+        delivered.push(incident.id);
+      } catch (error) {
+        // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
+        if (error instanceof ServiceError && error.code === 'delivery_in_progress') continue;
+        logger.error(
+          { runId, incident: incident.id, err: error },
+          'incident delivery failed; retrying next tick',
+        );
       }
-      const processState = await options.pollProcess(meta);
-      // A poll can take a while (a remote backend): an ending it saw may be a stop Shepherd started meanwhile,
-      // so the ending is judged against the run as it is now.
-      if (processState.kind === 'exited' || processState.kind === 'signaled')
-        meta = (await options.loadRun(runId)) ?? meta;
-      const result = await monitor.tick(runId, meta, processState);
-      if (result.skipped === true) return { skipped: 'locked' };
-      if (result.malformed.note !== undefined && options.onMalformed !== undefined) {
-        await options.onMalformed(runId, result.malformed.note, meta).catch((error: unknown) => {
-          logger.error({ runId, err: error }, 'could not post the malformed-line note');
-        });
-      }
-      const delivered: string[] = [];
-      for (const incident of result.incidents) {
-        try {
-          await options.onIncident(incident, meta);
-          delivered.push(incident.id);
-        } catch (error) {
-          // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
-          if (error instanceof ServiceError && error.code === 'delivery_in_progress') continue;
-          logger.error(
-            { runId, incident: incident.id, err: error },
-            'incident delivery failed; retrying next tick',
-          );
-        }
-      }
-      await monitor.ack(runId, delivered);
-      await options.onTick?.(result, meta);
-      return { incidents: delivered, newPoints: result.newPoints };
-    },
-    {
-      connection: options.connection,
-      prefix: options.prefix,
-      logger,
-      concurrency: options.concurrency ?? 8,
-      describe: (data) => ({ runId: data.runId }),
-      // Ticks are cheap and periodic: a failed one is simply superseded by the next.
-      workerOptions: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
-    },
-  );
+    }
+    await monitor.ack(runId, delivered);
+    await options.onTick?.(result, meta);
+    return { incidents: delivered, newPoints: result.newPoints };
+  };
+}
+
+export function createMonitorWorker(
+  options: MonitorWorkerOptions,
+  tickRun: (runId: string) => Promise<TickOutcome> = createTickHandler(options),
+): Worker {
+  return createJobWorker(QUEUE_NAMES.monitor, monitorTickJob, async ({ runId }) => tickRun(runId), {
+    connection: options.connection,
+    prefix: options.prefix,
+    logger: options.logger,
+    concurrency: options.concurrency ?? 8,
+    describe: (data) => ({ runId: data.runId }),
+    // Ticks are cheap and periodic: a failed one is simply superseded by the next.
+    workerOptions: { removeOnComplete: { count: 100 }, removeOnFail: { count: 100 } },
+  });
 }

@@ -8,9 +8,11 @@ import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { AlertService } from './alert-service.js';
-import type { Monitor } from './monitor.js';
+import type { Monitor, TickResult } from './monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
-import { createMonitorWorker } from './monitor-worker.js';
+import { createMonitorWorker, createTickHandler, type TickOutcome } from './monitor-worker.js';
+import { createRunWakeups, type DirectoryWatch } from './run-wakeups.js';
+import type { Incident } from './types.js';
 
 /**
  * Keeps one monitor job scheduler per active run and runs the ticks: a run gets its scheduler when it
@@ -26,6 +28,8 @@ export function createRunWatcher(options: {
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
   logger: Logger;
+  /** Tests count or replace the file watches. */
+  watchDirectory?: DirectoryWatch;
 }) {
   const { redis, prefix, logger, config } = options;
   const scheduler: MonitorScheduler = createMonitorScheduler({
@@ -38,6 +42,27 @@ export function createRunWatcher(options: {
   // Runs watched since they started and not yet given their final tick (which reads the crash or the
   // finish). Kept in Redis so a run that ended while the bot was down still gets its alert, once.
   const watchedKey = `${prefix}:monitor-watched`;
+  // Set by createWorker: a process without a monitor worker does not watch files.
+  let tickRun: ((runId: string) => Promise<TickOutcome>) | undefined;
+  const wakeups = createRunWakeups({
+    evaluate: async (runId) => {
+      const outcome = await tickRun?.(runId);
+      return outcome !== undefined && 'skipped' in outcome && outcome.skipped === 'locked'
+        ? 'locked'
+        : 'done';
+    },
+    maxEvalsPerS: config.monitor.maxEvalsPerS,
+    logger: logger.child({ component: 'monitor-wakeups' }),
+    ...(options.watchDirectory === undefined ? {} : { watchDirectory: options.watchDirectory }),
+  });
+  const follow = (runId: string) => {
+    if (tickRun !== undefined) wakeups.follow(runId, options.runs.runDirectory(runId));
+  };
+  const forget = async (runId: string) => {
+    wakeups.release(runId);
+    await scheduler.stop(runId);
+    await redis.srem(watchedKey, runId);
+  };
 
   async function loadRun(runId: string): Promise<RunMeta | undefined> {
     try {
@@ -70,10 +95,12 @@ export function createRunWatcher(options: {
 
   return {
     scheduler,
+    wakeups,
     /** Starts watching a run (on `run-started`). */
     async watch(runId: string): Promise<void> {
       await redis.sadd(watchedKey, runId);
       await scheduler.start(runId);
+      follow(runId);
     },
     /** After a restart: schedulers for the active runs and for runs that ended without a final tick. */
     async sync(runs: RunMeta[]): Promise<void> {
@@ -89,33 +116,37 @@ export function createRunWatcher(options: {
         logger.info({ added, removed }, 'monitor schedulers synced');
     },
     createWorker(): Worker {
-      return createMonitorWorker({
+      const workerOptions = {
         connection: redis,
         prefix,
         monitor: options.monitor,
         loadRun,
         pollProcess,
         logger: logger.child({ component: 'monitor' }),
-        onIncident: (incident, meta) => options.alerts.onIncident(incident, meta),
-        onMalformed: async (_runId, note, meta) => {
+        onIncident: (incident: Incident, meta: RunMeta) => options.alerts.onIncident(incident, meta),
+        onMalformed: async (_runId: string, note: string, meta: RunMeta) => {
           await options.notifier.post(meta.threadId, `${meta.name}: ${note}`);
         },
-        onMissingRun: async (runId) => {
-          await scheduler.stop(runId);
-          await redis.srem(watchedKey, runId);
-        },
-        onTick: async (result, meta) => {
+        onMissingRun: forget,
+        onTick: async (result: TickResult, meta: RunMeta) => {
           if (!ACTIVE_STATUSES.has(meta.status) && !result.backlog) {
             // This was the last tick after the run ended or paused: it has read the final lines.
-            await scheduler.stop(meta.id);
-            await redis.srem(watchedKey, meta.id);
+            await forget(meta.id);
             return;
           }
           if (!ACTIVE_STATUSES.has(meta.status)) return;
+          // Every process with a monitor worker watches the runs it ticks (after a restart, or a run started
+          // by another process); the lease keeps their evaluations one at a time.
+          follow(meta.id);
           await maybePostProgress(meta);
         },
-      });
+      };
+      tickRun = createTickHandler(workerOptions);
+      return createMonitorWorker(workerOptions, tickRun);
     },
-    close: () => scheduler.close(),
+    close: async () => {
+      wakeups.close();
+      await scheduler.close();
+    },
   };
 }

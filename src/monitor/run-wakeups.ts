@@ -1,0 +1,129 @@
+import { type FSWatcher, watch } from 'node:fs';
+import type { Logger } from '../logger.js';
+
+/** The files whose growth means a run has something new to judge. */
+const WAKING_FILES = new Set(['output.log', 'metrics.jsonl']);
+/** How soon a wake-up that found the run's lease taken tries again. */
+const LOCKED_RETRY_MS = 100;
+
+/** What one evaluation reports back: `locked` when another evaluation of the run held its lease. */
+export type WakeOutcome = 'done' | 'locked';
+
+/** Starts watching a directory; `onChange` gets the changed file's name. The real one is `fs.watch`. */
+export type DirectoryWatch = (
+  directory: string,
+  onChange: (fileName: string | undefined) => void,
+) => { close(): void };
+
+export interface RunWakeups {
+  /** Watch the run's directory (idempotent); a new line in its files wakes `evaluate`. */
+  follow(runId: string, directory: string): void;
+  /** Stop watching the run; a pending wake-up is dropped (the timer's last tick reads the rest). */
+  release(runId: string): void;
+  /** How many runs are watched: each holds one watcher. */
+  size(): number;
+  close(): void;
+}
+
+interface RunWakeState {
+  watcher: { close(): void };
+  lastStartMs: number;
+  running: boolean;
+  /** A change arrived during an evaluation (or it found the lease taken): exactly one more follows. */
+  pending: boolean;
+  timer?: NodeJS.Timeout;
+}
+
+const watchWithFs: DirectoryWatch = (directory, onChange) => {
+  const watcher: FSWatcher = watch(directory, { persistent: false }, (_event, fileName) =>
+    onChange(fileName === null ? undefined : String(fileName)),
+  );
+  // The directory went away (a deleted run): the watch is over; the timer's ticks carry on.
+  watcher.on('error', () => watcher.close());
+  return watcher;
+};
+
+/**
+ * Event-driven evaluation: a run's new lines wake its evaluation within milliseconds instead of waiting for the
+ * next timer tick. Each run is evaluated at most `maxEvalsPerS` times a second, so a chatty run costs no more
+ * than a fast timer; an idle run costs nothing between ticks. The timer stays for time-based detectors and for
+ * filesystems where watches do not fire (NFS).
+ */
+export function createRunWakeups(options: {
+  evaluate: (runId: string) => Promise<WakeOutcome>;
+  maxEvalsPerS: number;
+  logger: Logger;
+  watchDirectory?: DirectoryWatch;
+  clock?: () => number;
+}): RunWakeups {
+  const { logger } = options;
+  const watchDirectory = options.watchDirectory ?? watchWithFs;
+  const clock = options.clock ?? Date.now;
+  const gapMs = options.maxEvalsPerS > 0 ? 1000 / options.maxEvalsPerS : Number.POSITIVE_INFINITY;
+  const runs = new Map<string, RunWakeState>();
+
+  function wake(runId: string): void {
+    const state = runs.get(runId);
+    if (state === undefined || state.timer !== undefined) return;
+    if (state.running) {
+      state.pending = true;
+      return;
+    }
+    const waitMs = Math.max(0, state.lastStartMs + gapMs - clock());
+    state.timer = setTimeout(() => void evaluateNow(runId, state), waitMs);
+    state.timer.unref();
+  }
+
+  async function evaluateNow(runId: string, state: RunWakeState): Promise<void> {
+    delete state.timer;
+    if (runs.get(runId) !== state) return;
+    state.running = true;
+    state.lastStartMs = clock();
+    let outcome: WakeOutcome = 'done';
+    try {
+      outcome = await options.evaluate(runId);
+    } catch (error) {
+      logger.warn({ runId, err: error }, 'woken evaluation failed; the timer tick retries');
+    } finally {
+      state.running = false;
+    }
+    if (runs.get(runId) !== state) return;
+    if (outcome === 'locked') {
+      // Another evaluation holds the lease and may have started before these lines: look again shortly.
+      state.timer = setTimeout(() => void evaluateNow(runId, state), LOCKED_RETRY_MS);
+      state.timer.unref();
+      state.pending = false;
+      return;
+    }
+    if (state.pending) {
+      state.pending = false;
+      wake(runId);
+    }
+  }
+
+  return {
+    follow(runId, directory) {
+      if (gapMs === Number.POSITIVE_INFINITY || runs.has(runId)) return;
+      try {
+        const watcher = watchDirectory(directory, (fileName) => {
+          if (fileName === undefined || WAKING_FILES.has(fileName)) wake(runId);
+        });
+        runs.set(runId, { watcher, lastStartMs: 0, running: false, pending: false });
+      } catch (error) {
+        // No directory yet, or no inotify (some network filesystems): the timer still ticks.
+        logger.debug({ runId, directory, err: error }, 'run files not watched; timer only');
+      }
+    },
+    release(runId) {
+      const state = runs.get(runId);
+      if (state === undefined) return;
+      runs.delete(runId);
+      if (state.timer !== undefined) clearTimeout(state.timer);
+      state.watcher.close();
+    },
+    size: () => runs.size,
+    close() {
+      for (const runId of [...runs.keys()]) this.release(runId);
+    },
+  };
+}
