@@ -28,7 +28,7 @@ async function main(): Promise<void> {
       isTerminal: process.stdout.isTTY === true,
     },
   );
-  const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
+  const redis = await ensureRedis(config, { logger });
   const app = await createApp(config, logger, { runEnvironment: scrubRunEnvironment(process.env) });
   await app.start();
 
