@@ -4,6 +4,7 @@ import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { registerSecretValues } from './redact.js';
+import { redisConnectionOptions } from './redis.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
@@ -29,6 +30,8 @@ async function main(): Promise<void> {
     },
   );
   const redis = await ensureRedis(config, { logger });
+  // The embedded Redis's password is redacted like the bot's other secrets.
+  registerSecretValues([redisConnectionOptions(config).password]);
   const app = await createApp(config, logger, { runEnvironment: scrubRunEnvironment(process.env) });
   await app.start();
 

@@ -31,7 +31,7 @@ function readEmbeddedPassword(file: string): string | undefined {
  * URL without credentials the embedded Redis's password from the data directory. Credentials in the
  * URL (`redis://user:pass@…`, ACL users) are ioredis's own.
  */
-function redisConnectionOptions(settings: RedisConnectionSettings): RedisOptions {
+export function redisConnectionOptions(settings: RedisConnectionSettings): RedisOptions {
   const url = new URL(settings.redisUrl);
   const options: RedisOptions = {};
   const caFile = settings.redisAuth.tlsCaFile;
