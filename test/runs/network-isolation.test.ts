@@ -55,7 +55,7 @@ describe('network isolation for the pre-flight', () => {
     expect(await connectUnder(prefix, port)).toBe('errno=101');
   });
 
-  it('a non-root bot's prefix uses a user namespace and has no network either', async () => {
+  it('a non-root bot: its prefix uses a user namespace and has no network either', async () => {
     const prefix = await createNetworkIsolation({ botUid: 1000 }).prefix(undefined);
     if (prefix === undefined) {
       process.stderr.write(
