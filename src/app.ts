@@ -116,10 +116,10 @@ type Spine = ReturnType<typeof createSpine>;
 
 /** Connections, adapters, queues and stores of the chat spine (no features yet). */
 function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
-  const redis = createRedis(config.redisUrl, { logger });
+  const redis = createRedis(config, { logger });
   // The ack path (playground store, inbox) has a connection of its own, so its one script per message never
   // waits behind a worker's commands. Not auto-pipelined: that cost ~20 µs of CPU per ack (bench/spine-ack-cpu.ts).
-  const ackRedis = createRedis(config.redisUrl, { logger });
+  const ackRedis = createRedis(config, { logger });
   const prefix = config.queuePrefix;
   const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });

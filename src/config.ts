@@ -2,6 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
+import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './config-redis-auth.js';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
@@ -55,6 +56,7 @@ const gpuList = z
 const environmentSchema = z.object({
   ...backendEnvironment,
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
+  ...redisAuthEnvironment,
   SHEPHERD_QUEUE_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
@@ -328,6 +330,7 @@ function buildConfig(environment: Environment, secretValues: string[]) {
     /** Literal secret values (the bot's tokens, `SHEPHERD_RUN_ENV_*`), redacted from all that leaves. */
     secretValues,
     ...serviceSettings(environment),
+    ...redisAuthSettings(environment),
     ...agentSettings(environment),
     ...runSettings(environment),
     ...backendSettings(environment),
@@ -377,6 +380,8 @@ export function loadConfig(
     });
     throw new ConfigError(`invalid configuration:\n${[...files.problems, ...lines].join('\n')}`);
   }
+  const redisProblem = redisAuthProblem(result.data);
+  if (redisProblem !== undefined) throw new ConfigError(`invalid configuration:\n${redisProblem}`);
   if (result.data.SHEPHERD_DEFAULT_MAX_HOURS > result.data.SHEPHERD_MAX_HOURS) {
     throw new ConfigError(
       `invalid configuration:\n  SHEPHERD_DEFAULT_MAX_HOURS=${result.data.SHEPHERD_DEFAULT_MAX_HOURS}: must not be above SHEPHERD_MAX_HOURS=${result.data.SHEPHERD_MAX_HOURS}`,

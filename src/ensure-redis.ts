@@ -1,23 +1,11 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { Redis } from 'ioredis';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { definedOnly } from './defined-only.js';
 import { ServiceError } from './errors.js';
 import type { Logger } from './logger.js';
-
-async function answers(url: string): Promise<boolean> {
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  client.on('error', () => undefined);
-  try {
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client.disconnect();
-  }
-}
+import { type RedisConnectionSettings, redisAnswers } from './redis.js';
 
 /** How the embedded Redis keeps its data: an append-only file, fsynced every second, in `<dataDir>/redis`. */
 function embeddedRedisArguments(port: string, directory: string): string[] {
@@ -35,21 +23,53 @@ function embeddedRedisArguments(port: string, directory: string): string[] {
     // The AOF is the record; no RDB snapshots on the side.
     '--save',
     '',
+    // The rest of the configuration (the password) comes on stdin, never in the process's arguments,
+    // which every local user can read in /proc.
+    '-',
   ];
 }
 
 /**
- * Uses the Redis at `url` when it answers; otherwise, for a local URL, starts a `redis-server` found on
- * PATH (bound to 127.0.0.1, AOF persistence in `<dataDir>/redis`) as a child that ends with the bot.
- * Threads, sessions, approvals and GPU claims survive a restart of the bot and of that Redis.
+ * The embedded Redis's password: generated at its first start and kept in `<dataDir>/redis/password`,
+ * mode 0600 in a 0700 directory, so only the bot's user (not a run under `SHEPHERD_RUN_AS_USER`) can
+ * read it. The bot, its workers and `doctor` read it from there (`redisConnectionOptions`).
+ */
+function embeddedPassword(file: string, logger: Logger): string {
+  const directory = dirname(file);
+  mkdirSync(directory, { recursive: true, mode: 0o700 });
+  // A directory made by an older version (before the password) is closed too: it holds the AOF.
+  chmodSync(directory, 0o700);
+  try {
+    writeFileSync(file, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600, flag: 'wx' });
+    logger.info({ file }, 'generated the embedded Redis password (mode 0600)');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    if ((statSync(file).mode & 0o077) !== 0) {
+      chmodSync(file, 0o600);
+      logger.warn({ file }, 'the embedded Redis password file was readable by others; set it to mode 0600');
+    }
+  }
+  return readFileSync(file, 'utf8').trim();
+}
+
+/**
+ * Uses the Redis at `redisUrl` when it answers; otherwise, for a local URL without credentials, starts a
+ * `redis-server` found on PATH (bound to 127.0.0.1, password required, AOF persistence in
+ * `<dataDir>/redis`) as a child that ends with the bot. Threads, sessions, approvals and GPU claims
+ * survive a restart of the bot and of that Redis.
  */
 export async function ensureRedis(
-  url: string,
-  options: { dataDir: string; logger: Logger },
+  settings: RedisConnectionSettings,
+  options: { logger: Logger },
 ): Promise<{ url: string; pid?: number; stop(): Promise<void> }> {
-  if (await answers(url)) return { url, stop: async () => undefined };
+  const url = settings.redisUrl;
+  if (await redisAnswers(settings)) return { url, stop: async () => undefined };
   const parsed = new URL(url);
-  const local = ['127.0.0.1', 'localhost', '::1'].includes(parsed.hostname);
+  const local =
+    ['127.0.0.1', 'localhost', '::1'].includes(parsed.hostname) &&
+    parsed.protocol === 'redis:' &&
+    parsed.username === '' &&
+    parsed.password === '';
   const found = spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status === 0;
   if (!local || !found) {
     throw new ServiceError(
@@ -59,21 +79,24 @@ export async function ensureRedis(
     );
   }
   const port = parsed.port === '' ? '6379' : parsed.port;
-  const directory = resolve(options.dataDir, 'redis');
-  mkdirSync(directory, { recursive: true });
+  const password = embeddedPassword(settings.redisAuth.embeddedPasswordFile, options.logger);
+  const directory = dirname(settings.redisAuth.embeddedPasswordFile);
   const child: ChildProcess = spawn('redis-server', embeddedRedisArguments(port, directory), {
-    stdio: 'ignore',
+    stdio: ['pipe', 'ignore', 'ignore'],
   });
+  // A redis-server that exits at once (port taken) closes its stdin: that is reported below, not here.
+  child.stdin?.on('error', () => undefined);
+  child.stdin?.end(`requirepass ${password}\n`);
   const exited = new Promise<void>((done) => child.once('exit', () => done()));
   options.logger.info(
     { port, pid: child.pid, dir: directory },
-    'no Redis answered; started a local redis-server (append-only file, fsync every second)',
+    'no Redis answered; started a local redis-server (password required, append-only file, fsync every second)',
   );
   for (let attempt = 0; attempt < 50; attempt += 1) {
-    if (await answers(url)) break;
+    if (await redisAnswers(settings)) break;
     await new Promise((done) => setTimeout(done, 100));
   }
-  if (!(await answers(url))) {
+  if (!(await redisAnswers(settings))) {
     if (child.exitCode === null) child.kill('SIGTERM');
     throw new ServiceError('redis_unavailable', `started redis-server but ${url} does not answer`, {
       retryable: false,

@@ -4,6 +4,7 @@ import { ensureRedis } from './ensure-redis.js';
 import { ConfigError } from './errors.js';
 import { createLogger } from './logger.js';
 import { registerSecretValues } from './redact.js';
+import { redisConnectionOptions } from './redis.js';
 import { scrubRunEnvironment } from './runs/run-environment.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
@@ -28,7 +29,9 @@ async function main(): Promise<void> {
       isTerminal: process.stdout.isTTY === true,
     },
   );
-  const redis = await ensureRedis(config.redisUrl, { dataDir: config.dataDir, logger });
+  const redis = await ensureRedis(config, { logger });
+  // The embedded Redis's password is redacted like the bot's other secrets.
+  registerSecretValues([redisConnectionOptions(config).password]);
   const app = await createApp(config, logger, { runEnvironment: scrubRunEnvironment(process.env) });
   await app.start();
 

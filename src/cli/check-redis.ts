@@ -1,20 +1,60 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
+import { createProbeRedis, type RedisConnectionSettings } from '../redis.js';
 import { type CheckOutcome, errorText, outcome, PROBE_TIMEOUT_MS } from './doctor-types.js';
 
 function infoField(info: string, field: string): string | undefined {
   return new RegExp(`^${field}:(.*)$`, 'm').exec(info)?.[1]?.trim();
 }
 
-/** Redis answers, and is set up the way BullMQ needs it (noeviction) and keeps data (AOF). */
-export async function checkRedis(url: string): Promise<CheckOutcome[]> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    connectTimeout: PROBE_TIMEOUT_MS,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    enableOfflineQueue: false,
+/**
+ * Does this Redis answer a connection with no credentials? Then any local process (a run) can read and
+ * forge decisions: warn.
+ */
+async function checkAuthRequired(settings: RedisConnectionSettings, usesCredentials: boolean) {
+  const anonymous = createProbeRedis(settings, PROBE_TIMEOUT_MS, { anonymous: true });
+  try {
+    await anonymous.connect();
+    await anonymous.ping();
+    return outcome(
+      'redis auth',
+      'warn',
+      usesCredentials
+        ? 'Redis also answers connections without a password'
+        : 'Redis answers without a password: any local process, a run included, can reach it',
+      'require a password (requirepass, or an ACL user in REDIS_URL and `default off`), or let `npm start` run the embedded Redis',
+    );
+  } catch (error) {
+    return /NOAUTH|WRONGPASS|NOPERM/.test(errorText(error))
+      ? outcome('redis auth', 'ok', 'Redis refuses connections without a password (NOAUTH)')
+      : outcome('redis auth', 'skip', `could not probe without credentials: ${errorText(error)}`);
+  } finally {
+    anonymous.disconnect();
+  }
+}
+
+/** The URL as doctor prints it: the password is a secret. */
+function withoutPassword(text: string): string {
+  const url = new URL(text);
+  if (url.password !== '') url.password = '***';
+  return url.toString();
+}
+
+/** Redis answers, and is set up the way BullMQ needs it (noeviction), keeps data (AOF) and needs a password. */
+export async function checkRedis(settings: RedisConnectionSettings): Promise<CheckOutcome[]> {
+  const url = withoutPassword(settings.redisUrl);
+  let redis: Redis;
+  try {
+    redis = createProbeRedis(settings, PROBE_TIMEOUT_MS);
+  } catch (error) {
+    return [
+      outcome('redis', 'fail', errorText(error), "run doctor as the bot's user, or fix REDIS_TLS_CA_FILE"),
+    ];
+  }
+  // Why a connection closed (a TLS certificate, a refused port) comes as an 'error' event, not from connect().
+  let lastError: unknown;
+  redis.on('error', (error: unknown) => {
+    lastError = error;
   });
-  redis.on('error', () => undefined);
   try {
     await redis.connect();
     const info = await redis.info('server');
@@ -46,10 +86,17 @@ export async function checkRedis(url: string): Promise<CheckOutcome[]> {
             'start Redis with --appendonly yes --appendfsync everysec',
           ),
     );
+    const usesCredentials = redis.options.password !== undefined && redis.options.password !== '';
+    results.push(await checkAuthRequired(settings, usesCredentials));
     return results;
   } catch (error) {
     return [
-      outcome('redis', 'fail', `cannot reach ${url}: ${errorText(error)}`, 'start Redis or fix REDIS_URL'),
+      outcome(
+        'redis',
+        'fail',
+        `cannot reach ${url}: ${errorText(lastError ?? error)}`,
+        'start Redis or fix REDIS_URL',
+      ),
     ];
   } finally {
     redis.disconnect();

@@ -1,8 +1,8 @@
-import { Redis } from 'ioredis';
 import { createApp } from '../app.js';
 import { type Config, loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
+import { redisAnswers } from '../redis.js';
 import { userFacingError } from '../runs/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
@@ -14,24 +14,6 @@ const USAGE = `usage: shepherd <command>
   help            this text
 
 Configuration comes from the environment and ./.env, as for the bot.`;
-
-async function redisAnswers(url: string): Promise<boolean> {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    connectTimeout: 3000,
-  });
-  redis.on('error', () => undefined);
-  try {
-    await redis.connect();
-    return (await redis.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    redis.disconnect();
-  }
-}
 
 /** Where the CLI writes; tests capture it. */
 interface CliOutput {
@@ -51,7 +33,7 @@ async function printRuns(
   run: string | undefined,
   io: CliOutput,
 ): Promise<number> {
-  if (!(await redisAnswers(config.redisUrl))) {
+  if (!(await redisAnswers(config))) {
     io.error(`shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`);
     return 1;
   }

@@ -28,7 +28,7 @@ export async function runDoctor(config: Config, options: DoctorOptions): Promise
     'utf8',
   ).catch(() => readFile(new URL('../../slack/manifest.yaml', import.meta.url), 'utf8').catch(() => ''));
   const groups = await Promise.all([
-    checkRedis(config.redisUrl),
+    checkRedis(config),
     checkLlm(config.llm, fetcher),
     checkSlack(config.slack, manifestBotScopes(manifest), fetcher),
     checkDiscord(config.discord, fetcher),

@@ -2,7 +2,9 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import type { RunsRuntime } from '../create-runs.js';
 import { definedOnly } from '../defined-only.js';
 import { detectorConfigFrom } from '../monitor/types.js';
+import { createNetworkIsolation } from '../runs/network-isolation.js';
 import type { RunAccess } from '../runs/run-access.js';
+import { lookupRunUser } from '../runs/run-as-user.js';
 import { createRunOperations, type RunOperations } from '../runs/run-operations.js';
 import { createRunCommand } from '../runs/slurm/slurm-command.js';
 import { createCheckpointLister } from '../tools/checkpoint-listing.js';
@@ -32,11 +34,21 @@ export function createOperationsFeature(
   const { config, logger, notifier } = base;
   const { runs, access } = dependencies;
   // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
+  const botUid = process.getuid?.();
+  const runAs = config.runs.runAsUser === undefined ? undefined : lookupRunUser(config.runs.runAsUser);
+  if (config.checks.preflightSteps > 0 && botUid === 0 && runAs === undefined) {
+    logger.warn(
+      'SHEPHERD_PREFLIGHT_STEPS is set but the bot runs as root without SHEPHERD_RUN_AS_USER: pre-flights are refused (cards say so)',
+    );
+  }
   const scriptChecks = createScriptChecks({
     python: config.runs.python,
     environment: base.runEnvironment,
     preflightSteps: config.checks.preflightSteps,
     preflightTimeoutS: config.checks.preflightTimeoutS,
+    runAs,
+    botUid,
+    isolation: createNetworkIsolation({ botUid }),
   });
   const watching = createWatchOperations({
     runs: runs.service,

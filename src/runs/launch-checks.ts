@@ -43,10 +43,11 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
     /** The pre-flight takes up to its timeout: the thread hears that it is running. */
     async runPreflight(threadId, name, script, config) {
       if (options.preflight === undefined) return undefined;
-      await options
-        .notify?.(threadId, `Running a short CPU pre-flight of ${name} before the approval card…`)
-        .catch(() => undefined);
-      return options.preflight(script, config);
+      return options.preflight(script, config, async () => {
+        await options
+          .notify?.(threadId, `Running a short CPU pre-flight of ${name} before the approval card…`)
+          .catch(() => undefined);
+      });
     },
 
     /** Card lines for how a run starts: the exact command, the environment, warnings. */

@@ -109,7 +109,11 @@ export interface RunOperationsOptions {
   /** Checks a proposed script; resolves an error text or undefined when it compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
   /** The CPU pre-flight (when enabled): resolves the line the approval card shows. */
-  preflight?: (source: string, config?: Record<string, unknown>) => Promise<string>;
+  preflight?: (
+    source: string,
+    config?: Record<string, unknown>,
+    onStart?: () => Promise<void>,
+  ) => Promise<string>;
   /** Posts into a thread (a script that does not compile is reported there, whoever asked). */
   notify?: (threadId: string, text: string) => Promise<void>;
   /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */

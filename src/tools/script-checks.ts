@@ -1,5 +1,7 @@
 import { checkPythonSyntax } from '../monitor/triage.js';
-import { describePreflight, runPreflight } from '../runs/preflight.js';
+import type { NetworkIsolation } from '../runs/network-isolation.js';
+import { describePreflight, PREFLIGHT_REFUSED, runPreflight } from '../runs/preflight.js';
+import type { RunUser } from '../runs/run-as-user.js';
 
 /**
  * "Check before spending": every script that is about to get an approval card is compiled first
@@ -10,8 +12,15 @@ import { describePreflight, runPreflight } from '../runs/preflight.js';
 export interface ScriptChecks {
   /** Resolves a sentence with the line number when the script does not compile, else undefined. */
   checkSyntax(source: string): Promise<string | undefined>;
-  /** The pre-flight line for the card, or undefined when pre-flights are off. */
-  preflight?(source: string, config?: Record<string, unknown>): Promise<string>;
+  /**
+   * The pre-flight line for the card, or undefined when pre-flights are off. `onStart` is called when
+   * the script really starts (not when the pre-flight is refused).
+   */
+  preflight?(
+    source: string,
+    config?: Record<string, unknown>,
+    onStart?: () => Promise<void>,
+  ): Promise<string>;
 }
 
 /**
@@ -33,6 +42,11 @@ export function createScriptChecks(options: {
   environment: Readonly<Record<string, string | undefined>>;
   preflightSteps: number;
   preflightTimeoutS: number;
+  /** `SHEPHERD_RUN_AS_USER`: pre-flights run as this user. */
+  runAs?: RunUser | undefined;
+  /** The bot's own uid: as root with no run user, pre-flights are refused. */
+  botUid: number | undefined;
+  isolation: NetworkIsolation;
 }): ScriptChecks {
   const checks: ScriptChecks = {
     async checkSyntax(source) {
@@ -40,20 +54,28 @@ export function createScriptChecks(options: {
       return result.ok ? undefined : describeSyntaxError(result.error);
     },
   };
-  if (options.preflightSteps > 0) {
-    checks.preflight = async (source, config) =>
-      describePreflight(
-        await runPreflight(
-          {
-            python: options.python,
-            environment: options.environment,
-            steps: options.preflightSteps,
-            timeoutS: options.preflightTimeoutS,
-          },
-          source,
-          config,
-        ),
-      );
+  if (options.preflightSteps === 0) return checks;
+  // Agent-written code never runs as root before anyone has read it.
+  if (options.botUid === 0 && options.runAs === undefined) {
+    checks.preflight = async () => PREFLIGHT_REFUSED;
+    return checks;
   }
+  checks.preflight = async (source, config, onStart) => {
+    const isolation = await options.isolation.prefix(options.runAs);
+    await onStart?.();
+    const result = await runPreflight(
+      {
+        python: options.python,
+        environment: options.environment,
+        steps: options.preflightSteps,
+        timeoutS: options.preflightTimeoutS,
+        runAs: options.runAs,
+        isolation,
+      },
+      source,
+      config,
+    );
+    return describePreflight(result);
+  };
   return checks;
 }

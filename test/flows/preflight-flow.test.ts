@@ -1,6 +1,10 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
+import { ensureRunUser, RUN_USER } from '../helpers/run-user.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
 /*
@@ -22,17 +26,27 @@ async function until<T>(
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/** "pre-flight: " or, as root with a run user, "pre-flight (as shepherd-runner, no network): ". */
+const PREFLIGHT = String.raw`pre-flight(?: \([^)]*\))?`;
+
 const approveAction = (message: PlaygroundMessage | undefined) =>
   message?.card?.actions?.find((action) => action.label === 'Approve')?.actionId ?? '';
 
 describe('CPU pre-flight before the approval card (playground)', () => {
   let llm: ScriptedLlmServer;
   let shepherd: TestApp;
+  // As root a pre-flight needs a run user (it is refused otherwise: preflight-isolation.test.ts); the
+  // approved runs then start as that user too, so the data directory must be open to it.
+  const asRoot = ensureRunUser() === undefined;
+  const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-pf-data-'));
 
   beforeAll(async () => {
+    chmodSync(dataDir, 0o755);
     llm = await startScriptedOpenAi();
     shepherd = await startTestApp({
+      dataDir,
       environment: {
+        ...(asRoot ? { SHEPHERD_RUN_AS_USER: RUN_USER } : {}),
         SHEPHERD_LLM_BASE_URL: llm.url,
         SHEPHERD_WORKSPACE: process.cwd(),
         SHEPHERD_GPUS: '2',
@@ -51,6 +65,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     }
     await shepherd.stop();
     await llm.close();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('a passing pre-flight shows steps, time and loss on the card, and touches nothing of the run', async () => {
@@ -60,7 +75,9 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     );
     const messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'pf-ok').length > 0);
     const card = cardsTitled(messages, 'pf-ok')[0];
-    expect(card?.card?.text).toMatch(/^pre-flight: 5 steps in \d+ s, loss 2\.00 → 1\.66$/m);
+    expect(card?.card?.text).toMatch(
+      new RegExp(String.raw`^${PREFLIGHT}: 5 steps in \d+ s, loss 2\.00 → 1\.66$`, 'm'),
+    );
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some(
         (m) => m.text === 'Running a short CPU pre-flight of pf-ok before the approval card…',
@@ -89,7 +106,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
       (all) => cardsTitled(all, 'Approve script change: pf-ok').length > 0,
     );
     expect(cardsTitled(after, 'Approve script change: pf-ok')[0]?.card?.text).toMatch(
-      /^pre-flight: 5 steps in \d+ s, loss 2\.00 → 1\.66$/m,
+      new RegExp(String.raw`^${PREFLIGHT}: 5 steps in \d+ s, loss 2\.00 → 1\.66$`, 'm'),
     );
   });
 
@@ -101,7 +118,9 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     const messages = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'pf-gpu').length > 0);
     const card = cardsTitled(messages, 'pf-gpu')[0];
     const text = card?.card?.text ?? '';
-    expect(text).toMatch(/pre-flight FAILED on CPU: the script exited with code 1 after 2 steps \(\d+ s\)/);
+    expect(text).toMatch(
+      /pre-flight FAILED on CPU(?: \([^)]*\))?: the script exited with code 1 after 2 steps \(\d+ s\)/,
+    );
     expect(text).toContain('Traceback (most recent call last):');
     expect(text).toContain('RuntimeError: CUDA is required but no GPU is visible');
     expect(card?.card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject']);
@@ -128,7 +147,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     );
     const text = cardsTitled(messages, 'pf-slow')[0]?.card?.text ?? '';
     expect(text).toMatch(
-      /pre-flight FAILED on CPU: the script did not reach 5 steps within 3 s after 1 step \(3 s\)/,
+      /pre-flight FAILED on CPU(?: \([^)]*\))?: the script did not reach 5 steps within 3 s after 1 step \(3 s\)/,
     );
     expect(cardsTitled(messages, 'pf-slow')[0]?.card?.actions?.map((action) => action.label)).toEqual([
       'Approve',

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { sessionKeys } from '../../src/agent/session-store.js';
+import { loadConfig } from '../../src/config.js';
 import { ensureRedis } from '../../src/ensure-redis.js';
 import { createLogger } from '../../src/logger.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
@@ -30,7 +31,7 @@ describe('the embedded Redis keeps threads, sessions and a pending approval acro
 
   it('restarts the bot and its redis-server and finds everything again', async () => {
     const url = `redis://127.0.0.1:${await freePort()}`;
-    redis = await ensureRedis(url, { dataDir, logger });
+    redis = await ensureRedis(loadConfig({ REDIS_URL: url, SHEPHERD_DATA_DIR: dataDir }), { logger });
     expect(redis.pid).toBeGreaterThan(0);
     const environment = {
       REDIS_URL: url,
@@ -65,7 +66,7 @@ describe('the embedded Redis keeps threads, sessions and a pending approval acro
     await redis.stop();
     redis = undefined;
 
-    redis = await ensureRedis(url, { dataDir, logger });
+    redis = await ensureRedis(loadConfig({ REDIS_URL: url, SHEPHERD_DATA_DIR: dataDir }), { logger });
     shepherd = await startTestApp({ environment, prefix, dataDir, keepState: true });
     const after = await shepherd.messages(threadId);
     expect(after.map((message) => message.text)).toEqual(before.map((message) => message.text));

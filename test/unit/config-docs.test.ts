@@ -17,7 +17,13 @@ function variablesIn(file: string, opening: string, closing: string): string[] {
 function schemaVariables(): string[] {
   const backends = variablesIn('src/config-backends.ts', 'export const backendEnvironment = {', '\n};');
   expect(backends).toContain('SHEPHERD_BACKENDS');
-  return [...variablesIn('src/config.ts', 'const environmentSchema = z.object({', '\n});'), ...backends];
+  const redisAuth = variablesIn('src/config-redis-auth.ts', 'export const redisAuthEnvironment = {', '\n};');
+  expect(redisAuth).toContain('REDIS_TLS_CA_FILE');
+  return [
+    ...variablesIn('src/config.ts', 'const environmentSchema = z.object({', '\n});'),
+    ...backends,
+    ...redisAuth,
+  ];
 }
 
 /** Variables named in the README's configuration table. */
