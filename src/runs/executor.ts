@@ -93,6 +93,8 @@ export interface LaunchResult {
   jobId?: string;
   /** When the launch hits its max hours (local executor; Slurm enforces `--time` itself). */
   deadlineAt?: string;
+  /** A wall-time chain's segment this launch is (Slurm, when the hours exceed the partition's MaxTime). */
+  segment?: { index: number; of: number };
 }
 
 export interface ClusterInfo {
