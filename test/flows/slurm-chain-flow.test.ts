@@ -13,8 +13,8 @@ import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../sl
  * after), a run of 0.05 h (3 minutes) → a chain of three 1-minute segments. The first segment trains until
  * Slurm's warning signal (USR1, SHEPHERD_STOP_GRACE_S before the limit) makes the helper save a checkpoint
  * and stop; Shepherd submits segment 2 under the same approval; it resumes and finishes in a few seconds.
- * slurmctld checks time limits every ~30 s, so the 40 s grace window always holds one check: the warning
- * comes 20–60 s into the segment.
+ * slurmctld sends the warning at its first limit check (every ~30 s) at most grace + 30 s before the limit,
+ * so with a 20 s grace it comes 10–40 s into the 60 s segment, always before the limit.
  */
 const CHAIN = `import time, shepherd
 info = shepherd.resume_info()
@@ -59,7 +59,7 @@ describe.skipIf(!slurmAvailable)(
           SHEPHERD_LLM_BASE_URL: llm.url,
           SHEPHERD_WORKSPACE: workspace,
           SHEPHERD_MONITOR_INTERVAL_S: '0.5',
-          SHEPHERD_STOP_GRACE_S: '40',
+          SHEPHERD_STOP_GRACE_S: '20',
           SHEPHERD_APPROVERS: 'bob',
           SHEPHERD_MAX_AUTOFIX: '0',
         },

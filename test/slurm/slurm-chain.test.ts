@@ -2,10 +2,11 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import { parsePartitionMaxMinutes, planSegment } from '../../src/runs/slurm/slurm-chain.js';
 import { renderJobScript } from '../../src/runs/slurm/slurm-job-script.js';
-import { markWallTimeEnds } from '../../src/runs/slurm/slurm-wall-time.js';
+import { markWallTimeEnds, planWallTime } from '../../src/runs/slurm/slurm-wall-time.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
 /** Issue 22, wall-time chains: the planning is pure and tested here; the cluster test runs a real chain. */
@@ -37,6 +38,39 @@ describe('wall-time chain planning', () => {
     expect(planSegment(3, 240, 1)).toBeUndefined();
     expect(planSegment(100, undefined, 1)).toBeUndefined();
     expect(planSegment(0.05, 1, 1)).toEqual({ index: 1, of: 3, hours: 1 / 60 });
+  });
+
+  it('plans --time per segment, and the USR1 warning only for jobs at least twice the grace', async () => {
+    const calls: string[][] = [];
+    const run = async (_file: string, args: readonly string[]) => {
+      calls.push([...args]);
+      return { stdout: PARTITIONS, stderr: '', exitCode: 0 };
+    };
+    const logger = createLogger('silent');
+    const plan = (maxHours: number, graceS: number, nextSegment?: number) =>
+      planWallTime({
+        run,
+        meta: testRunMeta('r', { maxHours, ...(nextSegment === undefined ? {} : { nextSegment }) }),
+        partition: 'short',
+        graceS,
+        signalled: true,
+        logger,
+      });
+    expect(await plan(10, 60, 3)).toMatchObject({
+      hours: 2,
+      segment: { index: 3, of: 3 },
+      sbatchArgs: ['--signal=B:USR1@60'],
+      jobScript: { ignoreSignal: 'USR1' },
+      launch: { segment: { index: 3, of: 3 } },
+    });
+    expect(calls[0]).toEqual(['show', 'partition', '-o', 'short']);
+    expect(await plan(1 / 60, 60)).toMatchObject({
+      hours: 1 / 60,
+      sbatchArgs: [],
+      jobScript: {},
+      launch: {},
+    });
+    expect((await plan(2 / 60, 60)).sbatchArgs).toEqual(['--signal=B:USR1@60']);
   });
 
   it('ignores the warning signal through exec, so a script without the helper is not killed by it', () => {

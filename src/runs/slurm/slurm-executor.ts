@@ -32,7 +32,7 @@ import {
   type SqueueRow,
   shortenSlurmError,
 } from './slurm-parse.js';
-import { markWallTimeEnds, planWallTime, WALL_TIME_SIGNAL } from './slurm-wall-time.js';
+import { markWallTimeEnds, planWallTime } from './slurm-wall-time.js';
 
 /** Directory holding `shepherd.py`; put on the job's PYTHONPATH (same runtime helper as locally). */
 const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url));
@@ -119,6 +119,22 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     );
   }
 
+  /** `--time` and the warning signal of the job (slurm-wall-time.ts); the helper learns the signal's name. */
+  async function wallTimeOf(meta: RunMeta, signalled: boolean, environment: Record<string, string>) {
+    const { stopGraceS: graceS } = config.runs;
+    const plan = await planWallTime({
+      run,
+      meta,
+      partition: config.slurm.partition,
+      graceS,
+      signalled,
+      logger,
+    });
+    if (plan.jobScript.ignoreSignal !== undefined)
+      environment.SHEPHERD_STOP_SIGNAL = plan.jobScript.ignoreSignal;
+    return plan;
+  }
+
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir } = request;
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
@@ -140,15 +156,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', RUN_FILES.script], spec);
     Object.assign(environment, applied.variables);
     const srun = meta.command !== undefined || (meta.nodes ?? 1) > 1;
-    const wallTime = await planWallTime({
-      run,
-      meta,
-      partition: config.slurm.partition,
-      graceS: config.runs.stopGraceS,
-      signalled: !srun && applied.container === undefined,
-      logger,
-    });
-    if (wallTime.sbatchArgs.length > 0) environment.SHEPHERD_STOP_SIGNAL = WALL_TIME_SIGNAL;
+    const wallTime = await wallTimeOf(meta, !srun && applied.container === undefined, environment);
     await writeFile(
       scriptPath,
       renderJobScript({
@@ -162,7 +170,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         ...definedOnly({ cwd: meta.cwd }),
         ...(meta.args === undefined || meta.args.length === 0 ? {} : { args: meta.args }),
         srun,
-        ...(wallTime.sbatchArgs.length > 0 ? { ignoreSignal: WALL_TIME_SIGNAL } : {}),
+        ...wallTime.jobScript,
         pathPrefix: applied.pathPrefix,
         ...(applied.container === undefined
           ? {}
@@ -204,11 +212,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
       { runId: meta.id, jobId: parsed.jobId, cluster: parsed.cluster, gpus: meta.gpus },
       'run submitted to Slurm',
     );
-    const { segment } = wallTime;
-    return {
-      jobId: parsed.jobId,
-      ...(segment === undefined ? {} : { segment: { index: segment.index, of: segment.of } }),
-    };
+    return { jobId: parsed.jobId, ...wallTime.launch };
   }
 
   async function squeueRows(jobIds: string[]): Promise<SqueueRow[]> {

@@ -15,7 +15,7 @@ import type { RunCommand } from './slurm-command.js';
  */
 
 /** The signal Slurm sends before the limit; the helper runs its stop callbacks on it (SHEPHERD_STOP_SIGNAL). */
-export const WALL_TIME_SIGNAL = 'USR1';
+const WALL_TIME_SIGNAL = 'USR1';
 
 interface WallTimePlan {
   /** `--time` of this job. */
@@ -24,6 +24,10 @@ interface WallTimePlan {
   segment?: SegmentPlan;
   /** Extra sbatch options (the warning signal). */
   sbatchArgs: string[];
+  /** For the batch script: the signal to ignore through `exec` (the helper takes it). */
+  jobScript: { ignoreSignal?: string };
+  /** For the launch result: the segment, when this job is one. */
+  launch: { segment?: { index: number; of: number } };
 }
 
 /** The partition's MaxTime in minutes, or undefined (unlimited, or scontrol did not answer: no chain). */
@@ -63,9 +67,16 @@ export async function planWallTime(input: {
   const maxMinutes = await partitionMaxMinutes(input.run, input.partition, input.logger);
   const segment = planSegment(input.meta.maxHours, maxMinutes, input.meta.nextSegment ?? 1);
   const graceS = Math.min(Math.round(input.graceS), 65_535);
+  const hours = segment?.hours ?? input.meta.maxHours;
+  // Slurm sends the warning up to ~30 s early (its limit check period): a job shorter than twice the grace
+  // would be cut short by it, so it gets none and ends at its limit as before.
+  const warned = input.signalled && graceS >= 1 && graceS * 2 <= hours * 3600;
+  const signalArgs = warned ? [`--signal=B:${WALL_TIME_SIGNAL}@${graceS}`] : [];
   const plan: WallTimePlan = {
-    hours: segment?.hours ?? input.meta.maxHours,
-    sbatchArgs: input.signalled && graceS >= 1 ? [`--signal=B:${WALL_TIME_SIGNAL}@${graceS}`] : [],
+    hours,
+    sbatchArgs: signalArgs,
+    jobScript: signalArgs.length > 0 ? { ignoreSignal: WALL_TIME_SIGNAL } : {},
+    launch: segment === undefined ? {} : { segment: { index: segment.index, of: segment.of } },
   };
   if (segment !== undefined) plan.segment = segment;
   return plan;
