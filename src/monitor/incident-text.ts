@@ -92,7 +92,7 @@ function stackSentence(dump: { how: string | undefined; mainFrames: string | und
   if (dump.mainFrames !== undefined && dump.mainFrames !== '')
     return `Main thread stuck in: ${dump.mainFrames} (innermost first).`;
   if (dump.how !== undefined) return `Stacks were asked for (${dump.how}) but no dump reached output.log.`;
-  return 'No stack dump: the script does not use the Shepherd helper and py-spy is not available for this run.';
+  return 'No stack dump: none could be asked for (a script without the Shepherd helper and no py-spy, a container, or a remote backend).';
 }
 
 export function finishedText(
