@@ -62,6 +62,8 @@ export function observeStall(
     );
     if (threads.length > 0) text.stackDump = renderStackDump(threads);
     raise('stall', 'stall', text);
+    // The alert carries the dump; the state (written every tick) need not.
+    if (state.stallDump !== undefined) state.stallDump.log = '';
   }
   return false;
 }
