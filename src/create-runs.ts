@@ -79,6 +79,7 @@ function createBackends(options: {
         config,
         logger: logger.child({ component: 'slurm' }),
         environment: { ...options.environment },
+        runDir: options.store.runDir,
       }),
       logger,
     });

@@ -130,5 +130,6 @@ function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPol
     ...definedOnly({ metricPattern: pattern === undefined ? undefined : compileMetricPattern(pattern) }),
     policy,
     gpuProbe: createNvidiaSmiProbe({ command: config.monitor.nvidiaSmi, environment: base.runEnvironment }),
+    dumpStacks: (meta) => runs.dumpStacks(meta),
   });
 }

@@ -21,6 +21,8 @@ export const alertSchema = z.object({
   summary: z.string(),
   metrics: z.array(z.string()),
   traceback: z.string().optional(),
+  /** A stall's hang dump (every thread's stack), for triage. */
+  stackDump: z.string().optional(),
   crashClass: z.string().optional(),
   step: z.number().optional(),
   launch: z.number().optional(),
@@ -107,7 +109,7 @@ export function incidentOfAlert(alert: Alert): Incident {
     summary: alert.summary,
     metrics: alert.metrics,
     at: alert.createdAt,
-    ...definedOnly({ traceback: alert.traceback }),
+    ...definedOnly({ traceback: alert.traceback, stackDump: alert.stackDump }),
     ...(alert.crashClass === undefined
       ? {}
       : { crashClass: alert.crashClass as NonNullable<Incident['crashClass']> }),

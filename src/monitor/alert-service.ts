@@ -157,6 +157,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       metrics: incident.metrics,
       ...definedOnly({
         traceback: incident.traceback,
+        stackDump: incident.stackDump,
         crashClass: incident.crashClass,
         step: incident.step,
         firstBadStep: incident.highlightSteps?.[0] ?? incident.step,

@@ -11,10 +11,10 @@ import {
   lossMetricNames,
   observeEnd,
   observePoint,
-  observeStall,
   observeTrends,
   type Raise,
 } from './observe.js';
+import { collectDumpLines, observeStall } from './observe-stall.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';
 import type { RollingLimits } from './rolling-stats.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';
@@ -62,6 +62,8 @@ export interface Evaluation {
   derivedText?: string;
   /** metrics.jsonl started over: the rolling windows were reset. */
   metricsReset: boolean;
+  /** The stall detector wants the run's stacks (a hang dump) before it alerts; the shell asks for them. */
+  dumpStacks: boolean;
 }
 
 const SEVERITY: Record<IncidentKind, Incident['severity']> = {
@@ -123,6 +125,7 @@ export function evaluate(
   };
 
   startOver(state, metrics, log);
+  collectDumpLines(state, log.lines);
   const incoming = context.printedMetrics.collect({
     runId,
     state,
@@ -141,7 +144,7 @@ export function evaluate(
   context.printedMetrics.applyProgress(state, incoming.progressStep, now, context.limits);
 
   observeTrends(state, context, raise);
-  observeStall(state, processState, now, context, raise);
+  const dumpStacks = observeStall(state, processState, now, context, raise);
   observeExtras(state, accepted, processState, metrics.more, now, context, raise);
   // The process end only once the metrics are drained, so the summary is final.
   if (ended(processState) && !metrics.more && !log.more) observeEnd(state, processState, now, context, raise);
@@ -153,6 +156,7 @@ export function evaluate(
     newPoints: accepted.length,
     malformed,
     metricsReset: metrics.reset,
+    dumpStacks,
   };
   if (incoming.derivedText !== undefined) evaluation.derivedText = incoming.derivedText;
   return evaluation;

@@ -77,13 +77,22 @@ export function stallText(
   idleMs: number,
   lastStep: number | undefined,
   metrics: string[],
+  dump: { how: string | undefined; mainFrames: string | undefined },
 ): IncidentText {
   return definedOnly({
     title: `${run}: no progress`,
-    summary: `${run}: no new step for ${formatDuration(idleMs)}${lastStep === undefined ? '' : ` (last step ${lastStep})`}; the process is still alive.`,
+    summary: `${run}: no new step for ${formatDuration(idleMs)}${lastStep === undefined ? '' : ` (last step ${lastStep})`}; the process is still alive. ${stackSentence(dump)}`,
     metrics,
     step: lastStep,
   });
+}
+
+/** What the hang dump showed, or why there is none. */
+function stackSentence(dump: { how: string | undefined; mainFrames: string | undefined }): string {
+  if (dump.mainFrames !== undefined && dump.mainFrames !== '')
+    return `Main thread stuck in: ${dump.mainFrames} (innermost first).`;
+  if (dump.how !== undefined) return `Stacks were asked for (${dump.how}) but no dump reached output.log.`;
+  return 'No stack dump: none could be asked for (a script without the Shepherd helper and no py-spy, a container, or a remote backend).';
 }
 
 export function finishedText(

@@ -25,6 +25,8 @@ export interface MonitorState {
   printed?: PrintedMetricsState;
   /** State of the grad-norm, throughput, overfitting and idle-GPU detectors and of people's rules. */
   extras?: ExtrasState;
+  /** A hang dump asked for by the stall detector (observe-stall.ts); dropped when a step moves. */
+  stallDump?: { askedAt: number; how?: string; log: string };
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
   launch?: number;
 }

@@ -48,6 +48,8 @@ export interface MonitorOptions {
   policy?: { load(runId: string): Promise<AlertPolicy> };
   /** GPU utilisation probe (nvidia-smi) for the idle-GPU detector; absent = detector off. */
   gpuProbe?: GpuProbe;
+  /** Hang dumps: asks a stalled run for its stacks (into output.log); how, or undefined when it cannot. */
+  dumpStacks?: (meta: RunMeta) => Promise<string | undefined>;
 }
 
 export interface TickResult {
@@ -222,6 +224,19 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return incidents;
   }
 
+  /** The stall detector asked for a hang dump: ask the executor and note how, for the alert. */
+  async function askForStacks(meta: RunMeta, state: MonitorState): Promise<void> {
+    const how = await options.dumpStacks?.(meta).catch((error: unknown) => {
+      options.logger?.warn({ runId: meta.id, err: String(error) }, 'could not ask for a stack dump');
+      return undefined;
+    });
+    if (how !== undefined && state.stallDump !== undefined) state.stallDump.how = how;
+    options.logger?.info(
+      { runId: meta.id, how: how ?? 'unavailable' },
+      'no step for the stall limit; stacks asked for',
+    );
+  }
+
   /** The shell: read → evaluate (pure) → commit. */
   async function tickLeased(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
     const now = clock();
@@ -229,6 +244,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
     const { state, metricsChunk, logChunk } = inputs;
     const evaluation = evaluate(state, metricsChunk, logChunk, processState, now, inputs.context);
     logEvaluation(runId, evaluation);
+    if (evaluation.dumpStacks) await askForStacks(meta, state);
     await printedMetrics.writeDerived(state, options.runDir(meta), evaluation.derivedText);
     const incidents = await commit(runId, inputs, evaluation, now);
     for (const incident of evaluation.incidents)

@@ -6,7 +6,6 @@ import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkPlateau } from './detectors/plateau.js';
 import { isLossMetric } from './detectors/robust.js';
-import { checkStall } from './detectors/stall.js';
 import { isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import type { TickContext } from './evaluate.js';
 import {
@@ -17,11 +16,10 @@ import {
   nanText,
   plateauText,
   spikeText,
-  stallText,
 } from './incident-text.js';
 import type { MonitorState } from './monitor-state.js';
 import { plannedStepsOf } from './printed-metrics.js';
-import { addPoint, chartSeries, medianStepIntervalMs } from './rolling-stats.js';
+import { addPoint, chartSeries } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
 import type { IncidentKind } from './types.js';
 
@@ -122,30 +120,6 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
         plateauText(meta.name, name, { bestCase: plateau.bestCase, now }, fromStep, lastStep, maxSteps),
       );
     }
-  }
-}
-
-export function observeStall(
-  state: MonitorState,
-  processState: ProcessState,
-  now: number,
-  context: TickContext,
-  raise: Raise,
-): void {
-  const rolling = state.rolling;
-  const stall = checkStall({
-    state: processState,
-    now,
-    lastProgressAt: rolling.lastStepAt ?? state.firstTickAt,
-    medianStepIntervalMs: medianStepIntervalMs(rolling),
-    stallS: context.detectors.stallS,
-  });
-  if (observeEpisode(state.episodes, 'stall', stall.stalled)) {
-    raise(
-      'stall',
-      'stall',
-      stallText(context.meta.name, stall.idleMs, rolling.lastStep, lossMetricNames(state).slice(0, 2)),
-    );
   }
 }
 

@@ -18,6 +18,8 @@ export interface TriageSnapshot {
   duration?: string;
   incident?: { kind: string; summary: string; crashClass?: string };
   traceback?: string;
+  /** A stall's hang dump: every thread's stack. */
+  stackDump?: string;
   metrics: Array<{
     name: string;
     last: string;
@@ -94,6 +96,7 @@ export function buildTriageSnapshot(input: {
     snapshot.incident = { kind: input.incident.kind, summary: input.incident.summary };
     if (input.incident.crashClass !== undefined) snapshot.incident.crashClass = input.incident.crashClass;
     if (input.incident.traceback !== undefined) snapshot.traceback = input.incident.traceback;
+    if (input.incident.stackDump !== undefined) snapshot.stackDump = input.incident.stackDump;
   }
   if (
     snapshot.traceback === undefined &&
@@ -164,6 +167,13 @@ export function renderTriageSnapshot(snapshot: TriageSnapshot): string {
   }
   if (snapshot.traceback !== undefined && snapshot.traceback !== '') {
     lines.push('', 'Traceback:', untrustedBlock('traceback', snapshot.traceback));
+  }
+  if (snapshot.stackDump !== undefined) {
+    lines.push(
+      '',
+      'Hang dump: every thread of the live process (most recent call first):',
+      untrustedBlock('stacks', snapshot.stackDump),
+    );
   }
   // Run output and the script are data: fenced in boundaries their content cannot close.
   lines.push('', 'Last lines of output.log:', untrustedBlock('log', snapshot.logTail.trimEnd()));

@@ -39,6 +39,8 @@ export interface Incident {
   /** Steps to highlight on the chart. */
   highlightSteps?: [number, number];
   traceback?: string;
+  /** A stall's hang dump: every thread's stack (for triage). */
+  stackDump?: string;
   crashClass?: CrashClass;
   exitCode?: number;
   signal?: string;

@@ -159,6 +159,7 @@ export function createBackendRouter(options: {
     launch: (request: LaunchRequest): Promise<LaunchResult> => forRun(request.meta).launch(request),
     poll,
     terminate: (meta, terminateOptions) => forRun(meta).terminate(meta, terminateOptions),
+    dumpStacks: async (meta) => forRun(meta).dumpStacks?.(meta),
     clusterInfo: () => defaultExecutor.clusterInfo(),
     close: async () => {
       await Promise.all([...backends.values(), ...lazy.values()].map((executor) => executor.close?.()));

@@ -93,6 +93,8 @@ export interface LaunchResult {
   jobId?: string;
   /** When the launch hits its max hours (local executor; Slurm enforces `--time` itself). */
   deadlineAt?: string;
+  /** A wall-time chain's segment this launch is (Slurm, when the hours exceed the partition's MaxTime). */
+  segment?: { index: number; of: number };
 }
 
 export interface ClusterInfo {
@@ -124,6 +126,12 @@ export interface Executor {
    * from config (GPUs × `SHEPHERD_GPU_HOUR_USD`).
    */
   placement?(request: PlacementRequest): Promise<Placement>;
+  /**
+   * Hang dump: ask the run's live process for every thread's stack, written into its output.log. Returns
+   * how it was asked ("faulthandler (SIGUSR2 to pid 12)", "py-spy (pid 12)"), or undefined when this run
+   * cannot be dumped (no helper and no py-spy, a container, a remote backend).
+   */
+  dumpStacks?(meta: RunMeta): Promise<string | undefined>;
   /** Stops this process's background work (log followers); jobs keep running. */
   close?(): Promise<void>;
 }

@@ -28,6 +28,7 @@ import type { Environments } from './run-environments.js';
 import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
+import { createPySpy, dumpLocalStacks, type PySpy } from './stack-dumps.js';
 
 const LAUNCHER_FILE = 'shepherd_launcher.py';
 
@@ -78,6 +79,8 @@ interface LocalExecutorOptions {
   container?: LocalContainerSettings;
   /** Runs a container engine command (`podman rm -f …`); defaults to `execFile` in the runs' environment. */
   runEngine?: (argv: readonly string[]) => Promise<{ exitCode: number; output: string }>;
+  /** `py-spy dump` for hang dumps of scripts without the helper; defaults to py-spy on the runs' PATH. */
+  pySpy?: PySpy;
 }
 
 function defaultRunEngine(
@@ -368,5 +371,8 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     };
   }
 
-  return { kind: 'local', allocatesGpus: false, launch, poll, terminate, clusterInfo };
+  const pySpy = options.pySpy ?? createPySpy(options.environment);
+  const dumpStacks = (meta: RunMeta) =>
+    dumpLocalStacks(meta, runDirOf(meta.id), { pySpy, logger: options.logger });
+  return { kind: 'local', allocatesGpus: false, launch, poll, terminate, clusterInfo, dumpStacks };
 }

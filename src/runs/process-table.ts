@@ -75,6 +75,14 @@ export function liveProcessGroups(): Set<number> {
   return groups;
 }
 
+/** Live members of a process group except its leader (the run's launcher), oldest pid first. */
+export function processGroupMembers(pgid: number): number[] {
+  return allProcesses()
+    .filter(({ pid, stat }) => stat.pgid === pgid && pid !== pgid && isLive(stat))
+    .map(({ pid }) => pid)
+    .sort((a, b) => a - b);
+}
+
 /**
  * Live descendants of a process from /proc parent links. The launcher is a child subreaper, so while it
  * lives every process its run started — even one that called setsid() and was orphaned — is below it.

@@ -9,6 +9,7 @@ import type { RunStore } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 import { DEADLINE_SLACK_MS, formatHours, timeLimitMessage } from './time-limit.js';
+import { createWallTimeChain } from './wall-time-chain.js';
 
 export interface ReconcileReport {
   reattached: RunMeta[];
@@ -76,6 +77,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
   const { store, executor, allocator, logger, transitions, launcher, graceMs } = options;
   const { now, emit, setStatus, tryWithRun } = transitions;
   const { scheduleQueued } = launcher;
+  const chain = createWallTimeChain({ store, allocator, transitions, launcher });
 
   /** The run reached its max hours: it is paused (its checkpoint kept) and may be resumed. */
   async function pauseAtLimit(meta: RunMeta): Promise<RunMeta> {
@@ -95,7 +97,8 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     // A watched job's own scheduler limit is a plain failure: Shepherd cannot resume what it did not launch.
     const limited = (state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout';
     if (limited && meta.watch === undefined) {
-      return pauseAtLimit(meta);
+      // A wall-time chain goes on with its next segment; otherwise (or after the last one) it pauses.
+      return (await chain.continueChain(meta)) ?? pauseAtLimit(meta);
     }
     await allocator.release(meta.id);
     const ending = endingOf(state);

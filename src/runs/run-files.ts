@@ -19,4 +19,6 @@ export const RUN_FILES = {
   finish: 'finish.json',
   /** Folder of the checkpoints Shepherd pinned for a fix's resume (see checkpoint-pins). */
   pinned: '.shepherd/pinned',
+  /** One JSON line per process that imported the helper: the pids that dump their stacks on SIGUSR2. */
+  stackSignal: '.shepherd/stack-signal.jsonl',
 } as const;

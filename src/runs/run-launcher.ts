@@ -85,12 +85,16 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
         'processStartTime',
         'jobId',
         'deadlineAt',
+        'segment',
+        'nextSegment',
       ].filter((key) => !(key in handle)) as Array<keyof RunMeta>,
     });
     const where = backend.allocatesGpus
       ? `on ${meta.placement ?? BACKEND_LABELS[backendOf(meta)].title}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
       : `on ${describeGpus(indices)}`;
-    const started = `${meta.name} is running ${where} (script v${meta.scriptVersion})`;
+    const segment =
+      handle.segment === undefined ? '' : `, segment ${handle.segment.index} of ${handle.segment.of}`;
+    const started = `${meta.name} is running ${where} (script v${meta.scriptVersion}${segment})`;
     await emit('run-started', running, note === undefined ? started : `${started}; ${note}`);
     return running;
   }

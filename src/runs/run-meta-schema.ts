@@ -32,6 +32,8 @@ const runMetaSchema = z.object({
   jobId: z.string().optional(),
   launchCount: z.number().int().nonnegative(),
   deadlineAt: z.string().optional(),
+  segment: z.object({ index: z.number().int().positive(), of: z.number().int().positive() }).optional(),
+  nextSegment: z.number().int().positive().optional(),
   queuedAt: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),

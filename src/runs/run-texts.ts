@@ -25,7 +25,7 @@ export function describeRun(meta: RunMeta): string {
         ? ` (${JOB_WORDS[meta.executor]} ${meta.jobId})`
         : '';
   const backend = `[${BACKEND_LABELS[backendOf(meta)].flag}] `;
-  const step = meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`;
+  const step = `${meta.segment === undefined ? '' : `, segment ${meta.segment.index} of ${meta.segment.of}`}${meta.lastStep === undefined ? '' : `, step ${meta.lastStep}`}`;
   const reason = meta.statusReason === undefined ? '' : ` — ${meta.statusReason}`;
   if (meta.watch !== undefined) {
     const watch = meta.watch;

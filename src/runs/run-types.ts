@@ -74,6 +74,10 @@ export interface RunMeta {
   launchCount: number;
   /** When the current launch reaches its max hours (stored so the limit survives bot restarts). */
   deadlineAt?: string;
+  /** The wall-time chain segment of the current launch (Slurm: hours above the partition's MaxTime). */
+  segment?: { index: number; of: number };
+  /** Set when Shepherd queues a chain's next segment; the launch consumes it. */
+  nextSegment?: number;
   /** When the run last entered `queued` (FIFO order of the GPU queue). */
   queuedAt?: string;
   createdAt: string;

@@ -18,6 +18,8 @@ export interface RunsFacade {
   readScript(runId: string, version?: number): Promise<string>;
   /** What the executor sees of the run's process now; undefined when it does not know the run. */
   processState(meta: RunMeta): Promise<ProcessState | undefined>;
+  /** Hang dump: ask the run's process for its threads' stacks (into output.log); how, or undefined. */
+  dumpStacks(meta: RunMeta): Promise<string | undefined>;
 }
 
 export function createRunsFacade(parts: { store: RunStore; executor: Executor }): RunsFacade {
@@ -29,5 +31,6 @@ export function createRunsFacade(parts: { store: RunStore; executor: Executor })
     runDirectory: (runId) => store.runDir(runId),
     readScript: (runId, version) => store.readScript(runId, version),
     processState: async (meta) => (await executor.poll([meta])).get(meta.id),
+    dumpStacks: async (meta) => executor.dumpStacks?.(meta),
   };
 }

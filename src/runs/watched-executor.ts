@@ -142,6 +142,13 @@ export function createWatchAwareExecutor(options: {
     terminate,
     clusterInfo: (): Promise<ClusterInfo> => inner.clusterInfo(),
     ...(inner.placement === undefined ? {} : { placement: inner.placement.bind(inner) }),
+    // Only runs Shepherd launched: a watched process may not have the helper's SIGUSR2 handler.
+    ...(inner.dumpStacks === undefined
+      ? {}
+      : {
+          dumpStacks: async (meta: RunMeta) =>
+            meta.watch === undefined ? inner.dumpStacks?.(meta) : undefined,
+        }),
     ...(inner.close === undefined ? {} : { close: inner.close.bind(inner) }),
   };
 }

@@ -109,10 +109,16 @@ describe('evaluate', () => {
     const stalled = warmUp(3);
     const quiet = evaluate(stalled, none, none, alive, 2000 + 60_000, context());
     expect(quiet.incidents).toEqual([]);
-    const late = evaluate(stalled, none, none, alive, 2000 + 200_000, context());
+    expect(quiet.dumpStacks).toBe(false);
+    // The first tick past the limit asks for the stacks and raises nothing.
+    const asked = evaluate(stalled, none, none, alive, 2000 + 200_000, context());
+    expect(asked.incidents).toEqual([]);
+    expect(asked.dumpStacks).toBe(true);
+    const late = evaluate(stalled, none, none, alive, 2000 + 205_000, context());
+    expect(late.dumpStacks).toBe(false);
     expect(late.incidents.map((incident) => incident.kind)).toEqual(['stall']);
     expect(late.incidents[0]?.summary).toMatch(
-      /no new step for .* \(last step 2\); the process is still alive\./,
+      /no new step for .* \(last step 2\); the process is still alive\. No stack dump/,
     );
 
     const muted = warmUp(3);
@@ -120,11 +126,38 @@ describe('evaluate', () => {
       rules: [],
       mutes: [{ detector: 'stall', by: { id: 'u', name: 'u' }, at: new Date(0).toISOString() }],
     };
+    evaluate(muted, none, none, alive, 2000 + 199_000, context({ policy }));
     const silent = evaluate(muted, none, none, alive, 2000 + 200_000, context({ policy }));
     expect(silent.incidents).toEqual([]);
     // The episode still ran, so unmuting does not replay it.
     const unmuted = evaluate(muted, none, none, alive, 2000 + 201_000, context());
     expect(unmuted.incidents).toEqual([]);
+  });
+
+  it('puts the hang dump that arrived after the ask into the stall alert, and drops it when a step moves', () => {
+    const state = warmUp(3);
+    expect(evaluate(state, none, lines('old line'), alive, 2000 + 200_000, context()).dumpStacks).toBe(true);
+    const dump = lines(
+      'Thread 0x00007f3ab2b2b6c0 (most recent call first):',
+      '  File "/w/train.py", line 9 in hold',
+      '  File "/usr/lib/python3.11/threading.py", line 1002 in _bootstrap',
+      '',
+      'Current thread 0x00007f3ab3890b80 (most recent call first):',
+      '  File "/w/train.py", line 14 in all_reduce',
+      '  File "/w/train.py", line 20 in train_step',
+      '  File "/w/train.py", line 31 in <module>',
+    );
+    const alerted = evaluate(state, none, dump, alive, 2000 + 201_000, context());
+    const incident = alerted.incidents[0];
+    expect(incident?.summary).toContain(
+      'Main thread stuck in: all_reduce (train.py:14) ← train_step (train.py:20) ← <module> (train.py:31)',
+    );
+    expect(incident?.stackDump).toContain('line 9 in hold');
+    expect(incident?.stackDump).not.toContain('old line');
+    // A step moves: the stall ends and the next one asks again.
+    evaluate(state, lines(metric(3, 1.9)), none, alive, 2000 + 202_000, context());
+    expect(state.stallDump).toBeUndefined();
+    expect(evaluate(state, none, none, alive, 2000 + 400_000, context()).dumpStacks).toBe(true);
   });
 
   it('summarises a clean finish once, and explains a crash from the log tail the shell read', () => {

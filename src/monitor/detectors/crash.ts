@@ -87,6 +87,8 @@ export function detectCrash(meta: RunMeta, state: ProcessState, logTail: string)
   if (meta.status === 'paused' || meta.status === 'stopped' || meta.status === 'queued') return undefined;
   // Shepherd is ending this launch itself (pause, stop, a fix): its end is no crash.
   if (meta.stopRequested !== undefined) return undefined;
+  // A wall-time chain's segment ending at its limit is the chain going on (or pausing), said in the thread.
+  if (meta.segment !== undefined && 'crashClass' in state && state.crashClass === 'timeout') return undefined;
   if (state.kind === 'exited') {
     if (state.exitCode === 0 && state.crashClass === undefined) return undefined;
   } else if (state.kind !== 'signaled') {

@@ -30,11 +30,22 @@ Files in $SHEPHERD_RUN_DIR:
                  rewrites it when an approved fix must resume from an earlier, healthy checkpoint).
   checkpoints.jsonl  one line per save_checkpoint(): {"step", "checkpoint", "ts", "launch", "size",
                  "mtime", ...extra}; Shepherd's checkpoint history.
-  finish.json    {"ts", "step", "stopped"} written by finish(); stopped=true when ended by SIGTERM.
+  finish.json    {"ts", "step", "stopped"} written by finish(); stopped=true when ended by SIGTERM;
+                 "wallTime": true when ended by the signal Slurm sends before the job's time limit.
+  .shepherd/stack-signal.jsonl  {"pid", "signal"} per process that imported this module.
+
+Hang dumps: on import (under Shepherd) every thread's stack is written to stderr (output.log) on SIGUSR2,
+by faulthandler, so it works even when the main thread is stuck in C code (NCCL, a lock). Shepherd sends
+it when a run stops making progress and shows the main thread's innermost frames in the stall alert.
+
+Wall-time limits: on Slurm, Shepherd submits with --signal=B:USR1@<grace> and SHEPHERD_STOP_SIGNAL=USR1;
+SIGUSR1 then runs the on_stop() callbacks like SIGTERM, so a checkpoint is saved before the time limit
+and the next segment of a wall-time chain resumes from it.
 """
 
 import atexit
 import datetime
+import faulthandler
 import json
 import os
 import signal
@@ -288,7 +299,9 @@ def _handle_stop(signum, frame):
     if _stopping:
         return
     _stopping = True
-    log("received {}; saving state before stopping".format(signal.Signals(signum).name))
+    wall_time = signum == _WALL_TIME_SIGNAL
+    log("received {}{}; saving state before stopping".format(
+        signal.Signals(signum).name, " (the job's time limit is near)" if wall_time else ""))
     failed = False
     for callback in list(_stop_callbacks):
         try:
@@ -296,7 +309,10 @@ def _handle_stop(signum, frame):
         except Exception:
             failed = True
             traceback.print_exc()
-    finish(stopped=True)
+    if wall_time:
+        finish(stopped=True, wallTime=True)
+    else:
+        finish(stopped=True)
     # Exit 0 (or 1 if the stop callback failed); Shepherd's launcher records that SIGTERM was received,
     # which is how "stopped by Shepherd" is told apart from a crash.
     sys.exit(1 if failed else 0)
@@ -323,6 +339,41 @@ def finish(stopped=False, **summary):
         print("[shepherd] finished: " + json.dumps(marker, default=str), flush=True)
         return
     _write_json_atomic(os.path.join(_RUN_DIR, "finish.json"), marker)
+
+
+def _wall_time_signal():
+    name = os.environ.get("SHEPHERD_STOP_SIGNAL") or ""
+    return getattr(signal, "SIG" + name, None) if name in ("USR1", "USR2", "TERM") else None
+
+
+_WALL_TIME_SIGNAL = _wall_time_signal()
+
+
+def _install_signals():
+    """Under Shepherd: the hang-dump signal (SIGUSR2) and the wall-time stop signal (SIGUSR1 on Slurm)."""
+    if _RUN_DIR is None or _PREFLIGHT_STEPS > 0:
+        return
+    if _WALL_TIME_SIGNAL is not None and _WALL_TIME_SIGNAL != signal.SIGUSR2:
+        try:
+            signal.signal(_WALL_TIME_SIGNAL, _handle_stop)
+        except ValueError:
+            pass  # imported outside the main thread: the default stays
+    usr2 = getattr(signal, "SIGUSR2", None)
+    if usr2 is None or signal.getsignal(usr2) not in (signal.SIG_DFL, None):
+        return  # the script uses SIGUSR2 itself; leave it alone
+    try:
+        faulthandler.register(usr2, file=sys.stderr, all_threads=True)
+    except (ValueError, RuntimeError, OSError, AttributeError):
+        return
+    try:
+        os.makedirs(os.path.join(_RUN_DIR, ".shepherd"), exist_ok=True)
+        with open(os.path.join(_RUN_DIR, ".shepherd", "stack-signal.jsonl"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"pid": os.getpid(), "signal": "SIGUSR2"}) + "\n")
+    except OSError as error:
+        _warn("could not record the hang-dump pid: {}".format(error))
+
+
+_install_signals()
 
 
 @atexit.register

@@ -18,21 +18,21 @@ import type {
 import { applyEnvironment } from '../run-environments.js';
 import { RUN_FILES } from '../run-files.js';
 import type { RunMeta } from '../run-types.js';
+import { slurmClusterInfo } from './slurm-cluster-info.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
 import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
 import {
   formatTimeLimit,
   isFinalState,
   mapSlurmState,
-  nodeUnavailable,
   parseSacct,
   parseSbatchOutput,
-  parseScontrolNodes,
   parseSqueue,
   type SacctRow,
   type SqueueRow,
   shortenSlurmError,
 } from './slurm-parse.js';
+import { markWallTimeEnds, planWallTime } from './slurm-wall-time.js';
 
 /** Directory holding `shepherd.py`; put on the job's PYTHONPATH (same runtime helper as locally). */
 const DEFAULT_RUNTIME_DIR = fileURLToPath(new URL('../python/', import.meta.url));
@@ -52,6 +52,8 @@ interface SlurmExecutorOptions {
   terminatePollMs?: number;
   /** How long `terminate` waits for a job after the final `scancel` before giving up. */
   cancelWaitMs?: number;
+  /** A run's directory, where `poll` reads finish.json to tell a stop on the wall-time signal from a finish. */
+  runDir?: (runId: string) => string;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -68,14 +70,20 @@ function outputPattern(file: string): string {
 }
 
 /** The `sbatch` options for a run's job; the batch script itself comes last. */
-function sbatchArgs(meta: RunMeta, runDir: string, scriptPath: string, slurm: Config['slurm']): string[] {
+function sbatchArgs(
+  meta: RunMeta,
+  runDir: string,
+  scriptPath: string,
+  slurm: Config['slurm'],
+  wallTime: { hours: number; sbatchArgs: string[] },
+): string[] {
   const args = ['--parsable', `--job-name=${meta.name}`];
   if (meta.nodes !== undefined) args.push(`--nodes=${meta.nodes}`);
   if (meta.gpus > 0) {
     args.push(slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
   }
   args.push(
-    `--time=${formatTimeLimit(meta.maxHours)}`,
+    `--time=${formatTimeLimit(wallTime.hours)}`,
     `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
     '--open-mode=append',
     `--chdir=${runDir}`,
@@ -86,7 +94,7 @@ function sbatchArgs(meta: RunMeta, runDir: string, scriptPath: string, slurm: Co
   args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
   if (slurm.partition !== undefined) args.push(`--partition=${slurm.partition}`);
   if (slurm.account !== undefined) args.push(`--account=${slurm.account}`);
-  args.push(...slurm.extraArgs, scriptPath);
+  args.push(...wallTime.sbatchArgs, ...slurm.extraArgs, scriptPath);
   return args;
 }
 
@@ -111,6 +119,22 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     );
   }
 
+  /** `--time` and the warning signal of the job (slurm-wall-time.ts); the helper learns the signal's name. */
+  async function wallTimeOf(meta: RunMeta, signalled: boolean, environment: Record<string, string>) {
+    const { stopGraceS: graceS } = config.runs;
+    const plan = await planWallTime({
+      run,
+      meta,
+      partition: config.slurm.partition,
+      graceS,
+      signalled,
+      logger,
+    });
+    if (plan.jobScript.ignoreSignal !== undefined)
+      environment.SHEPHERD_STOP_SIGNAL = plan.jobScript.ignoreSignal;
+    return plan;
+  }
+
   async function launch(request: LaunchRequest): Promise<LaunchResult> {
     const { meta, runDir } = request;
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
@@ -131,6 +155,8 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     }
     const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', RUN_FILES.script], spec);
     Object.assign(environment, applied.variables);
+    const srun = meta.command !== undefined || (meta.nodes ?? 1) > 1;
+    const wallTime = await wallTimeOf(meta, !srun && applied.container === undefined, environment);
     await writeFile(
       scriptPath,
       renderJobScript({
@@ -143,7 +169,8 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         ...(meta.command === undefined && spec === undefined ? {} : { command: applied.argv }),
         ...definedOnly({ cwd: meta.cwd }),
         ...(meta.args === undefined || meta.args.length === 0 ? {} : { args: meta.args }),
-        srun: meta.command !== undefined || (meta.nodes ?? 1) > 1,
+        srun,
+        ...wallTime.jobScript,
         pathPrefix: applied.pathPrefix,
         ...(applied.container === undefined
           ? {}
@@ -166,7 +193,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     );
     await chmod(scriptPath, 0o755);
 
-    const args = sbatchArgs(meta, runDir, scriptPath, config.slurm);
+    const args = sbatchArgs(meta, runDir, scriptPath, config.slurm, wallTime);
     const result = await run('sbatch', args, { cwd: runDir });
     if (result.exitCode !== 0) {
       throw new RunError(
@@ -185,7 +212,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
       { runId: meta.id, jobId: parsed.jobId, cluster: parsed.cluster, gpus: meta.gpus },
       'run submitted to Slurm',
     );
-    return { jobId: parsed.jobId };
+    return { jobId: parsed.jobId, ...wallTime.launch };
   }
 
   async function squeueRows(jobIds: string[]): Promise<SqueueRow[]> {
@@ -280,6 +307,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         });
       }
     }
+    await markWallTimeEnds(states, submitted, options.runDir);
     return states;
   }
 
@@ -342,47 +370,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     return { kind: 'signaled', signal: 'SIGKILL', exitCode: 137 };
   }
 
-  async function clusterInfo(): Promise<ClusterInfo> {
-    const partition = config.slurm.partition;
-    const queueArgs = ['-h', '-o', '%T', ...(partition === undefined ? [] : ['-p', partition])];
-    const [nodesResult, queueResult] = await Promise.all([
-      run('scontrol', ['show', 'node', '-d', '-o']),
-      run('squeue', queueArgs),
-    ]);
-    if (nodesResult.exitCode !== 0) throw failure('scontrol show node', nodesResult);
-    if (queueResult.exitCode !== 0) throw failure('squeue', queueResult);
-    const nodes = parseScontrolNodes(nodesResult.stdout).filter(
-      (node) => partition === undefined || node.partitions.includes(partition),
-    );
-    const jobStates = queueResult.stdout.split('\n').filter((line) => line.trim().length > 0);
-    const pending = jobStates.filter((state) => state.trim() === 'PENDING').length;
-    const gpusTotal = nodes.reduce((sum, node) => sum + node.gpusTotal, 0);
-    const gpusFree = nodes
-      .filter((node) => !nodeUnavailable(node.state))
-      .reduce((sum, node) => sum + Math.max(0, node.gpusTotal - node.gpusAllocated), 0);
-    const unavailable = nodes.filter((node) => nodeUnavailable(node.state));
-    const notes = [
-      `${jobStates.length} job(s) in the Slurm queue${partition === undefined ? '' : ` of partition ${partition}`}, ${pending} pending`,
-    ];
-    if (unavailable.length > 0) {
-      notes.push(
-        `unavailable nodes: ${unavailable.map((node) => `${node.name} (${node.state})`).join(', ')}`,
-      );
-    }
-    return {
-      executor: 'slurm',
-      nodes: nodes.map(({ name, state, gpusTotal: total, gpusAllocated }) => ({
-        name,
-        state,
-        gpusTotal: total,
-        gpusAllocated,
-      })),
-      gpusTotal,
-      gpusFree,
-      queueLength: jobStates.length,
-      notes,
-    };
-  }
+  const clusterInfo = (): Promise<ClusterInfo> => slurmClusterInfo(run, config.slurm.partition, failure);
 
   async function placement(request: PlacementRequest): Promise<Placement> {
     const { partition, account } = config.slurm;

@@ -36,6 +36,11 @@ interface JobScriptInput {
   };
   /** Extra arguments after the script or command (a sweep trial's `--key value` pairs). */
   args?: readonly string[];
+  /**
+   * The wall-time warning signal (`USR1`): ignored before `exec`, so a script without the helper is not
+   * killed by it (an ignored signal stays ignored through exec); the helper installs its own handler.
+   */
+  ignoreSignal?: string;
 }
 
 /** pyxis's srun options: the image, the mounts (GPUs come with the Slurm allocation), the working directory. */
@@ -98,6 +103,7 @@ export function renderJobScript(input: JobScriptInput): string {
     ];
     lines.push(`exec ${srun.join(' ')} ${words.join(' ')}`);
   } else {
+    if (input.ignoreSignal !== undefined) lines.push(`trap '' ${input.ignoreSignal}`);
     lines.push(`exec ${words.join(' ')}`);
   }
   lines.push('');
