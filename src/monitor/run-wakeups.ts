@@ -15,7 +15,7 @@ export type DirectoryWatch = (
   onChange: (fileName: string | undefined) => void,
 ) => { close(): void };
 
-export interface RunWakeups {
+interface RunWakeups {
   /** Watch the run's directory (idempotent); a new line in its files wakes `evaluate`. */
   follow(runId: string, directory: string): void;
   /** Stop watching the run; a pending wake-up is dropped (the timer's last tick reads the rest). */
