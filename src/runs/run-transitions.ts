@@ -70,6 +70,8 @@ export function createRunTransitions(options: RunTransitionsOptions): RunTransit
     for (const key of change.clear ?? []) delete next[key];
     if (change.statusReason !== undefined) next.statusReason = change.statusReason;
     if (to === 'queued') next.queuedAt = at;
+    // A new approval grants a new `--hours` budget; automatic relaunches spend the one they run under.
+    if (to === 'pending_approval') delete next.priorHours;
     await store.writeMeta(next);
     await audit.record({
       ts: at,

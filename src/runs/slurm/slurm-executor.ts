@@ -21,8 +21,8 @@ import type { RunMeta } from '../run-types.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
 import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
 import {
-  formatTimeLimit,
   isFinalState,
+  jobTimeLimit,
   mapSlurmState,
   nodeUnavailable,
   parseSacct,
@@ -30,6 +30,7 @@ import {
   parseScontrolNodes,
   parseSqueue,
   type SacctRow,
+  SQUEUE_FORMAT,
   type SqueueRow,
   shortenSlurmError,
 } from './slurm-parse.js';
@@ -75,13 +76,12 @@ function sbatchArgs(meta: RunMeta, runDir: string, scriptPath: string, slurm: Co
     args.push(slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
   }
   args.push(
-    `--time=${formatTimeLimit(meta.maxHours)}`,
+    `--time=${jobTimeLimit(meta)}`,
     `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
     '--open-mode=append',
     `--chdir=${runDir}`,
   );
-  // `--export` splits on commas; values that contain one are set by the batch script instead.
-  // PYTHONPATH is prepended by the batch script, which keeps whatever PYTHONPATH the user had.
+  // `--export` splits on commas (values with one are set by the batch script, which also prepends PYTHONPATH).
   const exported = [`SHEPHERD_RUN_DIR=${runDir}`, `SHEPHERD_RUN_ID=${meta.id}`];
   args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
   if (slurm.partition !== undefined) args.push(`--partition=${slurm.partition}`);
@@ -191,7 +191,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
   async function squeueRows(jobIds: string[]): Promise<SqueueRow[]> {
     const rows: SqueueRow[] = [];
     for (const batch of chunks(jobIds, IDS_PER_CALL)) {
-      const result = await run('squeue', ['-h', '-t', 'all', '-j', batch.join(','), '-o', '%i|%T|%r']);
+      const result = await run('squeue', ['-h', '-t', 'all', '-j', batch.join(','), ...SQUEUE_FORMAT]);
       if (result.exitCode !== 0) {
         // A single id Slurm has already purged is an error to squeue; it just means "not listed".
         if (/Invalid job id/i.test(result.stderr)) continue;
@@ -272,7 +272,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
       if (final !== undefined && isFinalState(final.state)) {
         states.set(meta.id, mapSlurmState(final.state, { exitCode: final.exitCode, signal: final.signal }));
       } else if (row !== undefined) {
-        states.set(meta.id, mapSlurmState(row.state, { reason: row.reason }));
+        states.set(meta.id, mapSlurmState(row.state, { reason: row.reason, restarts: row.restarts }));
       } else {
         states.set(meta.id, {
           kind: 'unknown',
