@@ -115,10 +115,9 @@ export function createAutoRelaunch(options: AutoRelaunchOptions): AutoRelaunch {
     const what = describeEnding(cause, lastStep);
     const used = meta.autoRelaunches ?? [];
     if (used.length >= retries) {
-      const lines = retryLines(used, retries);
       return {
         kind: 'exhausted',
-        note: `${what}; no automatic relaunch left (${lines.join('; ')})`,
+        note: `no automatic relaunch left: ${retryLines(used, retries).join('; ')}`,
       };
     }
     const priorHours = (meta.priorHours ?? 0) + ranMs / 3_600_000;

@@ -105,7 +105,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     }
     await allocator.release(meta.id);
     const ending = endingOf(state);
-    if (note !== undefined) ending.reason = `${ending.reason}: ${note}`;
+    if (note !== undefined) ending.reason = `${ending.reason}; ${note}`;
     const patch: Partial<RunMeta> = {
       gpuIndices: [],
       endedAt: now().toISOString(),
