@@ -178,7 +178,11 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
     expect(JSON.stringify(cardsTitled(messages, 'bug failed')[0]?.card)).toContain('ValueError');
     // Triage asks the model about the crash.
     await waitFor(() => ((llm?.requests.length ?? 0) > 0 ? true : undefined), 30_000, 'the triage call');
-    const meta = await app.app.features.runs.service.findRun(run.id);
+    // The crash card comes from the monitor at once; the runs refresh records the failure (every 2 s).
+    const meta = await waitFor(async () => {
+      const current = await app.app.features.runs.service.findRun(run.id);
+      return current.status === 'running' ? undefined : current;
+    }, 30_000);
     expect(meta.status).toBe('failed');
     expect(meta.launchCount).toBe(1);
     expect(meta.autoRelaunches).toBeUndefined();
