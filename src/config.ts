@@ -105,6 +105,7 @@ const environmentSchema = z.object({
   SHEPHERD_DEFAULT_ENV: optionalString,
   SHEPHERD_STOP_GRACE_S: nonNegativeNumber.default(60),
   SHEPHERD_PIN_MAX_GB: nonNegativeNumber.default(20),
+  SHEPHERD_AUTO_RETRIES: z.coerce.number().int().nonnegative().max(100).default(2),
   SHEPHERD_DEFAULT_MAX_HOURS: positiveNumber.default(24),
   SHEPHERD_MAX_HOURS: positiveNumber.refine(Number.isFinite, 'must be finite').default(168),
   SHEPHERD_GPU_HOUR_USD: nonNegativeNumber.default(2.5),
@@ -238,6 +239,8 @@ function runSettings(environment: Environment) {
       stopGraceS: environment.SHEPHERD_STOP_GRACE_S,
       /** Largest checkpoint (GB, 10^9 bytes) pinned for a fix's resume; 0 pins nothing. */
       pinMaxGb: environment.SHEPHERD_PIN_MAX_GB,
+      /** Automatic relaunches per run after infrastructure failures; 0 turns them off. */
+      autoRetries: environment.SHEPHERD_AUTO_RETRIES,
       defaultMaxHours: environment.SHEPHERD_DEFAULT_MAX_HOURS,
       maxHours: environment.SHEPHERD_MAX_HOURS,
       gpuHourUsd: environment.SHEPHERD_GPU_HOUR_USD,

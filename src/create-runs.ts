@@ -186,6 +186,7 @@ export async function createRunsRuntime(options: {
   });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
+    prepareRelaunch: checkpoints.prepareRelaunch,
     // Pinned checkpoints are only for resuming: nothing resumes a run that ended.
     onTerminal: (meta) => checkpoints.releasePins(meta.id),
     config,

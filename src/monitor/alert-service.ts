@@ -190,7 +190,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
     );
     await alerts.save(id, { ...alert, cardMessageId: posted.messageId });
     await options.onAlert?.(meta, incident);
-    if (AUTO_TRIAGE.has(incident.kind) && !watched) {
+    // An infrastructure failure that outlived its automatic relaunches needs a person, not a code fix.
+    if (AUTO_TRIAGE.has(incident.kind) && !watched && incident.retries === undefined) {
       const job: AlertActionJob = {
         v: 1,
         kind: 'alert-action',

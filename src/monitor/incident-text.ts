@@ -119,9 +119,14 @@ export function crashText(
   launch: number,
 ): IncidentText {
   const how = crash.signal === undefined ? `exit ${crash.exitCode}` : `signal ${crash.signal}`;
+  const retries =
+    crash.retries === undefined
+      ? ''
+      : ` No automatic relaunch left after ${crash.retries.length}:\n${crash.retries.map((line) => `• ${line}`).join('\n')}`;
   return definedOnly({
     title: `${run} failed`,
-    summary: `${run} failed (${how})${stepSuffix(lastStep)} — ${crash.label}.`,
+    summary: `${run} failed (${how})${stepSuffix(lastStep)} — ${crash.label}.${retries}`,
+    retries: crash.retries,
     metrics,
     step: lastStep,
     // The launch whose exit this is, even when none of its metric lines has been read yet.

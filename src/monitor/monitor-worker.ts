@@ -46,11 +46,15 @@ export function createTickHandler(
       await options.onMissingRun?.(runId);
       return { skipped: 'unknown run' };
     }
-    const processState = await options.pollProcess(meta);
+    let processState = await options.pollProcess(meta);
     // A poll can take a while (a remote backend): an ending it saw may be a stop Shepherd started meanwhile,
     // so the ending is judged against the run as it is now.
-    if (processState.kind === 'exited' || processState.kind === 'signaled')
+    if (processState.kind === 'exited' || processState.kind === 'signaled') {
+      const polled = meta.launchCount;
       meta = (await options.loadRun(runId)) ?? meta;
+      // Relaunched meanwhile (an automatic relaunch): that ending is handled; the new launch is what counts.
+      if (meta.launchCount !== polled) processState = await options.pollProcess(meta);
+    }
     const result = await monitor.tick(runId, meta, processState);
     if (result.skipped === true) return { skipped: 'locked' };
     if (result.malformed.note !== undefined && options.onMalformed !== undefined) {

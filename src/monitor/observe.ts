@@ -149,7 +149,7 @@ export function observeEnd(
       );
     }
   } else if (!isEpisodeActive(state.episodes, `crash:${launch}`)) {
-    const crash = detectCrash(meta, processState, context.crashLogTail ?? '');
+    const crash = detectCrash(meta, processState, context.crashLogTail ?? '', now);
     if (crash !== undefined && observeEpisode(state.episodes, `crash:${launch}`, true)) {
       raise('crash', `crash:${launch}`, crashText(meta.name, crash, rolling.lastStep, metrics, launch));
     }

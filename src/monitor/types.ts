@@ -44,6 +44,8 @@ export interface Incident {
   crashClass?: CrashClass;
   exitCode?: number;
   signal?: string;
+  /** An infrastructure failure after the automatic relaunches ran out: one line per retry (no triage). */
+  retries?: string[];
   /** Launch of the run the incident belongs to (a fix relaunches; detectors re-arm per launch). */
   launch?: number;
   /** Epoch ms when it was raised. */

@@ -81,7 +81,35 @@ async function fileState(runDir: string, entry: Omit<CheckpointEntry, 'health'>)
   }
 }
 
-export function createCheckpointHistory(options: {
+/** The save of the highest step (the later one of a step saved twice). */
+function latest(entries: readonly CheckpointEntry[]): CheckpointEntry | undefined {
+  return entries.reduce<CheckpointEntry | undefined>(
+    (chosen, entry) =>
+      chosen === undefined ||
+      entry.step > chosen.step ||
+      (entry.step === chosen.step && entry.ts >= chosen.ts)
+        ? entry
+        : chosen,
+    undefined,
+  );
+}
+
+/** Point resume.json at the plan's checkpoint (or remove it to start over) and say so in output.log. */
+async function applyPlan(directory: string, plan: ResumePlan): Promise<void> {
+  const resumeFile = path.join(directory, RUN_FILES.resume);
+  if (plan.kind === 'scratch') await rm(resumeFile, { force: true });
+  if (plan.kind === 'resume') {
+    const { entry } = plan;
+    const state = { ...entry.extra, step: entry.step, checkpoint: plan.path, ts: entry.ts };
+    await writeFileAtomic(
+      resumeFile,
+      JSON.stringify({ ...state, ...definedOnly({ pinned_from: plan.pinnedFrom }) }),
+    );
+  }
+  await appendRunFile(directory, RUN_FILES.output, `=== Shepherd: ${plan.log} ===`);
+}
+
+interface CheckpointHistoryOptions {
   redis: Redis;
   prefix: string;
   runDir: (runId: string) => string;
@@ -89,7 +117,9 @@ export function createCheckpointHistory(options: {
   pinMaxBytes: number;
   /** Whether the bot runs as root (tests pass false to pin files of another user). */
   isRoot?: boolean;
-}) {
+}
+
+export function createCheckpointHistory(options: CheckpointHistoryOptions) {
   const { redis, prefix } = options;
   const marksKey = (runId: string) => `${prefix}:incident-marks:${runId}`;
   const pinKey = (runId: string) => `${prefix}:fix-pin:${runId}`;
@@ -166,15 +196,7 @@ export function createCheckpointHistory(options: {
         entry.health !== 'bad' &&
         (entry.intact !== false || entry.pinned !== undefined),
     );
-    const best = candidates.reduce<CheckpointEntry | undefined>(
-      (chosen, entry) =>
-        chosen === undefined ||
-        entry.step > chosen.step ||
-        (entry.step === chosen.step && entry.ts >= chosen.ts)
-          ? entry
-          : chosen,
-      undefined,
-    );
+    const best = latest(candidates);
     if (best === undefined) {
       return {
         incident,
@@ -280,20 +302,8 @@ export function createCheckpointHistory(options: {
     const directory = options.runDir(meta.id);
     const script = await readFile(path.join(directory, RUN_FILES.script), 'utf8').catch(() => '');
     if (sha256(script) !== pin.sha) return undefined;
-    const resumeFile = path.join(directory, RUN_FILES.resume);
     const plan = await planResume(meta.id, pin);
-    if (plan?.kind === 'scratch') await rm(resumeFile, { force: true });
-    if (plan?.kind === 'resume') {
-      const { entry } = plan;
-      const state = { ...entry.extra, step: entry.step, checkpoint: plan.path, ts: entry.ts };
-      await writeFileAtomic(
-        resumeFile,
-        JSON.stringify({ ...state, ...definedOnly({ pinned_from: plan.pinnedFrom }) }),
-      );
-    }
-    if (plan !== undefined) {
-      await appendRunFile(directory, RUN_FILES.output, `=== Shepherd: ${plan.log} ===`);
-    }
+    if (plan !== undefined) await applyPlan(directory, plan);
     const record: FixLaunch = {
       launch: meta.launchCount,
       fix: pin.fix,
@@ -308,6 +318,34 @@ export function createCheckpointHistory(options: {
     return plan?.note;
   }
 
+  /** An automatic relaunch (the process is gone) resumes from the last healthy intact save, pinned; null: scratch. */
+  async function prepareRelaunch(runId: string): Promise<{ from: number | null }> {
+    const directory = options.runDir(runId);
+    const history = await list(runId);
+    if (history.length === 0)
+      return { from: (await readResume({ runDir: options.runDir }, runId))?.step ?? null };
+    const best = latest(
+      history.filter(
+        (entry) => entry.health !== 'bad' && (entry.intact !== false || entry.pinned !== undefined),
+      ),
+    );
+    if (best === undefined) {
+      await applyPlan(directory, {
+        kind: 'scratch',
+        log: 'no intact healthy checkpoint; relaunching from scratch',
+        note: 'from scratch',
+      });
+      return { from: null };
+    }
+    await protect(runId, best);
+    const pinned = (await pins.intactPins(runId)).get(entryKey(best));
+    const entry: CheckpointEntry = { ...best };
+    delete entry.pinned;
+    if (pinned !== undefined) entry.pinned = pinned.path;
+    await applyPlan(directory, resumePlan(directory, entry));
+    return { from: best.step };
+  }
+
   /** The fix the given launch follows, if it was launched for one. */
   async function fixLaunch(runId: string): Promise<FixLaunch | undefined> {
     const raw = await redis.get(fixLaunchKey(runId));
@@ -320,6 +358,7 @@ export function createCheckpointHistory(options: {
     chooseResumePoint,
     pinFix,
     beforeLaunch,
+    prepareRelaunch,
     fixLaunch,
     releasePins: pins.release,
   };

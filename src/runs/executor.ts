@@ -67,7 +67,8 @@ export interface Placement {
 
 /** What the executor knows about a run's process or job right now. */
 export type ProcessState =
-  | { kind: 'pending'; reason?: string }
+  /** `requeued`: the cluster killed the job's processes and put it back in its queue (a requeue). */
+  | { kind: 'pending'; reason?: string; requeued?: boolean }
   | { kind: 'alive' }
   /** `reason`: what the backend says ended it when the exit code alone does not ("ImagePullBackOff: …"). */
   | { kind: 'exited'; exitCode: number; crashClass?: ExecutorCrashClass; reason?: string }

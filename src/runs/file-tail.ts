@@ -6,6 +6,11 @@ import { parseMetricLine as parseMetricPoint } from './metric-line.js';
  * files grow for days, `status` must stay cheap.
  */
 
+/** The last `maxBytes` of a file as text ('' when it does not exist). */
+export async function readTail(filePath: string, maxBytes: number): Promise<string> {
+  return (await tailLines(filePath, Number.MAX_SAFE_INTEGER, maxBytes)).join('\n');
+}
+
 /** Last `count` complete-or-final lines of a file, reading at most `maxBytes` from its end. */
 export async function tailLines(filePath: string, count: number, maxBytes = 64 * 1024): Promise<string[]> {
   let handle: Awaited<ReturnType<typeof open>>;

@@ -29,6 +29,7 @@ import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';
 import { createPySpy, dumpLocalStacks, type PySpy } from './stack-dumps.js';
+import { hoursLeft } from './time-limit.js';
 
 const LAUNCHER_FILE = 'shepherd_launcher.py';
 
@@ -256,7 +257,7 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     // The log is opened in append mode and handed to the child: nothing ever truncates it.
     const logFd = openSync(path.join(runDir, RUN_FILES.output), 'a');
     // The deadline travels with the launcher, which enforces it even while the bot is down.
-    const deadlineMs = Date.now() + meta.maxHours * 3600 * 1000;
+    const deadlineMs = Date.now() + hoursLeft(meta) * 3600 * 1000;
     const launcherArguments = [
       '-u',
       path.join(runtime, LAUNCHER_FILE),

@@ -1,5 +1,6 @@
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { AutoRelaunch } from './auto-relaunch.js';
 import type { BackendRouter } from './backend-router.js';
 import type { ProcessState } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
@@ -54,8 +55,11 @@ function endingOf(state: ProcessState): Ending {
 }
 
 export interface RunEndings {
-  /** Record how a running run ended on its own; frees its GPUs. Caller holds the lock. */
-  finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta>;
+  /**
+   * Record how a running run ended; frees its GPUs. Caller holds the lock. `note` is added to the
+   * reason (the automatic relaunches an infrastructure failure used up).
+   */
+  finishRun(meta: RunMeta, state: ProcessState, note?: string): Promise<RunMeta>;
   /** Poll running runs, apply their ends, then start queued runs whose GPUs are free (FIFO). */
   refresh(run?: string): Promise<RunMeta[]>;
   /** At start-up: free stale GPU claims, re-attach alive runs, finalise dead ones, re-schedule the queue. */
@@ -70,6 +74,8 @@ interface RunEndingsOptions {
   transitions: RunTransitions;
   launcher: RunLauncher;
   graceMs: number;
+  /** Relaunches after infrastructure failures (absent: every ending is recorded). */
+  relaunch?: AutoRelaunch;
 }
 
 /** Noticing runs that ended on their own (polling, start-up reconciliation) and recording the ending. */
@@ -93,7 +99,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     return paused;
   }
 
-  async function finishRun(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
+  async function finishRun(meta: RunMeta, state: ProcessState, note?: string): Promise<RunMeta> {
     // A watched job's own scheduler limit is a plain failure: Shepherd cannot resume what it did not launch.
     const limited = (state.kind === 'signaled' || state.kind === 'exited') && state.crashClass === 'timeout';
     if (limited && meta.watch === undefined) {
@@ -102,6 +108,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     }
     await allocator.release(meta.id);
     const ending = endingOf(state);
+    if (note !== undefined) ending.reason = `${ending.reason}; ${note}`;
     const patch: Partial<RunMeta> = {
       gpuIndices: [],
       endedAt: now().toISOString(),
@@ -123,6 +130,26 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
         : `${meta.name} failed (${ending.reason})`;
     await emit('run-ended', ended, message);
     return ended;
+  }
+
+  /**
+   * A launch that ended on its own (or was requeued by its cluster): relaunched when the infrastructure
+   * ended it and retries remain, else recorded. The one place that decides; caller holds the lock.
+   */
+  async function endOnItsOwn(meta: RunMeta, state: ProcessState): Promise<RunMeta> {
+    const decision = (await options.relaunch?.consider(meta, state)) ?? { kind: 'none' };
+    if (decision.kind === 'relaunched') return decision.meta;
+    if (decision.kind === 'out_of_time') {
+      if (state.kind === 'pending') await launcher.terminateRun(meta, 'stop');
+      return pauseAtLimit(meta);
+    }
+    if (state.kind === 'pending') {
+      // Requeued, but not Shepherd's to relaunch (a watched job): its cluster runs it again.
+      if (decision.kind === 'none') return meta;
+      // A requeued job with no retry left: Shepherd takes it out rather than let it rerun unannounced.
+      await launcher.terminateRun(meta, 'stop');
+    }
+    return finishRun(meta, state, decision.kind === 'exhausted' ? decision.note : undefined);
   }
 
   /** Poll running runs; apply ends and pending reasons. */
@@ -149,7 +176,12 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
         if (limited !== undefined) ended.push(limited);
         continue;
       }
-      if (state.kind === 'alive' || state.kind === 'pending') {
+      const requeued =
+        state.kind === 'pending' &&
+        state.requeued === true &&
+        options.relaunch !== undefined &&
+        meta.watch === undefined;
+      if (state.kind === 'alive' || (state.kind === 'pending' && !requeued)) {
         alive.push(meta);
         const reason =
           state.kind === 'pending' ? (state.reason ?? 'waiting in the executor queue') : undefined;
@@ -167,9 +199,12 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
       const result = await tryWithRun(meta.id, async (fresh) => {
         // Someone paused/stopped/relaunched it meanwhile: their outcome stands.
         if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return undefined;
-        return finishRun(fresh, state);
+        return endOnItsOwn(fresh, state);
       });
-      if (result !== undefined) ended.push(result);
+      // A relaunched run is running again: not an ending.
+      if (result !== undefined && result.status !== 'running' && result.status !== 'queued')
+        ended.push(result);
+      else if (result !== undefined) alive.push(result);
     }
     return { alive, ended };
   }

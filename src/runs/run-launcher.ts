@@ -9,9 +9,14 @@ import type { RunStore } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
 
+interface LaunchOptions {
+  /** The thread's line for this launch instead of "is running on …" (an automatic relaunch says why). */
+  announce?: string;
+}
+
 export interface RunLauncher {
   /** Start a queued run: take its GPUs (unless the executor allocates), launch, mark running. Caller holds the lock. */
-  launchQueued(meta: RunMeta, by: Actor): Promise<RunMeta>;
+  launchQueued(meta: RunMeta, by: Actor, options?: LaunchOptions): Promise<RunMeta>;
   /** Start queued runs in FIFO order when their GPUs are free (a smaller later run may start first). */
   scheduleQueued(runs: RunMeta[]): Promise<RunMeta[]>;
   /** Terminate a running run and release its GPUs. Returns the final process state. */
@@ -37,7 +42,7 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
   const { store, executor, allocator, transitions, graceMs } = options;
   const { now, emit, setStatus, writeQuietly, tryWithRun } = transitions;
 
-  async function launchQueued(meta: RunMeta, by: Actor): Promise<RunMeta> {
+  async function launchQueued(meta: RunMeta, by: Actor, launchOptions: LaunchOptions = {}): Promise<RunMeta> {
     let indices: number[] = [];
     const backend = executor.executorFor(meta);
     if (!backend.allocatesGpus && meta.gpus > 0) {
@@ -46,7 +51,8 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
         const reason = `waiting for ${plural(meta.gpus, 'GPU')}, ${allocation.free} free`;
         if (meta.statusReason === reason) return meta;
         const waiting = await writeQuietly(meta, { statusReason: reason });
-        await emit('run-waiting', waiting, `${meta.name} is queued: ${reason}`);
+        const said = launchOptions.announce === undefined ? meta.name : `${launchOptions.announce}; it`;
+        await emit('run-waiting', waiting, `${said} is queued: ${reason}`);
         return waiting;
       }
       indices = allocation.indices;
@@ -94,7 +100,8 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
       : `on ${describeGpus(indices)}`;
     const segment =
       handle.segment === undefined ? '' : `, segment ${handle.segment.index} of ${handle.segment.of}`;
-    const started = `${meta.name} is running ${where} (script v${meta.scriptVersion}${segment})`;
+    const started =
+      launchOptions.announce ?? `${meta.name} is running ${where} (script v${meta.scriptVersion}${segment})`;
     await emit('run-started', running, note === undefined ? started : `${started}; ${note}`);
     return running;
   }

@@ -48,6 +48,17 @@ const runMetaSchema = z.object({
   environmentName: z.string().optional(),
   nodes: z.number().int().positive().optional(),
   stopRequested: z.enum(['pause', 'stop']).optional(),
+  autoRelaunches: z
+    .array(
+      z.object({
+        at: z.string(),
+        launch: z.number().int(),
+        cause: z.string(),
+        from: z.number().nullable(),
+      }),
+    )
+    .optional(),
+  priorHours: z.number().nonnegative().optional(),
   watch: z
     .discriminatedUnion('source', [
       z.object({ source: z.literal('slurm'), logPath: z.string() }),

@@ -3,6 +3,7 @@ import type { Config } from '../config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { AuditLog } from './audit-log.js';
+import { createAutoRelaunch } from './auto-relaunch.js';
 import type { BackendRouter } from './backend-router.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { createRunActions, type RunActions } from './run-actions.js';
@@ -50,6 +51,8 @@ interface RunServiceOptions {
   onEvent?: RunEventHandler;
   /** Runs just before each launch (see checkpoint-history); returns a note for the thread. */
   beforeLaunch?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Chooses, pins and names the checkpoint an automatic relaunch resumes from (checkpoint-history). */
+  prepareRelaunch?: (runId: string) => Promise<{ from: number | null }>;
   /** Runs once a run reached an end it cannot leave (stopped, completed, rejected): clean-up. */
   onTerminal?: (meta: RunMeta) => Promise<void>;
 }
@@ -86,6 +89,19 @@ export function createRunService(options: RunServiceOptions): RunService {
     graceMs,
     ...definedOnly({ beforeLaunch: options.beforeLaunch }),
   });
+  const retries = options.config.runs.autoRetries;
+  const relaunch =
+    retries === 0
+      ? undefined
+      : createAutoRelaunch({
+          store,
+          allocator,
+          transitions,
+          launcher,
+          logger,
+          retries,
+          ...definedOnly({ prepareRelaunch: options.prepareRelaunch }),
+        });
   const endings = createRunEndings({
     store,
     executor,
@@ -94,6 +110,7 @@ export function createRunService(options: RunServiceOptions): RunService {
     transitions,
     launcher,
     graceMs,
+    ...definedOnly({ relaunch }),
   });
   const reports = createRunReports({ store, executor, allocator });
   const creation = createRunCreation({

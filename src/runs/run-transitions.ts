@@ -70,6 +70,9 @@ export function createRunTransitions(options: RunTransitionsOptions): RunTransit
     for (const key of change.clear ?? []) delete next[key];
     if (change.statusReason !== undefined) next.statusReason = change.statusReason;
     if (to === 'queued') next.queuedAt = at;
+    // A new approval (or a person's resume) grants a new `--hours` budget; automatic relaunches (by
+    // `system`) spend the one they run under.
+    if (to === 'pending_approval' || (to === 'queued' && change.by !== 'system')) delete next.priorHours;
     await store.writeMeta(next);
     await audit.record({
       ts: at,

@@ -103,8 +103,26 @@ export interface RunMeta {
   stopRequested?: 'pause' | 'stop';
   /** Nodes (`sbatch --nodes`, an Indexed Job's completions on Kubernetes); 1 when absent. */
   nodes?: number;
+  /** Automatic relaunches after infrastructure failures (auto-relaunch.ts), oldest first. */
+  autoRelaunches?: AutoRelaunchRecord[];
+  /**
+   * Hours the run already ran under its current approval before this launch (automatic relaunches share
+   * one `--hours` budget); cleared by a new approval.
+   */
+  priorHours?: number;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
+}
+
+/** One automatic relaunch: what ended the launch and where the next one resumed. */
+export interface AutoRelaunchRecord {
+  at: string;
+  /** The launch that ended. */
+  launch: number;
+  /** "killed at step 1,200 (SIGKILL, no stop requested)". */
+  cause: string;
+  /** The step the relaunch resumed from; null = from scratch. */
+  from: number | null;
 }
 
 type WatchSource =

@@ -34,3 +34,11 @@ export function timeLimitMessage(name: string, maxHours: number): string {
 
 /** Extra time past the deadline before Shepherd itself ends a run the launcher did not end. */
 export const DEADLINE_SLACK_MS = 30_000;
+
+/**
+ * Hours the current launch may run: the approved max hours less what earlier launches under the same
+ * approval ran (automatic relaunches share one budget). Executors set their deadlines from it.
+ */
+export function hoursLeft(meta: { maxHours: number; priorHours?: number }): number {
+  return Math.max(0, meta.maxHours - (meta.priorHours ?? 0));
+}

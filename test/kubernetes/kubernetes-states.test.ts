@@ -123,6 +123,25 @@ describe('jobState', () => {
     expect(jobState(failed, [evicted])).toEqual({ kind: 'exited', exitCode: 137, crashClass: 'node_fail' });
   });
 
+  it('a pod taken with its node (no container end reported) is a node failure, which Shepherd relaunches', () => {
+    const failed = job([condition('Failed', 'BackoffLimitExceeded')]);
+    const lost = pod({
+      phase: 'Failed',
+      conditions: [{ type: 'DisruptionTarget', status: 'True', reason: 'DeletionByPodGC' }],
+    });
+    expect(jobState(failed, [lost])).toEqual({
+      kind: 'signaled',
+      signal: 'SIGKILL',
+      crashClass: 'node_fail',
+    });
+    const evicted = pod({ phase: 'Failed', reason: 'Evicted' });
+    expect(jobState(failed, [evicted])).toEqual({
+      kind: 'signaled',
+      signal: 'SIGKILL',
+      crashClass: 'node_fail',
+    });
+  });
+
   it('a Failed Job whose pods are gone says why', () => {
     expect(jobState(job([condition('Failed', 'PodFailurePolicy', 'Container train failed')]), [])).toEqual({
       kind: 'exited',

@@ -73,6 +73,9 @@ async function launch(id: string, script: string, env: Record<string, string>): 
     handle.exitedAt = Date.now();
     handle.state =
       code === null ? { kind: 'signaled', signal: signal ?? 'SIGKILL' } : { kind: 'exited', exitCode: code };
+    // What run-endings does in the app: the ending is recorded (a SIGKILL's crash waits for it, since an
+    // infrastructure ending may be relaunched instead).
+    if (handle.meta.status === 'running' && code !== 0) handle.meta = { ...handle.meta, status: 'failed' };
   });
   runs.set(id, handle);
   await scheduler.start(id);

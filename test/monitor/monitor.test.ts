@@ -262,7 +262,14 @@ describe('createMonitor', () => {
       { kind: 'signaled', signal: 'SIGKILL' },
     );
     expect(stopped.incidents).toEqual([]);
-    const killed = await run.monitor.tick('kill', run.meta, { kind: 'signaled', signal: 'SIGKILL' });
+    // While the run is still `running`, run-endings has not decided yet: an automatic relaunch may follow.
+    const undecided = await run.monitor.tick('kill', run.meta, { kind: 'signaled', signal: 'SIGKILL' });
+    expect(undecided.incidents).toEqual([]);
+    const killed = await run.monitor.tick(
+      'kill',
+      { ...run.meta, status: 'failed' },
+      { kind: 'signaled', signal: 'SIGKILL' },
+    );
     expect(killed.incidents[0]).toMatchObject({
       kind: 'crash',
       crashClass: 'host_oom_kill',

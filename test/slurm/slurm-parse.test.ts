@@ -90,7 +90,12 @@ describe('mapSlurmState', () => {
     }
     expect(mapSlurmState('SUSPENDED').kind).toBe('pending');
     expect(mapSlurmState('STOPPED').kind).toBe('pending');
-    expect(mapSlurmState('REQUEUE_HOLD')).toEqual({ kind: 'pending', reason: 'requeued and held on Slurm' });
+    // Requeued: its processes were killed (run-endings relaunches it; see test/runs/infrastructure-ending).
+    expect(mapSlurmState('REQUEUE_HOLD')).toEqual({
+      kind: 'pending',
+      reason: 'requeued and held on Slurm',
+      requeued: true,
+    });
   });
   it('maps final states with their exit codes', () => {
     expect(mapSlurmState('COMPLETED', { exitCode: 0, signal: 0 })).toEqual({ kind: 'exited', exitCode: 0 });

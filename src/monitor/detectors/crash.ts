@@ -1,5 +1,7 @@
 import { redactSecrets } from '../../redact.js';
+import { retryLines } from '../../runs/auto-relaunch.js';
 import type { ExecutorCrashClass, ProcessState } from '../../runs/executor.js';
+import { infrastructureCause, NCCL_TIMEOUT } from '../../runs/infrastructure-ending.js';
 import type { RunMeta } from '../../runs/run-types.js';
 
 /** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */
@@ -22,6 +24,11 @@ export interface CrashFinding {
   traceback: string;
   /** Short human label of the class ("CUDA out of memory"). */
   label: string;
+  /**
+   * An infrastructure failure after every automatic relaunch was spent: one line per retry. Such a crash
+   * is not triaged (a code fix cannot help).
+   */
+  retries?: string[];
 }
 
 const MAX_TRACEBACK_CHARS = 1500;
@@ -43,10 +50,7 @@ const CRASH_LABELS: Record<CrashClass, string> = {
 
 const TEXT_CLASSES: Array<[CrashClass, RegExp]> = [
   ['cuda_oom', /CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory/],
-  [
-    'nccl_timeout',
-    /Watchdog caught collective operation timeout|NCCL[^\n]*(?:timeout|timed out)|ProcessGroupNCCL[^\n]*Timeout|DistBackendError|DistNetworkError|torch\.distributed[^\n]*timed out/i,
-  ],
+  ['nccl_timeout', NCCL_TIMEOUT],
   ['missing_module', /ModuleNotFoundError|ImportError: No module named/],
   ['syntax_error', /\b(?:SyntaxError|IndentationError|TabError)\b/],
   ['file_not_found', /FileNotFoundError|No such file or directory/],
@@ -81,7 +85,12 @@ export function classifyCrash(state: ProcessState, traceback: string): CrashClas
  * A crash is a non-zero exit or a signal we did not send. When the run is being paused or stopped by a
  * person, its SIGTERM/SIGKILL ending is expected and not a crash.
  */
-export function detectCrash(meta: RunMeta, state: ProcessState, logTail: string): CrashFinding | undefined {
+export function detectCrash(
+  meta: RunMeta,
+  state: ProcessState,
+  logTail: string,
+  now: number = Date.now(),
+): CrashFinding | undefined {
   // A queued run has no process of its own yet: what ended is the previous launch, stopped by Shepherd
   // for a fix or a relaunch (SIGTERM), not a crash.
   if (meta.status === 'paused' || meta.status === 'stopped' || meta.status === 'queued') return undefined;
@@ -94,10 +103,17 @@ export function detectCrash(meta: RunMeta, state: ProcessState, logTail: string)
   } else if (state.kind !== 'signaled') {
     return undefined;
   }
+  const startedAt = meta.startedAt === undefined ? now : Date.parse(meta.startedAt);
+  const infrastructure = infrastructureCause({ meta, state, logTail, ranMs: now - startedAt });
+  // The infrastructure's doing: run-endings relaunches it or records the failure first (auto-relaunch.ts);
+  // the crash is raised only once the run has failed, so a relaunched ending raises nothing.
+  if (infrastructure !== undefined && meta.status === 'running') return undefined;
   const traceback = extractTraceback(logTail);
   const crashClass = classifyCrash(state, traceback);
   const finding: CrashFinding = { crashClass, traceback, label: CRASH_LABELS[crashClass] };
   if (state.exitCode !== undefined) finding.exitCode = state.exitCode;
   if (state.kind === 'signaled') finding.signal = state.signal;
+  const used = meta.autoRelaunches ?? [];
+  if (infrastructure !== undefined && used.length > 0) finding.retries = retryLines(used, used.length);
   return finding;
 }

@@ -12,6 +12,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Config } from '../../config.js';
 import type { RunMeta } from '../run-types.js';
+import { hoursLeft } from '../time-limit.js';
 
 /**
  * The objects a run becomes on Kubernetes, built without I/O: a `batch/v1` Job, the ConfigMap that carries
@@ -233,7 +234,7 @@ export function buildJobManifests(input: JobManifestInput): JobManifests {
     spec: {
       // Shepherd decides retries: a failed pod fails the Job.
       backoffLimit: 0,
-      activeDeadlineSeconds: Math.max(1, Math.ceil(meta.maxHours * 3600)),
+      activeDeadlineSeconds: Math.max(1, Math.ceil(hoursLeft(meta) * 3600)),
       // Kueue admits a Job by unsuspending it, so it is created suspended.
       suspend: settings.queue !== undefined,
       ...(nodes > 1 ? { completionMode: 'Indexed', completions: nodes, parallelism: nodes } : {}),

@@ -97,6 +97,9 @@ function failedState(failed: V1JobCondition, pods: readonly V1Pod[]): ProcessSta
     if (crashClass !== undefined) state.crashClass = crashClass;
     return state;
   }
+  // The node went away or the pod was evicted before its container reported an end (PodGC, kubelet).
+  const disrupted = pods.map(disruptionClass).find((crashClass) => crashClass !== undefined);
+  if (disrupted !== undefined) return { kind: 'signaled', signal: 'SIGKILL', crashClass: disrupted };
   const detail = [failed.reason, failed.message].filter((part) => part !== undefined).join(': ');
   const imageFailure = imagePullFailure(pods);
   if (imageFailure !== undefined) return imageFailure;

@@ -17,6 +17,7 @@ import type {
 } from '../executor.js';
 import { applyEnvironment } from '../run-environments.js';
 import { RUN_FILES } from '../run-files.js';
+import { hoursLeft } from '../time-limit.js';
 import type { RunMeta } from '../run-types.js';
 import { slurmClusterInfo } from './slurm-cluster-info.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
@@ -29,6 +30,7 @@ import {
   parseSbatchOutput,
   parseSqueue,
   type SacctRow,
+  SQUEUE_FORMAT,
   type SqueueRow,
   shortenSlurmError,
 } from './slurm-parse.js';
@@ -83,13 +85,13 @@ function sbatchArgs(
     args.push(slurm.gpuFlag === 'gpus' ? `--gpus=${meta.gpus}` : `--gres=gpu:${meta.gpus}`);
   }
   args.push(
-    `--time=${formatTimeLimit(wallTime.hours)}`,
+    // One segment of a wall-time chain, and never more than the run's hours left after earlier launches.
+    `--time=${formatTimeLimit(Math.min(wallTime.hours, hoursLeft(meta)))}`,
     `--output=${outputPattern(path.join(runDir, RUN_FILES.output))}`,
     '--open-mode=append',
     `--chdir=${runDir}`,
   );
-  // `--export` splits on commas; values that contain one are set by the batch script instead.
-  // PYTHONPATH is prepended by the batch script, which keeps whatever PYTHONPATH the user had.
+  // `--export` splits on commas (values with one are set by the batch script, which also prepends PYTHONPATH).
   const exported = [`SHEPHERD_RUN_DIR=${runDir}`, `SHEPHERD_RUN_ID=${meta.id}`];
   args.push(`--export=${['ALL', ...exported.filter((item) => !item.includes(','))].join(',')}`);
   if (slurm.partition !== undefined) args.push(`--partition=${slurm.partition}`);
@@ -218,7 +220,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
   async function squeueRows(jobIds: string[]): Promise<SqueueRow[]> {
     const rows: SqueueRow[] = [];
     for (const batch of chunks(jobIds, IDS_PER_CALL)) {
-      const result = await run('squeue', ['-h', '-t', 'all', '-j', batch.join(','), '-o', '%i|%T|%r']);
+      const result = await run('squeue', ['-h', '-t', 'all', '-j', batch.join(','), ...SQUEUE_FORMAT]);
       if (result.exitCode !== 0) {
         // A single id Slurm has already purged is an error to squeue; it just means "not listed".
         if (/Invalid job id/i.test(result.stderr)) continue;
@@ -299,7 +301,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
       if (final !== undefined && isFinalState(final.state)) {
         states.set(meta.id, mapSlurmState(final.state, { exitCode: final.exitCode, signal: final.signal }));
       } else if (row !== undefined) {
-        states.set(meta.id, mapSlurmState(row.state, { reason: row.reason }));
+        states.set(meta.id, mapSlurmState(row.state, { reason: row.reason, restarts: row.restarts }));
       } else {
         states.set(meta.id, {
           kind: 'unknown',

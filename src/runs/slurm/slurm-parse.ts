@@ -6,11 +6,16 @@ import type { ExecutorCrashClass, ProcessState } from '../executor.js';
  * No I/O here: everything is unit-tested against real output captured from a Slurm 22.05 cluster.
  */
 
-/** One row of `squeue -h -t all -j IDS -o '%i|%T|%r'`. */
+/** squeue's output format: `|`-separated job id, state, pending reason and restart count (requeues). */
+export const SQUEUE_FORMAT = ['-O', 'JobID:|,State:|,Reason:|,RestartCnt:|'] as const;
+
+/** One row of `squeue -h -t all -j IDS -O 'JobID:|,State:|,Reason:|,RestartCnt:|'` (or `-o '%i|%T|%r'`). */
 export interface SqueueRow {
   jobId: string;
   state: string;
   reason: string;
+  /** How often the cluster requeued the job (absent from the short format). */
+  restarts?: number;
 }
 
 /** One row of `sacct -X -n -P -o JobID,State,ExitCode` (or `sacct -c …`). */
@@ -23,13 +28,18 @@ export interface SacctRow {
   signal: number | undefined;
 }
 
-/** Parse `squeue -o '%i|%T|%r'` lines; malformed lines are skipped. */
+/** Parse `squeue` lines of `|`-separated job id, state, reason and restart count; malformed lines are skipped. */
 export function parseSqueue(output: string): SqueueRow[] {
   const rows: SqueueRow[] = [];
   for (const line of output.split('\n')) {
-    const [jobId, state, reason] = line.trim().split('|');
+    const [jobId, state, reason, restarts] = line
+      .trim()
+      .split('|')
+      .map((field) => field.trim());
     if (jobId === undefined || jobId === '' || state === undefined || state === '') continue;
-    rows.push({ jobId, state: state.toUpperCase(), reason: reason ?? '' });
+    const row: SqueueRow = { jobId, state: state.toUpperCase(), reason: reason ?? '' };
+    if (restarts !== undefined && /^\d+$/.test(restarts)) row.restarts = Number(restarts);
+    rows.push(row);
   }
   return rows;
 }
@@ -64,6 +74,7 @@ export function parseSbatchOutput(output: string): { jobId: string; cluster?: st
 }
 
 /** `--time` from max hours: `D-HH:MM:SS`, rounded up to whole minutes (Slurm's resolution), at least 1 minute. */
+/** The `--time` of a job: the hours the run has left under its approval (time-limit.ts). */
 export function formatTimeLimit(maxHours: number): string {
   const totalMinutes = Math.max(1, Math.ceil(maxHours * 60 - 1e-9));
   const days = Math.floor(totalMinutes / 1440);
@@ -165,13 +176,24 @@ function signalName(signal: number): string {
  */
 export function mapSlurmState(
   rawState: string,
-  detail: { reason?: string; exitCode?: number | undefined; signal?: number | undefined } = {},
+  detail: {
+    reason?: string;
+    exitCode?: number | undefined;
+    signal?: number | undefined;
+    restarts?: number | undefined;
+  } = {},
 ): ProcessState {
   const state = (rawState.split(/\s+/)[0] ?? '').toUpperCase().replace(/\+$/, '');
-  if (state === 'PENDING') return { kind: 'pending', reason: describePendingReason(detail.reason ?? '') };
+  // Waiting again after it ran: the cluster requeued it (a failed node, `scontrol requeue`), killing its processes.
+  const requeued = (detail.restarts ?? 0) > 0 || state.startsWith('REQUEUE');
+  if (state === 'PENDING') {
+    const pending = { kind: 'pending' as const, reason: describePendingReason(detail.reason ?? '') };
+    return requeued ? { ...pending, reason: 'requeued on Slurm', requeued } : pending;
+  }
   if (ALIVE_STATES.has(state)) return { kind: 'alive' };
   const waiting = WAITING_STATES[state];
-  if (waiting !== undefined) return { kind: 'pending', reason: waiting };
+  if (waiting !== undefined)
+    return requeued ? { kind: 'pending', reason: waiting, requeued } : { kind: 'pending', reason: waiting };
   const hasSignal = detail.signal !== undefined && detail.signal > 0;
   if (state === 'COMPLETED') return { kind: 'exited', exitCode: detail.exitCode ?? 0 };
   if (state === 'FAILED') {
