@@ -22,7 +22,11 @@ interface RunWakeups {
   release(runId: string): void;
   /** How many runs are watched: each holds one watcher. */
   size(): number;
-  close(): void;
+  /**
+   * Stop watching everything and wait for evaluations under way: one cut off by a closed Redis would keep the
+   * run's lease until it expires, and the next process could not evaluate the run meanwhile.
+   */
+  close(): Promise<void>;
 }
 
 interface RunWakeState {
@@ -61,6 +65,16 @@ export function createRunWakeups(options: {
   const clock = options.clock ?? Date.now;
   const gapMs = options.maxEvalsPerS > 0 ? 1000 / options.maxEvalsPerS : Number.POSITIVE_INFINITY;
   const runs = new Map<string, RunWakeState>();
+  const underWay = new Set<Promise<void>>();
+
+  function evaluateSoon(runId: string, state: RunWakeState, waitMs: number): void {
+    state.timer = setTimeout(() => {
+      const evaluation = evaluateNow(runId, state);
+      underWay.add(evaluation);
+      void evaluation.finally(() => underWay.delete(evaluation));
+    }, waitMs);
+    state.timer.unref();
+  }
 
   function wake(runId: string): void {
     const state = runs.get(runId);
@@ -69,9 +83,7 @@ export function createRunWakeups(options: {
       state.pending = true;
       return;
     }
-    const waitMs = Math.max(0, state.lastStartMs + gapMs - clock());
-    state.timer = setTimeout(() => void evaluateNow(runId, state), waitMs);
-    state.timer.unref();
+    evaluateSoon(runId, state, Math.max(0, state.lastStartMs + gapMs - clock()));
   }
 
   async function evaluateNow(runId: string, state: RunWakeState): Promise<void> {
@@ -90,9 +102,8 @@ export function createRunWakeups(options: {
     if (runs.get(runId) !== state) return;
     if (outcome === 'locked') {
       // Another evaluation holds the lease and may have started before these lines: look again shortly.
-      state.timer = setTimeout(() => void evaluateNow(runId, state), LOCKED_RETRY_MS);
-      state.timer.unref();
       state.pending = false;
+      evaluateSoon(runId, state, LOCKED_RETRY_MS);
       return;
     }
     if (state.pending) {
@@ -122,8 +133,9 @@ export function createRunWakeups(options: {
       state.watcher.close();
     },
     size: () => runs.size,
-    close() {
+    async close() {
       for (const runId of [...runs.keys()]) this.release(runId);
+      await Promise.all([...underWay]);
     },
   };
 }

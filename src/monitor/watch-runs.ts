@@ -145,7 +145,7 @@ export function createRunWatcher(options: {
       return createMonitorWorker(workerOptions, tickRun);
     },
     close: async () => {
-      wakeups.close();
+      await wakeups.close();
       await scheduler.close();
     },
   };

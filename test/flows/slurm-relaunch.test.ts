@@ -19,6 +19,19 @@ import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../sl
 const slurm = (args: string[]) =>
   execFileSync(args[0] ?? '', args.slice(1), { env: slurmEnvironment, encoding: 'utf8', timeout: 15_000 });
 
+/**
+ * The job's state while it is pending or running, else ''. Slurm forgets an ended job after `MinJobAge`
+ * (5 s on the CI cluster): then squeue fails with "Invalid job id", which also means it is not queued.
+ */
+function queuedState(jobId: string): string {
+  try {
+    return slurm(['squeue', '-h', '-t', 'PENDING,RUNNING', '-j', jobId, '-o', '%T']).trim();
+  } catch (error) {
+    if (/Invalid job id/.test(String((error as { stderr?: unknown }).stderr ?? ''))) return '';
+    throw error;
+  }
+}
+
 /** Sets the node back to service unless it already is (Slurm refuses RESUME for a node that is not down). */
 function resumeNode(node: string): void {
   const state = slurm(['sinfo', '-h', '-n', node, '-o', '%t']).trim();
@@ -139,8 +152,7 @@ describe.skipIf(!slurmAvailable)(
         'the relaunched job to resume',
       );
       // The old job is gone from the queue: Shepherd took the requeued job out rather than run it twice.
-      const old = slurm(['squeue', '-h', '-t', 'PENDING,RUNNING', '-j', oldJob, '-o', '%T']).trim();
-      expect(old).toBe('');
+      expect(queuedState(oldJob)).toBe('');
       await shepherd.app.features.runs.service.stop(meta.id, 'system');
     }
 

@@ -87,7 +87,7 @@ print(n)`,
       timeout: 5_000,
       interval: 20,
     });
-    wakeups.close();
+    await wakeups.close();
     const during = starts.slice(1);
     // 3 s of writing plus the trailing one: at most 2 a second.
     expect(during.length).toBeGreaterThanOrEqual(3);
@@ -127,7 +127,7 @@ print(n)`,
     // Exactly one more: nothing changed since, so nothing else runs.
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(calls).toBe(3);
-    wakeups.close();
+    await wakeups.close();
   });
 
   it('releases every watch: none left in the kernel after 500 runs', () => {
@@ -160,6 +160,34 @@ print(n)`,
     expect(wakeups.size()).toBe(0);
     expect(open).toBe(0);
     expect(inotifyWatches()).toBe(before);
+  });
+
+  it('close waits for an evaluation under way (a cut-off one would keep the run lease after Redis closes)', async () => {
+    const directory = runDirectory('closing');
+    let release: (() => void) | undefined;
+    let finished = false;
+    const wakeups = createRunWakeups({
+      evaluate: async () => {
+        await new Promise<void>((resolve) => (release = resolve));
+        finished = true;
+        return 'done';
+      },
+      maxEvalsPerS: 2,
+      logger,
+    });
+    wakeups.follow('closing', directory);
+    appendFileSync(join(directory, 'output.log'), 'step 1\n');
+    await vi.waitFor(() => expect(release).toBeDefined(), { timeout: 5_000, interval: 10 });
+    let closed = false;
+    const closing = wakeups.close().then(() => {
+      closed = true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(closed).toBe(false);
+    release?.();
+    await closing;
+    expect(finished).toBe(true);
+    expect(wakeups.size()).toBe(0);
   });
 
   it('with 0 evaluations a second it watches nothing (timer only)', () => {

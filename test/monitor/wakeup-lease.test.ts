@@ -69,7 +69,7 @@ for step in range(400):
     ]);
     expect(await new Promise((resolve) => writer.on('close', resolve))).toBe(0);
     await new Promise((resolve) => setTimeout(resolve, 300));
-    for (const wakeups of both) wakeups.close();
+    await Promise.all(both.map((wakeups) => wakeups.close()));
     expect(mostHolders).toBe(1);
     expect(evaluations[0]).toBeGreaterThan(0);
     expect(evaluations[1]).toBeGreaterThan(0);

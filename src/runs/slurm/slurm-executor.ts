@@ -17,8 +17,8 @@ import type {
 } from '../executor.js';
 import { applyEnvironment } from '../run-environments.js';
 import { RUN_FILES } from '../run-files.js';
-import { hoursLeft } from '../time-limit.js';
 import type { RunMeta } from '../run-types.js';
+import { hoursLeft } from '../time-limit.js';
 import { slurmClusterInfo } from './slurm-cluster-info.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';
 import { renderJobScript, SLURM_JOB_SCRIPT } from './slurm-job-script.js';
