@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
 import type { ProcessState } from '../runs/executor.js';
-import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';
+import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { AlertService } from './alert-service.js';
 import type { Monitor } from './monitor.js';
@@ -13,8 +13,15 @@ import { createMonitorScheduler, type MonitorScheduler } from './monitor-schedul
 import { createMonitorWorker } from './monitor-worker.js';
 
 /**
+ * How long a run that may come back (paused, or failed and open to a fix) keeps its monitor state and
+ * alert rules after its last tick: a fix asked for days later still sees the curves; then they expire.
+ */
+export const MONITOR_KEEP_AFTER_END_MS = 7 * 24 * 3600 * 1000;
+
+/**
  * Keeps one monitor job scheduler per active run and runs the ticks: a run gets its scheduler when it
- * starts, keeps it for one last tick after it ends (so the crash or finish is read), then loses it.
+ * starts, keeps it for one last tick after it ends (so the crash or finish is read), then loses it, and
+ * its monitor keys are deleted (a run that cannot come back) or given a TTL (one that can).
  */
 export function createRunWatcher(options: {
   config: Config;
@@ -25,6 +32,8 @@ export function createRunWatcher(options: {
   alerts: AlertService;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
+  /** After a run's last tick: other per-run keys go too (`keepMs` 0) or get a TTL. */
+  onRetired?: (runId: string, keepMs: number) => Promise<void>;
   logger: Logger;
 }) {
   const { redis, prefix, logger, config } = options;
@@ -68,6 +77,15 @@ export function createRunWatcher(options: {
     });
   }
 
+  /** The owner of a run's monitor keys lets them go once the run's last tick has read its last lines. */
+  async function retire(meta: RunMeta): Promise<void> {
+    const final = ALLOWED_TRANSITIONS[meta.status].length === 0;
+    const keepMs = final ? 0 : MONITOR_KEEP_AFTER_END_MS;
+    if (final) await options.monitor.forget(meta.id);
+    else await options.monitor.retire(meta.id, keepMs);
+    await options.onRetired?.(meta.id, keepMs);
+  }
+
   return {
     scheduler,
     /** Starts watching a run (on `run-started`). */
@@ -96,19 +114,24 @@ export function createRunWatcher(options: {
         loadRun,
         pollProcess,
         logger: logger.child({ component: 'monitor' }),
-        onIncident: (incident, meta) => options.alerts.onIncident(incident, meta),
+        onIncident: async (incident, meta) => {
+          await options.alerts.onIncident(incident, meta);
+        },
         onMalformed: async (_runId, note, meta) => {
           await options.notifier.post(meta.threadId, `${meta.name}: ${note}`);
         },
         onMissingRun: async (runId) => {
           await scheduler.stop(runId);
           await redis.srem(watchedKey, runId);
+          await options.monitor.forget(runId);
+          await options.onRetired?.(runId, 0);
         },
         onTick: async (result, meta) => {
           if (!ACTIVE_STATUSES.has(meta.status) && !result.backlog) {
             // This was the last tick after the run ended or paused: it has read the final lines.
             await scheduler.stop(meta.id);
             await redis.srem(watchedKey, meta.id);
+            await retire(meta);
             return;
           }
           if (!ACTIVE_STATUSES.has(meta.status)) return;

@@ -156,6 +156,8 @@ export function createRunFollows(options: RunFollowsOptions): RunFollows {
       await multi
         .set(followKey(input.runId), JSON.stringify(follow), 'EX', KEEP_SECONDS)
         .sadd(threadKey(input.threadId), input.runId)
+        // No longer than its newest follow: a follow expires rather than being unfollowed.
+        .expire(threadKey(input.threadId), KEEP_SECONDS)
         .exec();
       return follow;
     },
