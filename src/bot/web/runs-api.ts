@@ -7,7 +7,7 @@ import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tai
 import { RUN_FILES } from '../../runs/run-files.js';
 import type { RunMeta } from '../../runs/run-types.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
-import { isReservedName } from './reserved-names.js';
+import { nameRefusal } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
 import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } from './web-json.js';
 
@@ -233,8 +233,8 @@ export function createWebRunsRoutes(options: {
       sendJson(response, 200, { run: meta.id, lines });
     } else if (method === 'POST' && part === 'actions') {
       const body = await readJsonBody(request, actionBody);
-      if (isReservedName(body.user, options.botName))
-        throw new WebRouteError(400, 'user: this name is reserved');
+      const refused = nameRefusal(body.user, options.botName);
+      if (refused !== undefined) throw new WebRouteError(400, `user: ${refused}`);
       const message = await change(meta, body);
       sendJson(response, 200, { message });
       void poll();
