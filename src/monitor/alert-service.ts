@@ -90,7 +90,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       redis,
       prefix,
       notifier,
-      onInvalid: (error) => logger.warn({ key: error.key, err: error.message }, 'unreadable alert record'),
+      onInvalid: (error) => logger.warn({ key: error.key, err: error }, 'unreadable alert record'),
     },
   );
   const triage = createAlertTriage(options);
@@ -113,7 +113,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
         { quickchartUrl: options.quickchartUrl },
       );
     } catch (error) {
-      logger.warn({ runId, err: errorMessage(error) }, 'could not render an alert chart; posting without it');
+      logger.warn({ runId, err: error }, 'could not render an alert chart; posting without it');
       return undefined;
     }
   }

@@ -73,7 +73,7 @@ export function createRunWatcher(options: {
     const due = await redis.set(progressKey(meta.id), '1', 'PX', everyMs, 'NX');
     if (due !== 'OK') return;
     await options.postChart({ run: meta.id, threadId: meta.threadId }).catch((error: unknown) => {
-      logger.warn({ runId: meta.id, err: String(error) }, 'progress chart failed');
+      logger.warn({ runId: meta.id, err: error }, 'progress chart failed');
     });
   }
 

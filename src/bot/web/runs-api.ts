@@ -254,7 +254,7 @@ export function createWebRunsRoutes(options: {
       lastFingerprint = fingerprint;
       hub.publish({ kind: 'runs' });
     } catch (error) {
-      logger.warn({ err: String(error) }, 'playground runs poll failed');
+      logger.warn({ err: error }, 'playground runs poll failed');
     }
   }
 
