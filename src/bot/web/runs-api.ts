@@ -5,7 +5,7 @@ import { BotError, RunError, ToolPolicyError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tail.js';
 import { RUN_FILES } from '../../runs/run-files.js';
-import type { RunMeta } from '../../runs/run-types.js';
+import { type RunMeta, runActionsFor } from '../../runs/run-types.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
 import { nameRefusal } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
@@ -86,6 +86,7 @@ function summary(meta: RunMeta) {
     ...definedOnly({ step: meta.lastStep }),
     requester: meta.requester.name,
     thread: threadLink(meta.threadId),
+    actions: runActionsFor(meta.status),
     createdAt: meta.createdAt,
     updatedAt: meta.updatedAt,
   };
