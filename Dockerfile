@@ -22,6 +22,8 @@ COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/prompts ./dist/prompts
 # The `shepherd` operator command (`docker compose exec bot node bin/shepherd.js doctor`).
 COPY bin ./bin
+# The example scripts, so the README's first run works from the image alone (SHEPHERD_WORKSPACE=/app).
+COPY examples ./examples
 # The HTTP server binds every interface inside the container, so the playground needs
 # SHEPHERD_PLAYGROUND_TOKEN (or SHEPHERD_PLAYGROUND=off); start-up says so when it is missing.
 ENV SHEPHERD_HOST=0.0.0.0 SHEPHERD_DATA_DIR=/data

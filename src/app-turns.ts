@@ -128,7 +128,7 @@ function createAgentRunner(
         reply: result.reply,
         steps,
       })
-      .catch((error: unknown) => logger.warn({ threadId, err: String(error) }, 'turn trace not stored'));
+      .catch((error: unknown) => logger.warn({ threadId, err: error }, 'turn trace not stored'));
     if (result.outcome === 'cancelled') await threadState.markCancelled(threadId);
     await threadState.clearCancel(threadId);
     return result;

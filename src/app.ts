@@ -181,7 +181,7 @@ function createProvider(
         ops.metrics.llmCall(reason);
         llmCalls
           .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: String(error) }, 'llm call not counted'));
+          .catch((error: unknown) => logger.warn({ err: error }, 'llm call not counted'));
         overrides.onLlmCall?.(reason);
       },
     });

@@ -35,6 +35,9 @@ export function createLogger(
   const settings = {
     level,
     base: { app: 'shepherd', pid: process.pid, hostname: hostname(), ...bindings },
+    // Errors reach the formatter as they are: redactDeep writes their type (name), message, stack, code and
+    // cause, redacted (pino's own serializer would name every type "Object" once copied).
+    serializers: { err: (value: unknown) => value },
     formatters: { log: (object: Record<string, unknown>) => redactDeep(object) },
   };
   return pino(settings, redacting);

@@ -79,6 +79,8 @@ export function redactDeep<T>(value: T, depth = 0): T {
       ...(value.stack === undefined ? {} : { stack: redactSecrets(value.stack) }),
     };
     for (const [key, inner] of Object.entries(value)) copy[key] = redactDeep(inner, depth + 1);
+    // `cause` is not enumerable, and it is often what explains the error (the socket error under a post).
+    if (value.cause !== undefined) copy.cause = redactDeep(value.cause, depth + 1);
     return copy as T;
   }
   if (Array.isArray(value)) return value.map((inner) => redactDeep(inner, depth + 1)) as T;

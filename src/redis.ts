@@ -64,7 +64,7 @@ export function createRedis(
   });
   // Without a listener ioredis prints "Unhandled error event" for every reconnect attempt during an outage.
   client.on('error', (error: Error) => {
-    if (options.logger !== undefined) options.logger.warn({ err: error.message }, 'redis connection error');
+    if (options.logger !== undefined) options.logger.warn({ err: error }, 'redis connection error');
     else process.stderr.write(`shepherd: redis connection error: ${error.message}\n`);
   });
   return client;

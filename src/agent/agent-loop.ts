@@ -102,7 +102,7 @@ function startTurn(options: AgentTurnOptions): Turn {
       try {
         await options.onProgress(status);
       } catch (error) {
-        logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'progress update failed');
+        logger.warn({ err: error, threadId: context.threadId }, 'progress update failed');
       }
     },
     async checkCancel() {
@@ -110,7 +110,7 @@ function startTurn(options: AgentTurnOptions): Turn {
       try {
         return await options.cancelledBy();
       } catch (error) {
-        logger.warn({ err: errorMessage(error), threadId: context.threadId }, 'cancel check failed');
+        logger.warn({ err: error, threadId: context.threadId }, 'cancel check failed');
         return undefined;
       }
     },
@@ -241,7 +241,7 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
     if ('unavailable' in asked) {
       const error = asked.unavailable;
       logger.warn(
-        { threadId: context.threadId, rounds: turn.rounds, err: error.message },
+        { threadId: context.threadId, rounds: turn.rounds, err: error },
         'agent turn: llm unavailable',
       );
       return {

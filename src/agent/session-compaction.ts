@@ -1,5 +1,4 @@
 import { definedOnly } from '../defined-only.js';
-import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { LlmProvider } from './llm-provider.js';
 import { type ChatMessage, formatUserContent } from './messages.js';
@@ -107,7 +106,7 @@ export async function compactSession(
     return history.slice(cut);
   } catch (error) {
     // Without a summary the turn still runs; the window trims as before and compaction is tried next turn.
-    options.logger.warn({ threadId, err: errorMessage(error) }, 'session compaction failed; history trimmed');
+    options.logger.warn({ threadId, err: error }, 'session compaction failed; history trimmed');
     return history;
   }
 }

@@ -5,11 +5,21 @@ import { type ChatMessage, chatMessageSchema } from './messages.js';
 /** Older entries than this are dropped; the model only ever sees the last 50 anyway. */
 const DEFAULT_SESSION_MAX_ENTRIES = 1000;
 
+/**
+ * A thread's state (history, summary, model choice) lives this long after its last turn, then expires: a
+ * thread taken up again after that starts afresh, as after `@shepherd forget`. Every write renews it.
+ */
+export const THREAD_KEEP_S = 90 * 24 * 3600;
+
 /** The session's Redis keys; this module owns them (thread state trims and deletes the same list). */
 export function sessionKeys(prefix: string) {
   return {
     /** A thread's history: a list of JSON `ChatMessage`s, oldest first. */
     history: (threadId: string) => `${prefix}:session:${threadId}`,
+    /** The summary of the history's older part (thread-state.ts writes it). */
+    summary: (threadId: string) => `${prefix}:session-summary:${threadId}`,
+    /** The thread's model choice (thread-state.ts writes it). */
+    model: (threadId: string) => `${prefix}:thread-model:${threadId}`,
   } as const;
 }
 
@@ -59,7 +69,7 @@ export function parseSessionEntries(entries: string[], threadId: string, logger?
 /** Per-thread history as a Redis list of JSON messages: shared by all workers, survives restarts. */
 export function createSessionStore(options: SessionStoreOptions): SessionStore {
   const { redis, logger } = options;
-  const { history } = sessionKeys(options.prefix);
+  const { history, summary, model } = sessionKeys(options.prefix);
   const maxEntries = options.maxEntries ?? DEFAULT_SESSION_MAX_ENTRIES;
 
   return {
@@ -72,6 +82,8 @@ export function createSessionStore(options: SessionStoreOptions): SessionStore {
       const key = history(threadId);
       multi.rpush(key, ...messages.map((message) => JSON.stringify(message)));
       multi.ltrim(key, -maxEntries, -1);
+      // The thread's state lives on while it is in use; an expire of a missing key is a no-op.
+      for (const stateKey of [key, summary(threadId), model(threadId)]) multi.expire(stateKey, THREAD_KEEP_S);
     },
 
     length: (threadId) => redis.llen(history(threadId)),

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { turnInboxKeys } from '../queue/turn-inbox.js';
-import { sessionKeys } from './session-store.js';
+import { sessionKeys, THREAD_KEEP_S } from './session-store.js';
 
 /**
  * Per-thread settings and bookkeeping that live beside the session history in Redis, so they survive a
@@ -41,9 +41,7 @@ export interface ThreadState {
 
 export function createThreadState(options: { redis: Redis; prefix: string }): ThreadState {
   const { redis, prefix } = options;
-  const historyKey = sessionKeys(prefix).history;
-  const modelKey = (threadId: string) => `${prefix}:thread-model:${threadId}`;
-  const summaryKey = (threadId: string) => `${prefix}:session-summary:${threadId}`;
+  const { history: historyKey, model: modelKey, summary: summaryKey } = sessionKeys(prefix);
   const cancelKey = (threadId: string) => `${prefix}:turn-cancel:${threadId}`;
   const cancelledKey = (threadId: string) => `${prefix}:turn-cancelled:${threadId}`;
   // The key the turn inbox takes while a turn runs.
@@ -55,7 +53,7 @@ export function createThreadState(options: { redis: Redis; prefix: string }): Th
     },
     async setModel(threadId, model) {
       if (model === undefined) await redis.del(modelKey(threadId));
-      else await redis.set(modelKey(threadId), model);
+      else await redis.set(modelKey(threadId), model, 'EX', THREAD_KEEP_S);
     },
     async summary(threadId) {
       const raw = await redis.get(summaryKey(threadId));
@@ -68,7 +66,7 @@ export function createThreadState(options: { redis: Redis; prefix: string }): Th
       }
     },
     async compact(threadId, summary, dropCount) {
-      const multi = redis.multi().set(summaryKey(threadId), JSON.stringify(summary));
+      const multi = redis.multi().set(summaryKey(threadId), JSON.stringify(summary), 'EX', THREAD_KEEP_S);
       if (dropCount > 0) multi.ltrim(historyKey(threadId), dropCount, -1);
       await multi.exec();
     },

@@ -78,7 +78,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
           await dependencies
             .postOnce(`${batch.batchId}:command:${index}`, threadId, commandReply)
             .catch((error: unknown) =>
-              logger.error({ threadId, err: String(error) }, 'a command answer could not be delivered'),
+              logger.error({ threadId, err: error }, 'a command answer could not be delivered'),
             );
         }
         // A command's answer quotes logs and files: the model reads it later as data, not as its own words.
@@ -124,7 +124,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     const postStatus = () => {
       const post = dependencies.statusCard?.post ?? dependencies.postOnce;
       statusPosted ??= post(statusKey, threadId, latestStatus).catch((error: unknown) => {
-        logger.warn({ threadId, err: String(error) }, 'could not post a status message');
+        logger.warn({ threadId, err: error }, 'could not post a status message');
         return undefined;
       });
       lastEditAt = now();
@@ -140,7 +140,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       editChain = editChain
         .then(() => posted)
         .then((message) => (message ? update(threadId, message.messageId, text) : undefined))
-        .catch((error: unknown) => logger.debug({ threadId, err: String(error) }, 'status edit failed'));
+        .catch((error: unknown) => logger.debug({ threadId, err: error }, 'status edit failed'));
     };
     const onProgress = (status: string) => {
       latestStatus = status;
@@ -158,7 +158,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       produced = result.newMessages;
     } catch (error) {
       // The agent loop reports LLM trouble itself; anything reaching here is a bug, still told plainly.
-      logger.error({ threadId, err: String(error) }, 'agent turn crashed');
+      logger.error({ threadId, err: error }, 'agent turn crashed');
       reply = `Something went wrong while I was working on that (${redactedHead(String(error), 200)}). Plain commands still work — try \`help\`.`;
       produced = [{ role: 'assistant', content: reply }];
     }
@@ -178,7 +178,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       }
     } catch (error) {
       // The notify queue already retried what retrying can fix; running the turn again would not help.
-      logger.error({ threadId, err: String(error) }, 'the reply could not be delivered to the thread');
+      logger.error({ threadId, err: error }, 'the reply could not be delivered to the thread');
     }
     return produced;
   }

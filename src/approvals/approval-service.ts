@@ -255,7 +255,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     } catch (error) {
       if (error instanceof RunError && error.code === 'illegal_transition') {
         // The run moved on meanwhile (or an attempt crashed after applying it, before recording so).
-        logger.info({ approvalId: approval.id, err: error.message }, 'approval already applied');
+        logger.info({ approvalId: approval.id, err: error }, 'approval already applied');
         return `nothing to do: ${error.message}`;
       }
       await notifier.post(

@@ -115,7 +115,7 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       try {
         return await execute(command, threadId, actor);
       } catch (error) {
-        options.logger.info({ threadId, command: command.name, err: String(error) }, 'command refused');
+        options.logger.info({ threadId, command: command.name, err: error }, 'command refused');
         if (error instanceof RunAccessError && options.ephemeral !== undefined) {
           // Only the person who tried needs to hear "not yours"; the thread stays clean.
           const sent = await options.ephemeral(threadId, actor.id, error.message).then(

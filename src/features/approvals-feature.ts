@@ -27,7 +27,7 @@ export function createApprovalsFeature(
       redis,
       prefix,
       notifier,
-      onInvalid: (error) => logger.warn({ key: error.key, err: error.message }, 'unreadable approval record'),
+      onInvalid: (error) => logger.warn({ key: error.key, err: error }, 'unreadable approval record'),
     }),
     runs: dependencies.runs.service,
     notifier,

@@ -80,9 +80,11 @@ export function createMonitorFeature(
     ...alerts,
     async onIncident(incident, meta) {
       // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
-      if (await dependencies.claimIncident(incident, meta)) return;
-      await alerts.onIncident(incident, meta);
-      dependencies.onAlert?.(incident.kind);
+      if (await dependencies.claimIncident(incident, meta)) return false;
+      // Counted when the alert is recorded, not per delivery: a re-delivered incident returns false.
+      const recorded = await alerts.onIncident(incident, meta);
+      if (recorded) dependencies.onAlert?.(incident.kind);
+      return recorded;
     },
   };
   const watcher = createRunWatcher({
@@ -94,11 +96,16 @@ export function createMonitorFeature(
     alerts: countedAlerts,
     notifier,
     postChart,
+    onRetired: (runId, keepMs) => alertPolicy.retire(runId, keepMs),
     logger,
   });
   return {
     alerts,
-    watchRun: watcher.watch,
+    async watchRun(runId) {
+      // A resumed run's rules and mutes are its own again for as long as it is watched.
+      await alertPolicy.keep(runId);
+      await watcher.watch(runId);
+    },
     postChart,
     alertRules,
     actions: Object.values(ALERT_ACTIONS).map((verb) => ({

@@ -51,7 +51,7 @@ export async function createRunsFeature(
     if (!postsRunEvent(event)) return;
     // Never block a run transition on a chat post: the notify queue retries on its own.
     notifier.post(event.meta.threadId, event.message).catch((error: unknown) => {
-      logger.warn({ runId: event.meta.id, err: String(error) }, 'could not post a run event');
+      logger.warn({ runId: event.meta.id, err: error }, 'could not post a run event');
     });
   };
   // Backends are built from config (SHEPHERD_BACKENDS) in createRunsRuntime; tests inject theirs.

@@ -143,6 +143,24 @@ export function createAlertPolicyStore(options: { redis: Redis; prefix: string; 
         .exec();
       return Number(results?.[0]?.[1] ?? 0) > 0;
     },
+    /**
+     * After a run's last tick: its rules, mutes and their audit trail go at once (`keepMs` 0, a run that
+     * cannot come back) or expire after `keepMs` (a paused or failed run); `load` is unaffected meanwhile.
+     */
+    async retire(runId: string, keepMs: number): Promise<void> {
+      const keys = [rulesKey(runId), mutesKey(runId), auditKey(runId)];
+      if (keepMs <= 0) {
+        await redis.del(...keys);
+        return;
+      }
+      const multi = redis.multi();
+      for (const key of keys) multi.pexpire(key, Math.round(keepMs));
+      await multi.exec();
+    },
+    /** Rules added to a run that ticks again (resumed) stay for as long as it is watched. */
+    async keep(runId: string): Promise<void> {
+      await redis.multi().persist(rulesKey(runId)).persist(mutesKey(runId)).persist(auditKey(runId)).exec();
+    },
     /** The mute/unmute audit trail of a run, oldest first. */
     async audit(runId: string): Promise<Array<Record<string, unknown>>> {
       return (await redis.lrange(auditKey(runId), 0, -1)).map(

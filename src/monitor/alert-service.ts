@@ -43,8 +43,11 @@ const CLAIM_MS = 5 * 60_000;
 type AlertActionJob = Extract<ControlJob, { kind: 'alert-action' }>;
 
 export interface AlertService {
-  /** Posts one alert card for an incident (at most one, however often the monitor re-delivers it). */
-  onIncident(incident: Incident, meta: RunMeta): Promise<void>;
+  /**
+   * Posts one alert card for an incident (at most one, however often the monitor re-delivers it). True only
+   * for the call that recorded the alert, so a counter moves once per alert, not once per delivery attempt.
+   */
+  onIncident(incident: Incident, meta: RunMeta): Promise<boolean>;
   /** Button handler for `ALERT_ACTIONS` (`ack:`, `stop:`, `fix:`); the first click on an alert decides it. */
   onAction(action: InboundAction, verb: AlertVerb, alertId: string): Promise<ActionOutcome>;
   /** Control job: applies an alert button, or runs triage (automatic or asked for). */
@@ -87,7 +90,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       redis,
       prefix,
       notifier,
-      onInvalid: (error) => logger.warn({ key: error.key, err: error.message }, 'unreadable alert record'),
+      onInvalid: (error) => logger.warn({ key: error.key, err: error }, 'unreadable alert record'),
     },
   );
   const triage = createAlertTriage(options);
@@ -110,7 +113,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
         { quickchartUrl: options.quickchartUrl },
       );
     } catch (error) {
-      logger.warn({ runId, err: errorMessage(error) }, 'could not render an alert chart; posting without it');
+      logger.warn({ runId, err: error }, 'could not render an alert chart; posting without it');
       return undefined;
     }
   }
@@ -122,17 +125,18 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
    * keyed notify job, so a delivery retried after a post that landed (but whose wait failed) reuses that
    * post instead of making a second card.
    */
-  async function onIncident(incident: Incident, meta: RunMeta): Promise<void> {
+  async function onIncident(incident: Incident, meta: RunMeta): Promise<boolean> {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
-    if ((await deliveredAlert(id))?.cardMessageId !== undefined) return;
+    if ((await deliveredAlert(id))?.cardMessageId !== undefined) return false;
     const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
     const claimed = await redis.set(claimKey(id), token, 'PX', CLAIM_MS, 'NX');
     if (claimed !== 'OK')
       throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
       // Checked again under the claim: a delivery that finished between the first read and the claim.
-      if ((await deliveredAlert(id))?.cardMessageId !== undefined) return;
+      if ((await deliveredAlert(id))?.cardMessageId !== undefined) return false;
       await deliver(id, incident, meta);
+      return true;
     } finally {
       // Released only by its owner; a retry is safe because the card post is keyed by the alert id.
       await redis.eval(

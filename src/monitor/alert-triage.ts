@@ -47,6 +47,9 @@ interface AlertTriage {
   autofixCount(runId: string): Promise<number>;
 }
 
+/** The fix count outlives a run's end long enough for a fix, a resume and another fix; then it goes. */
+const AUTOFIX_KEEP_S = 30 * 24 * 3600;
+
 export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
   const { redis, notifier } = options;
   const autofixKey = (runId: string) => `${options.prefix}:autofix:${runId}`;
@@ -133,7 +136,9 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
 
   async function proposeFix(alert: Alert, meta: RunMeta, result: Extract<TriageResult, { decision: 'FIX' }>) {
     // Counted before the card goes out so a restart or a retry can never exceed the cap.
-    const count = await redis.incr(autofixKey(meta.id));
+    const key = autofixKey(meta.id);
+    const results = await redis.multi().incr(key).expire(key, AUTOFIX_KEEP_S).exec();
+    const count = Number(results?.[0]?.[1] ?? Number.POSITIVE_INFINITY);
     if (count > options.maxAutofix) {
       await notifier.post(
         alert.threadId,

@@ -92,6 +92,11 @@ export interface Monitor {
   loadState(runId: string): Promise<MonitorState>;
   /** Delete everything the monitor keeps for a run (after it ended and its last tick ran). */
   forget(runId: string): Promise<void>;
+  /**
+   * A run that may come back (paused, or failed and open to a fix) keeps its state for `keepMs` after its
+   * last tick, for triage and for a resume that goes on from its cursors; a later tick keeps it again.
+   */
+  retire(runId: string, keepMs: number): Promise<void>;
 }
 
 /** What a tick read before evaluating: the state and everything new in the run's files. */
@@ -206,8 +211,11 @@ export function createMonitor(options: MonitorOptions): Monitor {
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
     transaction.hset(stateKey(runId), fields);
+    // A run retired with a TTL (paused, failed) that ticks again keeps its state for good.
+    transaction.persist(stateKey(runId));
     for (const incident of evaluation.incidents)
       transaction.hset(outboxKey(runId), incident.id, JSON.stringify(incident));
+    transaction.persist(outboxKey(runId));
     transaction.hgetall(outboxKey(runId));
     const results = await transaction.exec();
     cache.set(runId, { revision: newRevision, state });
@@ -306,6 +314,17 @@ export function createMonitor(options: MonitorOptions): Monitor {
     async forget(runId) {
       cache.delete(runId);
       await redis.del(stateKey(runId), outboxKey(runId), lockKey(runId));
+    },
+
+    async retire(runId, keepMs) {
+      cache.delete(runId);
+      const ttl = Math.max(1, Math.round(keepMs));
+      await redis
+        .multi()
+        .pexpire(stateKey(runId), ttl)
+        .pexpire(outboxKey(runId), ttl)
+        .del(lockKey(runId))
+        .exec();
     },
   };
 }

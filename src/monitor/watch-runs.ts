@@ -5,7 +5,7 @@ import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
 import type { ProcessState } from '../runs/executor.js';
-import { ACTIVE_STATUSES, type RunMeta } from '../runs/run-types.js';
+import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { AlertService } from './alert-service.js';
 import type { Monitor, TickResult } from './monitor.js';
@@ -15,8 +15,15 @@ import { createRunWakeups, type DirectoryWatch } from './run-wakeups.js';
 import type { Incident } from './types.js';
 
 /**
+ * How long a run that may come back (paused, or failed and open to a fix) keeps its monitor state and
+ * alert rules after its last tick: a fix asked for days later still sees the curves; then they expire.
+ */
+export const MONITOR_KEEP_AFTER_END_MS = 7 * 24 * 3600 * 1000;
+
+/**
  * Keeps one monitor job scheduler per active run and runs the ticks: a run gets its scheduler when it
- * starts, keeps it for one last tick after it ends (so the crash or finish is read), then loses it.
+ * starts, keeps it for one last tick after it ends (so the crash or finish is read), then loses it, and
+ * its monitor keys are deleted (a run that cannot come back) or given a TTL (one that can).
  */
 export function createRunWatcher(options: {
   config: Config;
@@ -27,6 +34,8 @@ export function createRunWatcher(options: {
   alerts: AlertService;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
+  /** After a run's last tick: other per-run keys go too (`keepMs` 0) or get a TTL. */
+  onRetired?: (runId: string, keepMs: number) => Promise<void>;
   logger: Logger;
   /** Tests count or replace the file watches. */
   watchDirectory?: DirectoryWatch;
@@ -89,8 +98,17 @@ export function createRunWatcher(options: {
     const due = await redis.set(progressKey(meta.id), '1', 'PX', everyMs, 'NX');
     if (due !== 'OK') return;
     await options.postChart({ run: meta.id, threadId: meta.threadId }).catch((error: unknown) => {
-      logger.warn({ runId: meta.id, err: String(error) }, 'progress chart failed');
+      logger.warn({ runId: meta.id, err: error }, 'progress chart failed');
     });
+  }
+
+  /** The owner of a run's monitor keys lets them go once the run's last tick has read its last lines. */
+  async function retire(meta: RunMeta): Promise<void> {
+    const final = ALLOWED_TRANSITIONS[meta.status].length === 0;
+    const keepMs = final ? 0 : MONITOR_KEEP_AFTER_END_MS;
+    if (final) await options.monitor.forget(meta.id);
+    else await options.monitor.retire(meta.id, keepMs);
+    await options.onRetired?.(meta.id, keepMs);
   }
 
   return {
@@ -123,15 +141,22 @@ export function createRunWatcher(options: {
         loadRun,
         pollProcess,
         logger: logger.child({ component: 'monitor' }),
-        onIncident: (incident: Incident, meta: RunMeta) => options.alerts.onIncident(incident, meta),
+        onIncident: async (incident: Incident, meta: RunMeta) => {
+          await options.alerts.onIncident(incident, meta);
+        },
         onMalformed: async (_runId: string, note: string, meta: RunMeta) => {
           await options.notifier.post(meta.threadId, `${meta.name}: ${note}`);
         },
-        onMissingRun: forget,
+        onMissingRun: async (runId: string) => {
+          await forget(runId);
+          await options.monitor.forget(runId);
+          await options.onRetired?.(runId, 0);
+        },
         onTick: async (result: TickResult, meta: RunMeta) => {
           if (!ACTIVE_STATUSES.has(meta.status) && !result.backlog) {
             // This was the last tick after the run ended or paused: it has read the final lines.
             await forget(meta.id);
+            await retire(meta);
             return;
           }
           if (!ACTIVE_STATUSES.has(meta.status)) return;

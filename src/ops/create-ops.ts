@@ -40,9 +40,7 @@ export function createOps(options: { config: Config; redis: Redis; logger: Logge
   const queues = Object.values(QUEUE_NAMES).map((name) => {
     const queue = new Queue(name, { connection: redis, prefix: config.queuePrefix });
     // Connection trouble is reported by /readyz; an unhandled 'error' would end the process.
-    queue.on('error', (error) =>
-      options.logger.debug({ queue: name, err: String(error) }, 'ops queue error'),
-    );
+    queue.on('error', (error) => options.logger.debug({ queue: name, err: error }, 'ops queue error'));
     return queue;
   });
   metrics.setStateSources({

@@ -71,7 +71,7 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
       return false;
     }
     await options.onAccepted?.(message).catch((error: unknown) => {
-      logger.warn({ threadId: message.threadId, err: String(error) }, 'accepted-message hook failed');
+      logger.warn({ threadId: message.threadId, err: error }, 'accepted-message hook failed');
     });
     return true;
   }

@@ -21,7 +21,7 @@ export function logQueueErrors(
   what: string,
 ): void {
   emitter.on('error', (error: Error) => {
-    if (logger !== undefined) logger.warn({ err: error.message, component: what }, `${what}: redis error`);
+    if (logger !== undefined) logger.warn({ err: error, component: what }, `${what}: redis error`);
     else process.stderr.write(`shepherd: ${what}: redis error: ${error.message}\n`);
   });
 }

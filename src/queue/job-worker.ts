@@ -76,7 +76,7 @@ export function createJobWorker<Data, Result>(
       ...safeDescribe(options.describe, raw),
       // The typed code says why (e.g. Slack's `channel_not_found`), which the message may not.
       ...codeOf(error),
-      err: error.message,
+      err: error,
     };
     if (final) logger.error(fields, `${queue} job failed`);
     else logger.warn(fields, `${queue} job failed; will retry`);

@@ -186,22 +186,54 @@ interface NotifyWorkerOptions {
   concurrency?: number;
 }
 
+/** Between two posts released in turn after a channel's pause, so they reach it in the order they came. */
+const RELEASE_SPACING_MS = 25;
+
 export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
-  const { logger } = options;
+  const { logger, connection: redis } = options;
+  // A 429 pauses the channel it came from (the platforms' limits are per channel), not the queue: other
+  // channels go on. `<platform>:<channel>` of a thread id `platform:channel:thread`.
+  const channelOf = (threadId: string) => threadId.split(':').slice(0, 2).join(':');
+  const pauseKey = (threadId: string) => `${options.prefix}:notify-pause:${channelOf(threadId)}`;
+  const releaseKey = (threadId: string) => `${options.prefix}:notify-release:${channelOf(threadId)}`;
+
+  /** While the channel is paused, the job waits (no call, no attempt spent) until after the pause. */
+  async function waitOutPause(threadId: string, job: Job, token: string | undefined): Promise<void> {
+    const pausedMs = await redis.pttl(pauseKey(threadId));
+    if (pausedMs <= 0) return;
+    // Jobs held back are released one after another in the order they were held, after the one that
+    // met the 429 (released first): order within a thread is kept.
+    const [[, place] = []] = (await redis
+      .multi()
+      .incr(releaseKey(threadId))
+      .pexpire(releaseKey(threadId), pausedMs + 60_000)
+      .exec()) ?? [[null, 1]];
+    await job.moveToDelayed(Date.now() + pausedMs + Number(place ?? 1) * RELEASE_SPACING_MS, token);
+    throw new DelayedError();
+  }
+
   return createJobWorker(
     QUEUE_NAMES.notify,
     notifyJob,
     async (data, job, token) => {
+      await waitOutPause(data.threadId, job, token);
       try {
         return await performNotify(options.adapters, data);
       } catch (error) {
         if (error instanceof RateLimitedError) {
-          // Waiting out Retry-After is not a failed attempt: move the job back without spending one.
+          // Waiting out Retry-After is not a failed attempt: move the job back without spending one, and
+          // hold every other post to the same channel until then, so the platform is not hammered.
           logger.warn(
             { threadId: data.threadId, retryAfterMs: error.retryAfterMs },
             'platform rate limit; waiting',
           );
-          await job.moveToDelayed(Date.now() + error.retryAfterMs, token);
+          const retryAfterMs = Math.max(1, Math.round(error.retryAfterMs));
+          await redis
+            .multi()
+            .set(pauseKey(data.threadId), '1', 'PX', retryAfterMs)
+            .del(releaseKey(data.threadId))
+            .exec();
+          await job.moveToDelayed(Date.now() + retryAfterMs, token);
           throw new DelayedError();
         }
         // createJobWorker fails a final error at once and logs every failure; anything else is retried.

@@ -34,9 +34,7 @@ interface TurnDispatcher {
 export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatcher {
   const { inbox, logger } = options;
   const blocking = options.connection.duplicate({ maxRetriesPerRequest: null });
-  blocking.on('error', (error: unknown) =>
-    logger.debug({ err: String(error) }, 'turn dispatcher connection'),
-  );
+  blocking.on('error', (error: unknown) => logger.debug({ err: error }, 'turn dispatcher connection'));
   let stopping = false;
 
   async function pause(ms: number): Promise<void> {
@@ -50,7 +48,7 @@ export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatc
         requests = await inbox.takeWakeRequests(blocking, WAIT_S, MAX_TAKE);
       } catch (error) {
         if (stopping) return;
-        logger.warn({ err: String(error) }, 'could not take wake-up requests; retrying');
+        logger.warn({ err: error }, 'could not take wake-up requests; retrying');
         await pause(RETRY_MS);
         continue;
       }
@@ -59,10 +57,7 @@ export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatc
         await options.addTurns(requests);
       } catch (error) {
         // Taken but not added: the inboxes still hold the messages, and the sweeper re-requests them.
-        logger.warn(
-          { err: String(error), requests: requests.length },
-          'could not add turn jobs; the sweeper will',
-        );
+        logger.warn({ err: error, requests: requests.length }, 'could not add turn jobs; the sweeper will');
         await pause(RETRY_MS);
       }
     }

@@ -87,7 +87,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       const renew = setInterval(
         () => {
           inbox.extendLock(threadId, lock, lockMs).catch((error: unknown) => {
-            logger.warn({ threadId, err: String(error) }, 'could not extend a thread lock');
+            logger.warn({ threadId, err: error }, 'could not extend a thread lock');
           });
         },
         Math.max(200, Math.floor(lockMs / 3)),
@@ -99,10 +99,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
           // A final error (no attempt can help) drops the batch at once, like the last failed attempt.
           if (!isFinalError(error) && job.attemptsMade + 1 < TURN_ATTEMPTS) throw error;
           // Every attempt failed: drop this batch so one poisonous message cannot block the thread.
-          logger.error(
-            { threadId, batchId: batch.batchId, err: String(error) },
-            'turn failed on every attempt',
-          );
+          logger.error({ threadId, batchId: batch.batchId, err: error }, 'turn failed on every attempt');
           await inbox.commitBatch(threadId, batch);
           await options.onBatchDropped?.(threadId, batch, error);
         }
@@ -153,7 +150,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
           threads.map(({ threadId, key }) => ({ threadId, key: `sweep-${key}` })),
         ),
       )
-      .catch((error: unknown) => logger.warn({ err: String(error) }, 'inbox sweep failed'));
+      .catch((error: unknown) => logger.warn({ err: error }, 'inbox sweep failed'));
   }, SWEEP_EVERY_MS);
   sweeper.unref();
   worker.on('closing', () => clearInterval(sweeper));

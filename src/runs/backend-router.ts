@@ -108,7 +108,7 @@ export function createBackendRouter(options: {
         executor = forRun(meta);
       } catch (error) {
         options.logger.warn(
-          { runId: meta.id, err: String(error) },
+          { runId: meta.id, err: error },
           'cannot poll a run: its backend is not configured',
         );
         continue;
@@ -124,7 +124,7 @@ export function createBackendRouter(options: {
           for (const [id, state] of await executor.poll(group)) states.set(id, state);
         } catch (error) {
           options.logger.warn(
-            { backend: executor.kind, runs: group.map((meta) => meta.id), err: String(error) },
+            { backend: executor.kind, runs: group.map((meta) => meta.id), err: error },
             'backend poll failed; its runs keep their status until the next poll',
           );
         }

@@ -78,7 +78,7 @@ export function createRunAccess(options: RunAccessOptions) {
         reason: result.reason,
       })
       .catch((error: unknown) =>
-        options.logger.error({ runId: meta.id, err: String(error) }, 'could not audit a run change attempt'),
+        options.logger.error({ runId: meta.id, err: error }, 'could not audit a run change attempt'),
       );
     if (result.allowed) return;
     options.logger.info(

@@ -2,7 +2,6 @@ import path from 'node:path';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import type { Notifier } from '../bot/notifier.js';
-import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { readLastMetrics } from './file-tail.js';
 import { RUN_FILES } from './run-files.js';
@@ -132,7 +131,7 @@ export function createRunFollows(options: RunFollowsOptions): RunFollows {
 
   const guarded = (meta: RunMeta, event: FollowEvent, describe: () => Promise<string>) =>
     fire(meta, event, describe).catch((error: unknown) => {
-      logger.warn({ runId: meta.id, event, err: errorMessage(error) }, 'a follow could not fire');
+      logger.warn({ runId: meta.id, event, err: error }, 'a follow could not fire');
     });
 
   async function forThread(threadId: string): Promise<Follow[]> {
@@ -156,6 +155,8 @@ export function createRunFollows(options: RunFollowsOptions): RunFollows {
       await multi
         .set(followKey(input.runId), JSON.stringify(follow), 'EX', KEEP_SECONDS)
         .sadd(threadKey(input.threadId), input.runId)
+        // No longer than its newest follow: a follow expires rather than being unfollowed.
+        .expire(threadKey(input.threadId), KEEP_SECONDS)
         .exec();
       return follow;
     },

@@ -34,6 +34,18 @@ export const ALLOWED_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[
   rejected: [],
 };
 
+/** What a person can do to a run from a button: `resume` also covers a failed run taken up again. */
+type RunAction = 'pause' | 'resume' | 'stop';
+
+/** The actions that apply to a run in `status` (the playground's run page offers only these). */
+export function runActionsFor(status: RunStatus): RunAction[] {
+  const actions: RunAction[] = [];
+  if (status === 'running' || status === 'queued') actions.push('pause');
+  if (status === 'paused' || status === 'failed') actions.push('resume');
+  if (ALLOWED_TRANSITIONS[status].includes('stopped')) actions.push('stop');
+  return actions;
+}
+
 /** `meta.json` of a run directory. Always written atomically (temp file + rename). */
 export interface RunMeta {
   schemaVersion: 1;

@@ -152,7 +152,7 @@ export function createSweepCommands(options: {
       try {
         return await execute(command, threadId, actor);
       } catch (error) {
-        options.logger.info({ threadId, command: command.name, err: String(error) }, 'command refused');
+        options.logger.info({ threadId, command: command.name, err: error }, 'command refused');
         return userFacingError(error);
       }
     },

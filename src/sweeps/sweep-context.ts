@@ -1,6 +1,5 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Notifier } from '../bot/notifier.js';
-import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { RunAccess } from '../runs/run-access.js';
 import type { Actor, RunService } from '../runs/run-service.js';
@@ -44,7 +43,7 @@ export function createSweepContext(options: SweepServiceOptions): SweepContext {
     ...options,
     say: (sweep, text) =>
       options.notifier.post(sweep.threadId, text).catch((error: unknown) => {
-        options.logger.warn({ sweep: sweep.name, err: errorMessage(error) }, 'could not post a sweep line');
+        options.logger.warn({ sweep: sweep.name, err: error }, 'could not post a sweep line');
       }),
     metaOf: (trial) => options.runs.findRun(trial.runId).catch(() => undefined),
   };

@@ -1,4 +1,3 @@
-import { errorMessage } from '../errors.js';
 import type { Incident } from '../monitor/types.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { SHEPHERD, type SweepContext } from './sweep-context.js';
@@ -29,7 +28,7 @@ async function stopEarly(
   await context.runs
     .stop(runId, SHEPHERD, `stopped early by sweep ${sweep.name}: ${reason}`)
     .catch((error: unknown) => {
-      context.logger.info({ runId, err: errorMessage(error) }, 'early stop found the trial already ended');
+      context.logger.info({ runId, err: error }, 'early stop found the trial already ended');
     });
   await context.say(
     sweep,

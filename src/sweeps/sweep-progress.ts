@@ -1,4 +1,3 @@
-import { errorMessage } from '../errors.js';
 import type { Actor } from '../runs/run-service.js';
 import { TERMINAL_STATUSES } from '../runs/run-types.js';
 import { readMetric, summarise } from './leaderboard.js';
@@ -12,7 +11,7 @@ async function launchTrial(context: SweepContext, trial: Trial, by: Actor): Prom
     await context.runs.approve(trial.runId, by);
     return { ...trial, state: 'launched' };
   } catch (error) {
-    context.logger.info({ run: trial.name, err: errorMessage(error) }, 'sweep trial could not start');
+    context.logger.info({ run: trial.name, err: error }, 'sweep trial could not start');
     const meta = await context.runs.findRun(trial.runId).catch(() => undefined);
     return { ...trial, state: 'ended', outcome: meta?.status ?? 'failed' };
   }

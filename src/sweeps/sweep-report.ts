@@ -1,4 +1,3 @@
-import { errorMessage } from '../errors.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import {
   formatValue,
@@ -58,7 +57,7 @@ async function postOverlayChart(
       comment: `${sweep.metric} of all ${sweep.name} trials${best ? `; the best, ${best.trial.name}, is drawn thick` : ''}`,
     });
   } catch (error) {
-    context.logger.warn({ sweep: sweep.name, err: errorMessage(error) }, 'sweep chart failed');
+    context.logger.warn({ sweep: sweep.name, err: error }, 'sweep chart failed');
   }
 }
 

@@ -1,7 +1,7 @@
 import type { Approval, Decision } from '../approvals/approval-store.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import { errorMessage, RunError } from '../errors.js';
+import { RunError } from '../errors.js';
 import type { Incident } from '../monitor/types.js';
 import type { Actor } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -64,7 +64,7 @@ export function createSweepService(options: SweepServiceOptions) {
   async function tick(): Promise<void> {
     for (const sweep of await store.active()) {
       await advanceSweep(context, sweep.id).catch((error: unknown) => {
-        logger.warn({ sweep: sweep.name, err: errorMessage(error) }, 'sweep step failed; retried next tick');
+        logger.warn({ sweep: sweep.name, err: error }, 'sweep step failed; retried next tick');
       });
     }
   }

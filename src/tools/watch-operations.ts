@@ -238,7 +238,7 @@ export function createWatchOperations(options: WatchOperationsOptions): WatchOpe
       await runs.stop(confirmation.runId, decision.user, `stopped from the thread (${confirmation.what})`);
       return `Stopped by ${who} at ${clock} (${confirmation.what})`;
     } catch (error) {
-      logger.warn({ runId: confirmation.runId, err: errorMessage(error) }, 'stop of a watched run failed');
+      logger.warn({ runId: confirmation.runId, err: error }, 'stop of a watched run failed');
       return `Stop by ${who} failed: ${errorMessage(error)}`;
     }
   }
@@ -271,7 +271,7 @@ export function createWatchOperations(options: WatchOperationsOptions): WatchOpe
         if (decision.verb === WATCH_ACTIONS.keepRunning) return settle(token);
         // The stop may wait out the grace period: answer the click now, report on the card.
         void settle(token).catch((error: unknown) => {
-          logger.warn({ token, err: errorMessage(error) }, 'stop confirmation not settled');
+          logger.warn({ token, err: error }, 'stop confirmation not settled');
         });
       },
       accepted: (decision) => (decision.verb === WATCH_ACTIONS.keepRunning ? 'kept running' : 'stopping'),

@@ -90,6 +90,8 @@ describe('Discord adapter against the wire-level emulator', () => {
     const command = global[0] as Json;
     // Usable in servers and in the bot's DMs.
     expect(command).toMatchObject({ contexts: [0, 1], dm_permission: true });
+    // Chosen, not defaulted (issue 26 §5): no Discord permission is needed; Shepherd checks who may act.
+    expect(command).toHaveProperty('default_member_permissions', null);
     const subcommands = (command.options as Json[]).map((option) => [option.name, option.type]);
     expect(subcommands).toEqual(
       expect.arrayContaining(
@@ -389,6 +391,33 @@ describe('Discord adapter against the wire-level emulator', () => {
       .catch((caught: unknown) => caught)) as PlatformError;
     expect(unknown.code).toBe('unknown_message');
     expect(unknown.retryable).toBe(false);
+  });
+
+  test('an edit in an archived thread unarchives it and goes through (issue 26 §5)', async () => {
+    const { inbound, threadChannelId } = await openSession('a three-day run');
+    const card = await adapter.postCard(inbound.threadId, {
+      title: 'long-run: loss spike',
+      text: 'at step 10',
+    });
+    const text = await adapter.postMessage(inbound.threadId, 'working…');
+    // A day without a post: Discord archives the thread, and a plain edit would now fail with 50083.
+    emulator.archiveThread(threadChannelId);
+    await adapter.updateCard(inbound.threadId, card.messageId, {
+      title: 'long-run: loss spike',
+      text: 'at step 10',
+      resolved: 'Acknowledged by Bob',
+    });
+    expect(emulator.channel(threadChannelId)?.thread_metadata).toMatchObject({ archived: false });
+    expect(JSON.stringify(emulator.message(card.messageId))).toContain('Acknowledged by Bob');
+    const unarchive = emulator.calls.filter(
+      (call) => call.method === 'PATCH' && call.path === `/channels/${threadChannelId}`,
+    );
+    expect(unarchive.map((call) => call.body)).toEqual([{ archived: false }]);
+    // The same for a plain edit.
+    emulator.archiveThread(threadChannelId);
+    await adapter.editMessage(inbound.threadId, text.messageId, 'done');
+    expect(emulator.message(text.messageId)?.content).toBe('done');
+    expect(emulator.channel(threadChannelId)?.thread_metadata).toMatchObject({ archived: false });
   });
 
   test('/shepherd is deferred, echoed, opens a thread and reaches onMessage', async () => {

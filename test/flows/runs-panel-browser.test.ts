@@ -153,6 +153,44 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
     await page.context().close();
   }, 120_000);
 
+  it('offers only the actions that apply to the run as it is (issue 26 §6)', async () => {
+    await launchApproved(shepherd, 'actions-run', 'test/fixtures/healthy_train.py');
+    const service = shepherd.app.features.runs.service;
+    const deadline = Date.now() + 30_000;
+    let run = await service.findRun('actions-run');
+    while (run.status !== 'running' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      run = await service.findRun('actions-run');
+    }
+    expect(run.status).toBe('running');
+    const { page, pageErrors } = await openPage(browser);
+    await page.goto(`${shepherd.url}/#run/${run.id}`);
+    const head = page.locator('.run-head');
+    const buttons = async () =>
+      head
+        .locator('button[data-run-action]')
+        .evaluateAll((all) =>
+          all.map((button) => `${button.getAttribute('data-run-action')}:${button.className}`),
+        );
+    await head.locator('.run-status', { hasText: 'running' }).waitFor({ timeout: 10_000 });
+    // Running: Pause and Stop; no Resume, least of all as the primary button.
+    expect(await buttons()).toEqual(['pause:action default', 'stop:action danger']);
+
+    await head.locator('button[data-run-action="pause"]').click();
+    await head.locator('.run-status', { hasText: 'paused' }).waitFor({ timeout: 30_000 });
+    expect(await buttons()).toEqual(['resume:action primary', 'stop:action danger']);
+
+    await head.locator('button[data-run-action="stop"]').click();
+    await head.locator('.run-status', { hasText: 'stopped' }).waitFor({ timeout: 30_000 });
+    expect(await buttons()).toEqual([]);
+    // The API says the same, for any other client.
+    const answer = await fetch(`${shepherd.url}/api/runs/${run.id}`);
+    expect(answer.status).toBe(200);
+    expect(((await answer.json()) as { run: { actions: string[] } }).run.actions).toEqual([]);
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  }, 90_000);
+
   it('marks NaN values on the run page and in the sparkline', async () => {
     // A command run, so the fixture finds its helper module next to it.
     await launchApproved(shepherd, 'nan-run', '-- python3 -u test/fixtures/monitor_nan.py');

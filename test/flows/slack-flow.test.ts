@@ -384,6 +384,34 @@ describe('Slack over Socket Mode → real core', () => {
     ).toBe(true);
   });
 
+  it('a 429 pauses only its channel for Retry-After; other channels go on; order in the thread is kept', async () => {
+    // Issue 26 §5: #C6 is over its limit for 2 s; #C7 is not.
+    const limitedThread = 'slack:C6:1700008888.000001';
+    const freeThread = 'slack:C7:1700008888.000002';
+    emulator.limitChannel('C6', 2);
+    const started = Date.now();
+    const first = shepherd.app.notifier.post(limitedThread, 'order 1');
+    const limited = await emulator.waitForCall(
+      'chat.postMessage',
+      (call) => call.status === 429 && call.params.channel === 'C6',
+      10_000,
+    );
+    // Posted while the channel is paused: these wait without calling Slack, then go in order.
+    const later = [2, 3, 4].map((index) => shepherd.app.notifier.post(limitedThread, `order ${index}`));
+    await shepherd.app.notifier.post(freeThread, 'another channel');
+    expect(Date.now() - started).toBeLessThan(1500);
+    await Promise.all([first, ...later]);
+
+    const toLimited = emulator.callsTo('chat.postMessage').filter((call) => call.params.channel === 'C6');
+    // One 429, then nothing until Retry-After has passed: the channel was not hammered.
+    expect(toLimited.filter((call) => call.status === 429)).toHaveLength(1);
+    const delivered = toLimited.filter((call) => call.status === 200);
+    expect(delivered.map((call) => call.params.text)).toEqual(['order 1', 'order 2', 'order 3', 'order 4']);
+    expect((delivered[0]?.at ?? 0) - limited.at).toBeGreaterThanOrEqual(1900);
+    const posted = inThread('C6', '1700008888.000001').map((message) => message.text);
+    expect(posted).toEqual(['order 1', 'order 2', 'order 3', 'order 4']);
+  });
+
   it('does not retry channel_not_found and logs it with the thread', async () => {
     const threadId = 'slack:CGONE:1700009999.000001';
     emulator.fault('chat.postMessage', { error: 'channel_not_found' });

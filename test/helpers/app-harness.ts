@@ -84,10 +84,18 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const json = async (path: string, init?: RequestInit) => {
     const response = await fetch(`${url}${path}`, init);
     const text = await response.text();
-    return {
-      status: response.status,
-      body: (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>,
-    };
+    // A server error is the test's answer, not something to wait out: fail at once with what it said.
+    if (response.status >= 500)
+      throw new Error(`${init?.method ?? 'GET'} ${path}: HTTP ${response.status} ${text}`);
+    let body: Record<string, unknown>;
+    try {
+      body = (text === '' ? {} : JSON.parse(text)) as Record<string, unknown>;
+    } catch {
+      throw new Error(
+        `${init?.method ?? 'GET'} ${path}: HTTP ${response.status}, not JSON: ${text.slice(0, 200)}`,
+      );
+    }
+    return { status: response.status, body };
   };
   const post = (body: Record<string, unknown>) =>
     json('/api/messages', {
@@ -95,8 +103,12 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(body),
     });
-  const messages = async (threadId: string) =>
-    (await json(`/api/threads/${threadId}/messages`)).body.messages as PlaygroundMessage[];
+  const messages = async (threadId: string) => {
+    const { status, body } = await json(`/api/threads/${threadId}/messages`);
+    if (status !== 200 || !Array.isArray(body.messages))
+      throw new Error(`GET /api/threads/${threadId}/messages: HTTP ${status} ${JSON.stringify(body)}`);
+    return body.messages as PlaygroundMessage[];
+  };
 
   const harness: TestApp = {
     app,

@@ -118,10 +118,11 @@ describe('alert delivery', () => {
     });
 
     await expect(alerts.onIncident(incident, meta)).rejects.toThrow(/timed out/);
-    // The next tick re-delivers the incident that was not acknowledged.
-    await alerts.onIncident(incident, meta);
-    // And a later tick finds the recorded card.
-    await alerts.onIncident(incident, meta);
+    // The next tick re-delivers the incident that was not acknowledged: this call records the alert, so
+    // `shepherd_alerts_total` counts it here and only here.
+    await expect(alerts.onIncident(incident, meta)).resolves.toBe(true);
+    // And a later tick (an acknowledgement lost, a restart) finds the recorded card: not counted again.
+    await expect(alerts.onIncident(incident, meta)).resolves.toBe(false);
     expect(cards.map((card) => card.title)).toEqual(['delivery: loss spike']);
   });
 });

@@ -15,7 +15,6 @@ const MANIFEST_SCOPES = [
   'groups:history',
   'im:history',
   'mpim:history',
-  'im:write',
   'users:read',
   'files:write',
   'commands',

@@ -77,3 +77,28 @@ describe('docker compose', () => {
     expect(bot).toMatch(/- "127\.0\.0\.1:3000:3000"/);
   });
 });
+
+describe('workspace and GPUs (issue 26 §6)', () => {
+  it('keeps examples/ in the image, where the default workspace (WORKDIR) finds them', () => {
+    const stage = finalStage();
+    expect(stage).toContain('WORKDIR /app');
+    expect(stage.some((line) => /^COPY examples \.\/examples$/.test(line))).toBe(true);
+    expect(dockerignore.some((line) => /^examples\/?$/.test(line))).toBe(false);
+  });
+
+  it('mounts a workspace into the bot and the workers and points SHEPHERD_WORKSPACE at it', () => {
+    for (const name of ['bot', 'worker']) {
+      const block = service(name);
+      expect(block, name).toMatch(/^ {6}SHEPHERD_WORKSPACE: \/workspace$/m);
+      expect(block, name).toMatch(/^ {6}- \$\{SHEPHERD_WORKSPACE_DIR:-\.\}:\/workspace$/m);
+    }
+  });
+
+  it('reserves the GPUs for the workers, with the way out for CPU-only hosts said beside it', () => {
+    const worker = service('worker');
+    const reservation =
+      /^ {4}deploy:\n(?: {6}.*\n)*? {6}resources:\n {8}reservations:\n {10}devices:\n {12}- driver: nvidia\n {14}count: all\n {14}capabilities: \[gpu\]$/m;
+    expect(worker).toMatch(reservation);
+    expect(worker).toMatch(/# CPU-only host.*comment out `resources:`/);
+  });
+});

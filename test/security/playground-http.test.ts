@@ -201,7 +201,7 @@ describe('playground user names', () => {
         body: message(user),
       });
       expect(posted.status, JSON.stringify(user)).toBe(400);
-      expect(posted.body).toContain('reserved');
+      expect(posted.body).toMatch(/reserved|invisible/);
       const clicked = await raw(web.url, {
         method: 'POST',
         path: '/api/actions',
@@ -218,6 +218,47 @@ describe('playground user names', () => {
       body: message('shepherdess'),
     });
     expect(fine.status).toBe(202);
+  });
+
+  it('refuses any name with a bidi override or a zero-width character (issue 26 §6)', async () => {
+    // Each would show as another person's name ("bob", "alice") in the thread or on a card.
+    const disguised = [
+      'b\u202eob',
+      'bo\u200bb',
+      'alice\u200d',
+      'ali\u2066ce\u2069',
+      'b\ufeffob',
+      'b\u00adob',
+    ];
+    const before = web.handlers.messages.length;
+    for (const user of disguised) {
+      const posted = await raw(web.url, {
+        method: 'POST',
+        path: '/api/messages',
+        headers: json,
+        body: message(user),
+      });
+      expect(posted.status, JSON.stringify(user)).toBe(400);
+      expect(posted.body, JSON.stringify(user)).toContain('invisible or direction-changing');
+      const clicked = await raw(web.url, {
+        method: 'POST',
+        path: '/api/actions',
+        headers: json,
+        body: JSON.stringify({ threadId: 'm1', messageId: 'm1', actionId: 'approve:x', user }),
+      });
+      expect(clicked.status, JSON.stringify(user)).toBe(400);
+    }
+    expect(web.handlers.messages).toHaveLength(before);
+    // Names in other scripts and with accents stay welcome.
+    for (const user of ['José', 'Zoë', '李雷', 'أحمد']) {
+      const posted = await raw(web.url, {
+        method: 'POST',
+        path: '/api/messages',
+        headers: json,
+        body: message(user),
+      });
+      expect(posted.status, user).toBe(202);
+    }
   });
 });
 

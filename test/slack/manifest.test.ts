@@ -12,7 +12,6 @@ describe('slack/manifest.yaml', () => {
       'groups:history',
       'im:history',
       'mpim:history',
-      'im:write',
       'users:read',
       'files:write',
       'commands',
@@ -36,5 +35,7 @@ describe('slack/manifest.yaml', () => {
     expect(manifest).toMatch(/socket_mode_enabled: true/);
     expect(manifest).toMatch(/interactivity:\n\s+is_enabled: true/);
     expect(manifest).not.toMatch(/\t/);
+    // Issue 26 §5: Shepherd never opens a DM (conversations.open), so it does not ask for im:write.
+    expect(manifest).not.toMatch(/im:write/);
   });
 });

@@ -72,6 +72,37 @@ describe('notify queue retries', () => {
     expect(third - second).toBeLessThan(3500);
   });
 
+  it('waits 4 s before the fourth attempt and gives up after it', async () => {
+    const failure = () => {
+      throw new PlatformError('slack', platformApiCode('internal_error'), 'HTTP 500', { retryable: true });
+    };
+    // A fifth behaviour that would succeed: reaching it would mean a fifth attempt.
+    const { adapter, attempts } = scriptedAdapter([failure, failure, failure, failure, () => undefined]);
+    setUp(adapter);
+    await expect(notifier.post('slack:C1:1700000000.000100', 'hello')).rejects.toThrow(/HTTP 500/);
+    expect(attempts).toHaveLength(4);
+    const [first = 0, second = 0, third = 0, fourth = 0] = attempts;
+    expect(second - first).toBeGreaterThanOrEqual(950);
+    expect(third - second).toBeGreaterThanOrEqual(1950);
+    expect(fourth - third).toBeGreaterThanOrEqual(3950);
+    expect(fourth - third).toBeLessThan(6000);
+    const queue = new Queue(QUEUE_NAMES.notify, { connection: redis, prefix });
+    try {
+      const [failed] = await queue.getFailed();
+      expect(failed?.attemptsMade).toBe(4);
+      expect(failed?.failedReason).toMatch(/HTTP 500/);
+      // Given up for good: nothing is left delayed or waiting that could make a fifth attempt.
+      expect(await queue.getJobCounts('delayed', 'waiting', 'active')).toMatchObject({
+        delayed: 0,
+        waiting: 0,
+        active: 0,
+      });
+    } finally {
+      await queue.close();
+    }
+    expect(attempts).toHaveLength(4);
+  }, 20_000);
+
   it('does not retry an error that retrying cannot fix', async () => {
     const { adapter, attempts } = scriptedAdapter([
       () => {

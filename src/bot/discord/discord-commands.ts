@@ -56,6 +56,10 @@ function commandDefinition(botName: string) {
     contexts: CONTEXTS,
     integration_types: [GUILD_INSTALL],
     dm_permission: true,
+    // Set on purpose, not left to the default: every member may use /shepherd (null = no permission needed),
+    // because Shepherd checks who may approve, stop or change a run itself (SHEPHERD_APPROVERS, the run's
+    // thread). A server that wants fewer users restricts it in Server Settings → Integrations.
+    default_member_permissions: null,
     options: [
       {
         type: SUB_COMMAND,

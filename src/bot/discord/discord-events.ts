@@ -222,7 +222,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       logger.warn({ interactionId: interaction.id, err: error }, 'could not list runs for autocomplete');
     }
     await interaction.respond(choices).catch((error: unknown) => {
-      logger.debug({ interactionId: interaction.id, err: String(error) }, 'autocomplete answer failed');
+      logger.debug({ interactionId: interaction.id, err: error }, 'autocomplete answer failed');
     });
   }
 

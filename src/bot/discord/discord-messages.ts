@@ -1,4 +1,4 @@
-import { type Client, Routes } from 'discord.js';
+import { type Client, DiscordAPIError, Routes } from 'discord.js';
 import { z } from 'zod';
 import type { Logger } from '../../logger.js';
 import type { DiscordFile } from './cards.js';
@@ -6,6 +6,9 @@ import { toPlatformError } from './discord-errors.js';
 import { targetChannelId } from './discord-threads.js';
 
 const messageResponse = z.object({ id: z.string() });
+
+/** Discord's "Thread is archived": an edit in a thread that auto-archived after a quiet day. */
+const THREAD_ARCHIVED = 50083;
 
 /** Creating and editing messages over REST; every failure is logged and rethrown as a `PlatformError`. */
 interface DiscordMessages {
@@ -52,12 +55,23 @@ export function createDiscordMessages(client: Client, logger: Logger): DiscordMe
 
     async patch(threadId, messageId, body, files, operation) {
       const channelId = targetChannelId(threadId);
-      await call(operation, threadId, () =>
+      const edit = () =>
         client.rest.patch(Routes.channelMessage(channelId, messageId), {
           body,
           ...(files.length > 0 ? { files } : {}),
-        }),
-      );
+        });
+      await call(operation, threadId, async () => {
+        try {
+          return await edit();
+        } catch (error) {
+          if (!(error instanceof DiscordAPIError) || error.code !== THREAD_ARCHIVED) throw error;
+          // A card on a multi-day run outlives the thread's auto-archive: open the thread again and edit,
+          // so the card does not go stale. A locked thread stays shut (its unarchive fails for good).
+          logger.info({ threadId, operation }, 'thread archived; unarchiving it to edit a message');
+          await client.rest.patch(Routes.channel(channelId), { body: { archived: false } });
+          return edit();
+        }
+      });
     },
   };
 }

@@ -30,7 +30,7 @@ export function createTypingIndicator(options: {
   function sendTyping(channelId: string): void {
     client.rest
       .post(Routes.channelTyping(channelId))
-      .catch((error: unknown) => logger.debug({ channelId, err: String(error) }, 'typing indicator failed'));
+      .catch((error: unknown) => logger.debug({ channelId, err: error }, 'typing indicator failed'));
   }
 
   function stop(threadId: string): void {

@@ -5,9 +5,9 @@ import { BotError, RunError, ToolPolicyError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tail.js';
 import { RUN_FILES } from '../../runs/run-files.js';
-import type { RunMeta } from '../../runs/run-types.js';
+import { type RunMeta, runActionsFor } from '../../runs/run-types.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
-import { isReservedName } from './reserved-names.js';
+import { nameRefusal } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
 import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } from './web-json.js';
 
@@ -86,6 +86,7 @@ function summary(meta: RunMeta) {
     ...definedOnly({ step: meta.lastStep }),
     requester: meta.requester.name,
     thread: threadLink(meta.threadId),
+    actions: runActionsFor(meta.status),
     createdAt: meta.createdAt,
     updatedAt: meta.updatedAt,
   };
@@ -233,8 +234,8 @@ export function createWebRunsRoutes(options: {
       sendJson(response, 200, { run: meta.id, lines });
     } else if (method === 'POST' && part === 'actions') {
       const body = await readJsonBody(request, actionBody);
-      if (isReservedName(body.user, options.botName))
-        throw new WebRouteError(400, 'user: this name is reserved');
+      const refused = nameRefusal(body.user, options.botName);
+      if (refused !== undefined) throw new WebRouteError(400, `user: ${refused}`);
       const message = await change(meta, body);
       sendJson(response, 200, { message });
       void poll();
@@ -254,7 +255,7 @@ export function createWebRunsRoutes(options: {
       lastFingerprint = fingerprint;
       hub.publish({ kind: 'runs' });
     } catch (error) {
-      logger.warn({ err: String(error) }, 'playground runs poll failed');
+      logger.warn({ err: error }, 'playground runs poll failed');
     }
   }
 

@@ -117,7 +117,7 @@ export function createWebAdapter(options: WebAdapterOptions): WebAdapter {
       if (server !== undefined) throw new Error('web adapter already started');
       const subscriber = options.redis.duplicate();
       subscriber.on('error', (error: Error) =>
-        logger.warn({ err: error.message }, 'playground event subscriber: redis error'),
+        logger.warn({ err: error }, 'playground event subscriber: redis error'),
       );
       events = createWebEventHub({ subscriber, channel: store.eventsChannel, logger });
       await events.start();

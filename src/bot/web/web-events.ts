@@ -119,7 +119,7 @@ export function createWebEventHub(options: {
           response.on('close', () => clients.delete(response));
         },
         (error: unknown) => {
-          logger.warn({ err: String(error) }, 'playground events: could not subscribe');
+          logger.warn({ err: error }, 'playground events: could not subscribe');
           response.destroy();
         },
       );

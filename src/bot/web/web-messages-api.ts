@@ -9,7 +9,7 @@ import {
   type InboundHandlers,
   type InboundMessage,
 } from '../chat-adapter.js';
-import { isReservedName } from './reserved-names.js';
+import { nameRefusal } from './reserved-names.js';
 import { HttpProblem, readJson, sendJson } from './web-http-io.js';
 import type { WebMessage, WebStore } from './web-store.js';
 
@@ -39,24 +39,30 @@ const userName = z
 const WEB_DM_PREFIX = 'dm.';
 const isDirectMessageChannel = (channel: string) => channel.startsWith(WEB_DM_PREFIX);
 
-/** `isReservedName`, remembered per name (it normalises Unicode, and the same people post again and again). */
-function reservedNameCheck(botName: string): (name: string) => boolean {
-  const known = new Map<string, boolean>();
+/** `nameRefusal`, remembered per name (it normalises Unicode, and the same people post again and again). */
+function nameCheck(botName: string): (name: string) => string | undefined {
+  const known = new Map<string, string | null>();
   return (name) => {
-    let reserved = known.get(name);
-    if (reserved === undefined) {
-      reserved = isReservedName(name, botName);
+    let refusal = known.get(name);
+    if (refusal === undefined) {
+      refusal = nameRefusal(name, botName) ?? null;
       if (known.size >= 1000) known.clear();
-      known.set(name, reserved);
+      known.set(name, refusal);
     }
-    return reserved;
+    return refusal ?? undefined;
   };
 }
 
 function requestSchemas(botName: string) {
-  const reserved = reservedNameCheck(botName);
-  /** A person posting as the bot (or a lookalike of it) would be indistinguishable from it in the thread. */
-  const personName = userName.refine((name) => !reserved(name), 'this name is reserved');
+  const refusal = nameCheck(botName);
+  /**
+   * A person posting as the bot (or a lookalike of it), or under a name with invisible or bidi characters,
+   * would be indistinguishable from someone else in the thread.
+   */
+  const personName = userName.superRefine((name, context) => {
+    const reason = refusal(name);
+    if (reason !== undefined) context.addIssue({ code: 'custom', message: reason });
+  });
   return {
     postMessage: z.object({
       channel: channelName,

@@ -96,6 +96,8 @@ export interface DiscordEmulator {
     content: string;
     mentionBot?: boolean;
   }): Json;
+  /** The thread auto-archives (a quiet day): edits in it fail with 50083 until it is unarchived. */
+  archiveThread(channelId: string): void;
   /** Opens (or returns) the DM channel between the bot and `user`. */
   openDm(user: EmulatorUser): string;
   clickButton(options: { messageId: string; customId: string; user: EmulatorUser }): InteractionRecord;
@@ -238,6 +240,42 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
   function requireChannel(id: string): Json {
     const channel = channels.get(id);
     if (channel === undefined) throw unknownChannel();
+    return channel;
+  }
+
+  /** Discord's form checks on the command fields Shepherd sets: a permission bit set is a string of digits. */
+  function checkCommands(body: unknown): void {
+    for (const command of Array.isArray(body) ? body : []) {
+      const { default_member_permissions: permissions, dm_permission: dm } = asObject(command);
+      if (
+        permissions !== undefined &&
+        permissions !== null &&
+        !(typeof permissions === 'string' && /^\d+$/.test(permissions))
+      )
+        throw new HttpFailure(400, 50035, 'Invalid Form Body: default_member_permissions');
+      if (dm !== undefined && dm !== null && typeof dm !== 'boolean')
+        throw new HttpFailure(400, 50035, 'Invalid Form Body: dm_permission');
+    }
+  }
+
+  function threadMetadata(channel: Json): Json | undefined {
+    return channel.type === 11 &&
+      typeof channel.thread_metadata === 'object' &&
+      channel.thread_metadata !== null
+      ? (channel.thread_metadata as Json)
+      : undefined;
+  }
+
+  /** `PATCH /channels/:id`: only a thread's `archived` flag (what Shepherd sends) is modelled. */
+  function modifyChannel(channel: Json, body: Json): Json {
+    const metadata = threadMetadata(channel);
+    if (metadata === undefined || typeof body.archived !== 'boolean')
+      throw new HttpFailure(400, 50035, 'Invalid Form Body');
+    if (metadata.locked === true && body.archived === false)
+      throw new HttpFailure(403, 50013, 'Missing Permissions');
+    metadata.archived = body.archived;
+    metadata.archive_timestamp = new Date().toISOString();
+    gateway.dispatch('THREAD_UPDATE', channel);
     return channel;
   }
 
@@ -459,6 +497,7 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     if (at(0) === 'channels') {
       const channel = requireChannel(at(1));
       if (parts.length === 2 && method === 'GET') return channel;
+      if (parts.length === 2 && method === 'PATCH') return modifyChannel(channel, object);
       // The typing indicator: 204, nothing stored (the call is in `calls`).
       if (parts.length === 3 && at(2) === 'typing' && method === 'POST') return null;
       if (parts.length === 3 && at(2) === 'messages' && method === 'POST') {
@@ -467,7 +506,12 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       if (parts.length === 4 && at(2) === 'messages') {
         const message = requireMessage(at(1), at(3));
         if (method === 'GET') return message;
-        if (method === 'PATCH') return editMessage(message, object, files);
+        if (method === 'PATCH') {
+          // Like Discord: a new message reopens an archived thread, an edit does not.
+          if (threadMetadata(channel)?.archived === true)
+            throw new HttpFailure(400, 50083, 'Thread is archived');
+          return editMessage(message, object, files);
+        }
       }
       if (parts.length === 5 && at(2) === 'messages' && at(4) === 'threads' && method === 'POST') {
         const message = requireMessage(at(1), at(3));
@@ -548,6 +592,7 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     if (at(0) === 'applications' && at(2) === 'commands' && parts.length === 3) {
       if (at(1) !== applicationId) throw new HttpFailure(403, 50001, 'Missing Access');
       if (method === 'PUT') {
+        checkCommands(body);
         const list = (Array.isArray(body) ? body : []).map((command) => ({
           ...asObject(command),
           id: snowflake(),
@@ -562,6 +607,7 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     if (at(0) === 'applications' && at(2) === 'guilds' && at(4) === 'commands') {
       if (at(1) !== applicationId) throw new HttpFailure(403, 50001, 'Missing Access');
       if (method === 'PUT') {
+        checkCommands(body);
         const list = (Array.isArray(body) ? body : []).map((command) => ({
           ...asObject(command),
           id: snowflake(),
@@ -679,6 +725,12 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       const extra = { channel_type: channel.type, ...(hidden ? { content: '' } : {}) };
       gateway.dispatch('MESSAGE_CREATE', { ...message, ...member, ...extra });
       return message;
+    },
+
+    archiveThread(channelId) {
+      const metadata = threadMetadata(requireChannel(channelId));
+      if (metadata === undefined) throw new Error(`${channelId} is not a thread`);
+      metadata.archived = true;
     },
 
     openDm(user) {

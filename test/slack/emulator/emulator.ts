@@ -124,6 +124,11 @@ export interface SlackEmulator {
   /** Inject a fault into the next call(s) of `method` (e.g. `chat.postMessage`). */
   fault(method: string, fault: Fault): void;
   clearFaults(): void;
+  /**
+   * The channel is over its rate limit for `seconds`: every chat.* call to it answers 429 with the time
+   * left as `Retry-After` (as Slack does), while other channels answer normally.
+   */
+  limitChannel(channel: string, seconds: number): void;
   /** A `response_url` served by the emulator (for slash command payloads). */
   responseUrl(): string;
   /** Resolves once a Socket Mode client has connected and received `hello`. */
@@ -202,6 +207,8 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
   const responses: Array<{ id: string; body: unknown }> = [];
   const homeViews = new Map<string, { blocks: unknown[]; publishedAt: number }>();
   const faults = new Map<string, Fault[]>();
+  /** Rate-limited channels: channel id → when the limit lifts (ms). */
+  const limitedUntil = new Map<string, number>();
   const callWaiters = new Set<() => void>();
   const tickets = new Set<string>();
   const pendingAcks = new Map<string, (ack: AckRecord) => void>();
@@ -483,7 +490,11 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       const raw = (await readBody(request)).toString('utf8');
       const params = parseParams(raw, request.headers['content-type']);
       const token = bearer(request, params);
-      const fault = takeFault(method);
+      const limitEnds = limitedUntil.get(String(params.channel ?? params.channel_id ?? '')) ?? 0;
+      const fault: Fault | undefined =
+        method.startsWith('chat.') && limitEnds > Date.now()
+          ? { status: 429, retryAfterSeconds: Math.ceil((limitEnds - Date.now()) / 1000) }
+          : takeFault(method);
       if (fault?.delayMs !== undefined) await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
       if (fault?.status !== undefined) {
         const body = { ok: false, error: fault.status === 429 ? 'ratelimited' : 'service_unavailable' };
@@ -609,6 +620,9 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
       faults.set(method, queue);
     },
     clearFaults: () => faults.clear(),
+    limitChannel: (channel, seconds) => {
+      limitedUntil.set(channel, Date.now() + seconds * 1000);
+    },
     responseUrl: () => `${url}/response/${randomUUID()}`,
     async waitForSocket(timeoutMs = 5000) {
       let timer: NodeJS.Timeout | undefined;

@@ -145,7 +145,10 @@ function renderHeader(run: RunRow): HTMLElement {
     ['resume', 'Resume', 'primary'],
     ['stop', 'Stop', 'danger'],
   ];
+  // Only what applies to the run as it is: Pause on a running run, Resume on a paused or failed one.
+  const applicable = new Set(run.actions ?? []);
   for (const [action, label, style] of buttons) {
+    if (!applicable.has(action)) continue;
     const button = make('button', `action ${style}`, label);
     button.type = 'button';
     button.dataset.runAction = action;

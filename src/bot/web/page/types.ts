@@ -57,6 +57,8 @@ export interface RunRow {
   step?: number;
   requester: string;
   thread: { threadId: string; href?: string };
+  /** The buttons that apply to the run's status (a running run has no Resume). */
+  actions?: Array<'pause' | 'resume' | 'stop'>;
   lossMetric?: string;
   loss?: MetricValue[];
   checkpoints?: { step: number; checkpoint: string | null; ts?: number }[];
