@@ -191,7 +191,8 @@ describe('pinned checkpoints and the re-check before a fix launch', () => {
       'It is not pinned: it is 18 bytes, over SHEPHERD_PIN_MAX_GB (5 bytes per run); if the run changes it before the fix starts, the fix resumes from an earlier checkpoint or starts over, and says so.',
     );
     expect(pinned).toBeUndefined();
-    expect(await readdir(path.join(runDir, '.shepherd')).catch(() => [])).toEqual([]);
+    // The helper keeps its own files in .shepherd (the pids for hang dumps); nothing was pinned there.
+    expect(await readdir(path.join(runDir, '.shepherd', 'pinned')).catch(() => [])).toEqual([]);
 
     save(27, 'ckpt.pt', 'in-place', 'NaN weights of step 27');
     expect(await launchFix(checkpoints)).toBe(
@@ -250,6 +251,8 @@ describe('pinned checkpoints and the re-check before a fix launch', () => {
     const outside = await mkdtemp(path.join(os.tmpdir(), 'shepherd-outside-'));
     try {
       save(20, 'ckpt.pt', 'in-place', 'weights of step 20');
+      // The run replaces the folder the helper made with a link to elsewhere.
+      await rm(path.join(runDir, '.shepherd'), { recursive: true, force: true });
       await symlink(outside, path.join(runDir, '.shepherd'));
       const { text } = await proposeFix(history());
       expect(text).toMatch(/^It is not pinned \(\.shepherd is not a plain folder\); /);
