@@ -235,7 +235,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
   /** The stall detector asked for a hang dump: ask the executor and note how, for the alert. */
   async function askForStacks(meta: RunMeta, state: MonitorState): Promise<void> {
     const how = await options.dumpStacks?.(meta).catch((error: unknown) => {
-      options.logger?.warn({ runId: meta.id, err: String(error) }, 'could not ask for a stack dump');
+      options.logger?.warn({ runId: meta.id, err: error }, 'could not ask for a stack dump');
       return undefined;
     });
     if (how !== undefined && state.stallDump !== undefined) state.stallDump.how = how;

@@ -186,39 +186,91 @@ interface NotifyWorkerOptions {
   concurrency?: number;
 }
 
-/** Between two posts released in turn after a channel's pause, so they reach it in the order they came. */
-const RELEASE_SPACING_MS = 25;
+/** How often a released post looks whether the post held before it has gone out. */
+const RELEASE_POLL_MS = 25;
 
 export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   const { logger, connection: redis } = options;
   // A 429 pauses the channel it came from (the platforms' limits are per channel), not the queue: other
   // channels go on. `<platform>:<channel>` of a thread id `platform:channel:thread`.
   const channelOf = (threadId: string) => threadId.split(':').slice(0, 2).join(':');
-  const pauseKey = (threadId: string) => `${options.prefix}:notify-pause:${channelOf(threadId)}`;
-  const releaseKey = (threadId: string) => `${options.prefix}:notify-release:${channelOf(threadId)}`;
+  const channelKey = (kind: string, threadId: string) =>
+    `${options.prefix}:notify-${kind}:${channelOf(threadId)}`;
+  const pauseKey = (threadId: string) => channelKey('pause', threadId);
+  // Posts held by a pause get places 1, 2, 3… (`release` counts them, `places` maps job id → place) and go
+  // out strictly one after another: place k waits until `done` reaches k − 1. Order within a thread is kept
+  // however busy the workers are.
+  const releaseKey = (threadId: string) => channelKey('release', threadId);
+  const placesKey = (threadId: string) => channelKey('places', threadId);
+  const doneKey = (threadId: string) => channelKey('done', threadId);
 
-  /** While the channel is paused, the job waits (no call, no attempt spent) until after the pause. */
-  async function waitOutPause(threadId: string, job: Job, token: string | undefined): Promise<void> {
-    const pausedMs = await redis.pttl(pauseKey(threadId));
-    if (pausedMs <= 0) return;
-    // Jobs held back are released one after another in the order they were held, after the one that
-    // met the 429 (released first): order within a thread is kept.
+  /** Hold the job until `atMs` with the next place in the channel's line. */
+  async function hold(threadId: string, job: Job, token: string | undefined, atMs: number, keepMs: number) {
     const [[, place] = []] = (await redis
       .multi()
       .incr(releaseKey(threadId))
-      .pexpire(releaseKey(threadId), pausedMs + 60_000)
+      .pexpire(releaseKey(threadId), keepMs)
       .exec()) ?? [[null, 1]];
-    await job.moveToDelayed(Date.now() + pausedMs + Number(place ?? 1) * RELEASE_SPACING_MS, token);
+    await redis
+      .multi()
+      .hset(placesKey(threadId), job.id ?? '', String(place ?? 1))
+      .pexpire(placesKey(threadId), keepMs)
+      .exec();
+    await job.moveToDelayed(atMs, token);
     throw new DelayedError();
+  }
+
+  /**
+   * While the channel is paused the job waits (no call, no attempt spent) until after the pause; a job
+   * released after one waits for the post held before it. Returns its place, if it had one.
+   */
+  async function waitYourTurn(
+    threadId: string,
+    job: Job,
+    token: string | undefined,
+  ): Promise<number | undefined> {
+    const pausedMs = await redis.pttl(pauseKey(threadId));
+    if (pausedMs > 0) await hold(threadId, job, token, Date.now() + pausedMs, pausedMs + 60_000);
+    const [[, placeText] = [], [, doneText] = [], [, lineText] = []] =
+      (await redis
+        .multi()
+        .hget(placesKey(threadId), job.id ?? '')
+        .get(doneKey(threadId))
+        .get(releaseKey(threadId))
+        .exec()) ?? [];
+    const done = Number(doneText ?? 0);
+    if (placeText === null || placeText === undefined) {
+      // Posts held by a pause are still going out: a new one joins the end of the line, not its front.
+      if (Number(lineText ?? 0) > done) await hold(threadId, job, token, Date.now(), 60_000);
+      return undefined;
+    }
+    const place = Number(placeText);
+    if (done < place - 1) {
+      await job.moveToDelayed(Date.now() + RELEASE_POLL_MS, token);
+      throw new DelayedError();
+    }
+    return place;
+  }
+
+  /** The held post at `place` has had its turn (sent, or failed once): the next one may go. */
+  async function turnTaken(threadId: string, job: Job, place: number | undefined): Promise<void> {
+    if (place === undefined) return;
+    await redis
+      .multi()
+      .hdel(placesKey(threadId), job.id ?? '')
+      .set(doneKey(threadId), String(place), 'PX', 3_600_000)
+      .exec();
   }
 
   return createJobWorker(
     QUEUE_NAMES.notify,
     notifyJob,
     async (data, job, token) => {
-      await waitOutPause(data.threadId, job, token);
+      const place = await waitYourTurn(data.threadId, job, token);
       try {
-        return await performNotify(options.adapters, data);
+        const result = await performNotify(options.adapters, data);
+        await turnTaken(data.threadId, job, place);
+        return result;
       } catch (error) {
         if (error instanceof RateLimitedError) {
           // Waiting out Retry-After is not a failed attempt: move the job back without spending one, and
@@ -228,14 +280,13 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
             'platform rate limit; waiting',
           );
           const retryAfterMs = Math.max(1, Math.round(error.retryAfterMs));
-          await redis
-            .multi()
-            .set(pauseKey(data.threadId), '1', 'PX', retryAfterMs)
-            .del(releaseKey(data.threadId))
-            .exec();
-          await job.moveToDelayed(Date.now() + retryAfterMs, token);
-          throw new DelayedError();
+          // A new pause starts a new line; posts meeting the same pause join the line behind this one.
+          const fresh = await redis.set(pauseKey(data.threadId), '1', 'PX', retryAfterMs, 'NX');
+          if (fresh === 'OK')
+            await redis.del(releaseKey(data.threadId), placesKey(data.threadId), doneKey(data.threadId));
+          await hold(data.threadId, job, token, Date.now() + retryAfterMs, retryAfterMs + 60_000);
         }
+        await turnTaken(data.threadId, job, place);
         // createJobWorker fails a final error at once and logs every failure; anything else is retried.
         throw error;
       }

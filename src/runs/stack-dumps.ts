@@ -69,7 +69,7 @@ export async function dumpLocalStacks(
       signalled.push(pid);
     } catch (error) {
       options.logger.warn(
-        { runId: meta.id, pid, err: String(error) },
+        { runId: meta.id, pid, err: error },
         'could not send SIGUSR2 for a stack dump',
       );
     }

@@ -59,6 +59,7 @@ describe('no key outlives its run', () => {
         meta.status === 'running'
           ? { kind: 'alive' }
           : { kind: 'exited', exitCode: meta.status === 'failed' ? 1 : 0 },
+      runDirectory: (runId: string) => join(root, runId),
     } as unknown as RunsFacade;
     const watcher = createRunWatcher({
       config,
