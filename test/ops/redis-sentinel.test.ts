@@ -41,9 +41,15 @@ describe('Redis Sentinel failover', () => {
   }, 90_000);
 
   afterAll(async () => {
-    await shepherd?.stop();
-    await llm?.close();
-    await cluster?.stop();
+    try {
+      // A bot that cannot stop (its Redis gone for good) must not leave the test's servers running.
+      const stopped = shepherd?.stop();
+      const timeout = new Promise((resolve) => setTimeout(resolve, 40_000).unref());
+      await Promise.race([stopped, timeout]);
+    } finally {
+      await llm?.close();
+      await cluster?.stop();
+    }
   }, 60_000);
 
   it('doctor reaches the primary through the sentinels', async () => {
@@ -148,7 +154,10 @@ describe('Sentinel configuration', () => {
         REDIS_SENTINEL_NAME: 'nobody',
         SHEPHERD_DATA_DIR: dataDir,
       });
-      await expect(ensureRedis(config, { logger: createLogger('silent') })).rejects.toThrow(
+      const started = ensureRedis(config, { logger: createLogger('silent') });
+      // Should it start a server after all, end it (by its own stop) before failing.
+      await started.then((redis) => redis.stop()).catch(() => undefined);
+      await expect(started).rejects.toThrow(
         /no primary for nobody answers through the sentinels 127\.0\.0\.1:\d+/,
       );
       const plain = loadConfig({ REDIS_URL: `redis://127.0.0.1:${redisPort}`, SHEPHERD_DATA_DIR: dataDir });
