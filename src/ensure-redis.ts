@@ -64,6 +64,15 @@ export async function ensureRedis(
 ): Promise<{ url: string; pid?: number; stop(): Promise<void> }> {
   const url = settings.redisUrl;
   if (await redisAnswers(settings)) return { url, stop: async () => undefined };
+  // Under Sentinel the servers are the operator's: starting a lone local one would split the data.
+  if (settings.redisSentinel !== undefined) {
+    const names = settings.redisSentinel.sentinels.map(({ host, port }) => `${host}:${port}`).join(',');
+    throw new ServiceError(
+      'redis_unavailable',
+      `no primary for ${settings.redisSentinel.name} answers through the sentinels ${names}; check REDIS_SENTINELS and REDIS_SENTINEL_NAME`,
+      { retryable: false },
+    );
+  }
   const parsed = new URL(url);
   const local =
     ['127.0.0.1', 'localhost', '::1'].includes(parsed.hostname) &&

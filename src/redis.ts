@@ -8,6 +8,10 @@ import type { Logger } from './logger.js';
 /** What every connection needs to reach Redis: the URL and the settings beside it (`config-redis-auth.ts`). */
 export interface RedisConnectionSettings {
   redisUrl: string;
+  /** Sentinel: the primary is the one these sentinels name for `name` (`config-redis-auth.ts`). */
+  redisSentinel?:
+    | { sentinels: Array<{ host: string; port: number }>; name: string; password?: string | undefined }
+    | undefined;
   redisAuth: { tlsCaFile?: string | undefined; embeddedPasswordFile: string };
 }
 
@@ -29,7 +33,8 @@ function readEmbeddedPassword(file: string): string | undefined {
  * The ioredis options every connection shares (the bot's clients, BullMQ queues, workers and
  * QueueEvents, which duplicate them, and `doctor`): the CA of a `rediss://` server, and for a loopback
  * URL without credentials the embedded Redis's password from the data directory. Credentials in the
- * URL (`redis://user:pass@…`, ACL users) are ioredis's own.
+ * URL (`redis://user:pass@…`, ACL users) are ioredis's own. With Sentinel the URL's host and port are
+ * ignored: ioredis asks the sentinels for the primary, and again after every disconnect (a failover).
  */
 export function redisConnectionOptions(settings: RedisConnectionSettings): RedisOptions {
   const url = new URL(settings.redisUrl);
@@ -44,6 +49,16 @@ export function redisConnectionOptions(settings: RedisConnectionSettings): Redis
         cause: error,
       });
     }
+  }
+  const sentinel = settings.redisSentinel;
+  if (sentinel !== undefined) {
+    options.sentinels = sentinel.sentinels;
+    options.name = sentinel.name;
+    if (sentinel.password !== undefined) options.sentinelPassword = sentinel.password;
+    // Also drop a primary that is still up but no longer the primary (a partition), not only a dead one.
+    options.failoverDetector = true;
+    if (url.protocol === 'rediss:') options.enableTLSForSentinelMode = true;
+    return options;
   }
   if (url.username === '' && url.password === '' && isLoopbackName(url.hostname)) {
     const password = readEmbeddedPassword(settings.redisAuth.embeddedPasswordFile);
@@ -92,6 +107,7 @@ export function createProbeRedis(
     connectTimeout,
     maxRetriesPerRequest: 0,
     retryStrategy: () => null,
+    sentinelRetryStrategy: () => null,
     enableOfflineQueue: false,
     // The probe's own command is the check; ioredis's INFO ready check would turn NOAUTH into a bare
     // "Connection is closed".

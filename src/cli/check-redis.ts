@@ -41,7 +41,11 @@ function withoutPassword(text: string): string {
 
 /** Redis answers, and is set up the way BullMQ needs it (noeviction), keeps data (AOF) and needs a password. */
 export async function checkRedis(settings: RedisConnectionSettings): Promise<CheckOutcome[]> {
-  const url = withoutPassword(settings.redisUrl);
+  const sentinel = settings.redisSentinel;
+  const url =
+    sentinel === undefined
+      ? withoutPassword(settings.redisUrl)
+      : `the primary of ${sentinel.name} (sentinels ${sentinel.sentinels.map(({ host, port }) => `${host}:${port}`).join(',')})`;
   let redis: Redis;
   try {
     redis = createProbeRedis(settings, PROBE_TIMEOUT_MS);
