@@ -68,10 +68,7 @@ export async function dumpLocalStacks(
       process.kill(pid, 'SIGUSR2');
       signalled.push(pid);
     } catch (error) {
-      options.logger.warn(
-        { runId: meta.id, pid, err: error },
-        'could not send SIGUSR2 for a stack dump',
-      );
+      options.logger.warn({ runId: meta.id, pid, err: error }, 'could not send SIGUSR2 for a stack dump');
     }
   }
   if (signalled.length > 0) return `faulthandler (SIGUSR2 to pid ${signalled.join(', ')})`;
