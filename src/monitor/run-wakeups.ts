@@ -66,6 +66,7 @@ export function createRunWakeups(options: {
   const gapMs = options.maxEvalsPerS > 0 ? 1000 / options.maxEvalsPerS : Number.POSITIVE_INFINITY;
   const runs = new Map<string, RunWakeState>();
   const underWay = new Set<Promise<void>>();
+  let closed = false;
 
   function evaluateSoon(runId: string, state: RunWakeState, waitMs: number): void {
     state.timer = setTimeout(() => {
@@ -114,7 +115,7 @@ export function createRunWakeups(options: {
 
   return {
     follow(runId, directory) {
-      if (gapMs === Number.POSITIVE_INFINITY || runs.has(runId)) return;
+      if (closed || gapMs === Number.POSITIVE_INFINITY || runs.has(runId)) return;
       try {
         const watcher = watchDirectory(directory, (fileName) => {
           if (fileName === undefined || WAKING_FILES.has(fileName)) wake(runId);
@@ -134,6 +135,7 @@ export function createRunWakeups(options: {
     },
     size: () => runs.size,
     async close() {
+      closed = true;
       for (const runId of [...runs.keys()]) this.release(runId);
       await Promise.all([...underWay]);
     },

@@ -167,7 +167,15 @@ export function createRunWatcher(options: {
         },
       };
       tickRun = createTickHandler(workerOptions);
-      return createMonitorWorker(workerOptions, tickRun);
+      const worker = createMonitorWorker(workerOptions, tickRun);
+      // Wake-ups are evaluations too: they end with the worker, before the app closes the executors (an
+      // evaluation polls its run, and a poll after that could start a log follower no one stops).
+      const closeWorker = worker.close.bind(worker);
+      worker.close = async (force?: boolean) => {
+        await wakeups.close();
+        await closeWorker(force);
+      };
+      return worker;
     },
     close: async () => {
       await wakeups.close();
