@@ -55,8 +55,11 @@ export function redisConnectionOptions(settings: RedisConnectionSettings): Redis
     options.sentinels = sentinel.sentinels;
     options.name = sentinel.name;
     if (sentinel.password !== undefined) options.sentinelPassword = sentinel.password;
-    // Also drop a primary that is still up but no longer the primary (a partition), not only a dead one.
-    options.failoverDetector = true;
+    // No `failoverDetector`: its +switch-master handler disconnects the connector even while the client
+    // is already reconnecting after the primary died, which aborts that connect and ends the client for
+    // good ("Connection is closed." on every command; seen in the failover test). A demoted primary that
+    // is still up answers writes with READONLY instead: reconnect (asking the sentinels again) and resend.
+    options.reconnectOnError = (error) => (error.message.startsWith('READONLY') ? 2 : false);
     if (url.protocol === 'rediss:') options.enableTLSForSentinelMode = true;
     return options;
   }

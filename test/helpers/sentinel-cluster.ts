@@ -20,6 +20,8 @@ export interface SentinelCluster {
   primary: ChildProcess;
   /** The address the sentinels name as primary right now (`SENTINEL get-master-addr-by-name`). */
   currentPrimaryPort(): Promise<number | undefined>;
+  /** `WAIT 1`: resolves once the replica acknowledged every write the primary has taken so far. */
+  waitForReplica(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -143,6 +145,10 @@ export async function startSentinelCluster(name = 'shepherd-test'): Promise<Sent
           if (Array.isArray(reply) && reply[1] !== undefined) return Number(reply[1]);
         }
         return undefined;
+      },
+      async waitForReplica() {
+        const acknowledged = Number(await ask(primaryPort, 'WAIT', 1, 5_000));
+        if (acknowledged < 1) throw new Error("the replica did not acknowledge the primary's writes in 5 s");
       },
       stop,
     };
