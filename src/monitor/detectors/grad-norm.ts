@@ -1,4 +1,4 @@
-import { finiteOnly, median, scaledMad } from './robust.js';
+import { robustBand } from './robust.js';
 
 /**
  * Grad-norm explosion: `grad_norm` far above its robust band — above `median + K × MAD` of the previous
@@ -21,11 +21,11 @@ export function isAboveGradBand(
   value: number,
   settings: GradNormSettings,
 ): { above: boolean; median: number } {
-  const window = finiteOnly(previous.slice(-settings.gradNormWindow));
-  if (window.length < MIN_HISTORY) return { above: false, median: Number.NaN };
-  const center = median(window);
+  const band = robustBand(previous, settings.gradNormWindow);
+  if (band.size < MIN_HISTORY) return { above: false, median: Number.NaN };
+  const center = band.center;
   const threshold = Math.max(
-    center + settings.gradNormMadK * scaledMad(window, center),
+    center + settings.gradNormMadK * band.spread,
     center * settings.gradNormMinRatio,
   );
   // A non-finite grad norm is the NaN detector's alert (one alert for one problem).

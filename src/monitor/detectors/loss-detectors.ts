@@ -1,4 +1,4 @@
-import { finiteOnly, median, scaledMad } from './robust.js';
+import { finiteOnly, median, robustBand } from './robust.js';
 
 export interface SpikeSettings {
   spikeWindow: number;
@@ -28,12 +28,12 @@ const MIN_SPIKE_HISTORY = 10;
  * perfectly flat curve (MAD 0) nor ordinary noise trips it.
  */
 export function checkSpike(previous: readonly number[], value: number, config: SpikeSettings): SpikeVerdict {
-  const window = finiteOnly(previous.slice(-config.spikeWindow));
-  if (window.length < Math.min(MIN_SPIKE_HISTORY, config.spikeWindow) || !Number.isFinite(value)) {
+  const band = robustBand(previous, config.spikeWindow);
+  if (band.size < Math.min(MIN_SPIKE_HISTORY, config.spikeWindow) || !Number.isFinite(value)) {
     return { spike: false, median: Number.NaN, threshold: Number.NaN };
   }
-  const center = median(window);
-  const spread = scaledMad(window, center);
+  const center = band.center;
+  const spread = band.spread;
   let threshold = center + config.spikeMadK * spread;
   if (center > 0) threshold = Math.max(threshold, center * config.spikeMinRatio);
   else threshold = Math.max(threshold, center + Math.abs(center) * (config.spikeMinRatio - 1));

@@ -14,14 +14,26 @@ export function median(values: readonly number[]): number {
   return middleOf(Float64Array.from(values).sort());
 }
 
-/** Median absolute deviation, scaled by 1.4826 so it estimates the standard deviation of normal data. */
-export function scaledMad(values: readonly number[], center: number = median(values)): number {
-  if (values.length === 0) return Number.NaN;
-  const deviations = new Float64Array(values.length);
-  for (let index = 0; index < values.length; index++) {
-    deviations[index] = Math.abs((values[index] as number) - center);
+/**
+ * The median and scaled MAD of the finite values among the last `count` of `values`, with two typed
+ * copies and no intermediate arrays (the spike and grad-norm bands run this for every point).
+ */
+export function robustBand(
+  values: readonly number[],
+  count: number,
+): { size: number; center: number; spread: number } {
+  const from = Math.max(0, values.length - count);
+  const window = new Float64Array(values.length - from);
+  let size = 0;
+  for (let index = from; index < values.length; index++) {
+    const value = values[index] as number;
+    if (Number.isFinite(value)) window[size++] = value;
   }
-  return 1.4826 * middleOf(deviations.sort());
+  if (size === 0) return { size, center: Number.NaN, spread: Number.NaN };
+  const sorted = window.subarray(0, size).sort();
+  const center = middleOf(sorted);
+  for (let index = 0; index < size; index++) sorted[index] = Math.abs((sorted[index] as number) - center);
+  return { size, center, spread: 1.4826 * middleOf(sorted.sort()) };
 }
 
 /** Metrics the loss detectors (spike, divergence, plateau) watch: anything named like a loss or perplexity. */
