@@ -12,6 +12,7 @@ import type { Feature, FeatureBase } from './features/feature.js';
 import { createHelpFeature } from './features/help-feature.js';
 import { createMonitorFeature } from './features/monitor-feature.js';
 import { createOperationsFeature } from './features/operations-feature.js';
+import { createResearchFeature } from './features/research-feature.js';
 import { createRunsFeature } from './features/runs-feature.js';
 import { createSpendFeature } from './features/spend-feature.js';
 import { createSweepsFeature } from './features/sweeps-feature.js';
@@ -20,12 +21,14 @@ import type { AlertService } from './monitor/alert-service.js';
 import type { ActionRouter } from './queue/chat-intake.js';
 import { createControlQueue, createControlWorker, mergeControlHandlers } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
+import { createResearchStore } from './research/research-store.js';
 import type { Executor } from './runs/executor.js';
 import type { RunFollows } from './runs/run-follows.js';
 import type { RunOperations } from './runs/run-operations.js';
 import type { SweepService } from './sweeps/sweep-service.js';
 import { createSweepStore } from './sweeps/sweep-store.js';
 import { createMemoryNotes } from './tools/memory-tool.js';
+import type { Plans } from './tools/plan-tool.js';
 import type { Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 
@@ -56,6 +59,8 @@ export interface Features {
   alerts: AlertService;
   follows: RunFollows;
   playbooks: Playbooks;
+  /** Each thread's visible plan (the `plan` tool), for `session`. */
+  plans: Plans;
   controlQueue: Queue;
   startWorkers(): Promise<Worker[]>;
   stop(): Promise<void>;
@@ -74,6 +79,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   let sweeps: SweepService | undefined;
   const sweepStore = createSweepStore({ redis, prefix });
   const memoryNotes = createMemoryNotes(redis, prefix);
+  const researchStore = createResearchStore({ redis, prefix });
 
   const runs = await createRunsFeature(
     base,
@@ -87,6 +93,10 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const approvals = createApprovalsFeature(base, {
     runs: runs.runs,
     spend: spend.spend,
+    basedOn: async (threadId) =>
+      (await researchStore.lastSources(threadId)).map((source) =>
+        source.version === undefined ? source.url : `${source.url} (${source.version})`,
+      ),
     onSweepDecision: async (approval, decision) =>
       sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
   });
@@ -116,6 +126,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   });
   watchRun = monitor.watchRun;
   const help = createHelpFeature(base, { memoryNotes });
+  const research = createResearchFeature(base, { store: researchStore, tools: help.tools });
   const commands = createCommandsFeature(base, {
     operations: operations.operations,
     helpText: help.helpText,
@@ -124,7 +135,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alertRules: monitor.alertRules,
   });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
-  const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
+  const features: Feature[] = [
+    help,
+    research,
+    runs,
+    spend,
+    approvals,
+    operations,
+    monitor,
+    sweepsFeature,
+    commands,
+  ];
   for (const feature of features) {
     for (const { verb, handler } of feature.actions) dependencies.actions.register(verb, handler);
   }
@@ -137,6 +158,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alerts: monitor.alerts,
     follows: runs.follows,
     playbooks: help.playbooks,
+    plans: research.plans,
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
     async startWorkers() {

@@ -15,6 +15,8 @@ export function createApprovalsFeature(
   dependencies: {
     runs: RunsRuntime;
     spend: SpendReports;
+    /** The sources of the thread's last research, for the "based on" line of agent script cards. */
+    basedOn(threadId: string): Promise<string[]>;
     /** Applies a decision on a whole sweep (bound once the sweeps exist). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
   },
@@ -45,6 +47,7 @@ export function createApprovalsFeature(
       ? {}
       : { budget: { limitUsd: budgetUsdMonth, spentUsd: (at: Date) => spend.spentThisMonth(at) } }),
     onSweepDecision: dependencies.onSweepDecision,
+    basedOn: dependencies.basedOn,
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
   });
   return {
