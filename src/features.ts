@@ -12,7 +12,6 @@ import type { Feature, FeatureBase } from './features/feature.js';
 import { createHelpFeature } from './features/help-feature.js';
 import { createMonitorFeature } from './features/monitor-feature.js';
 import { createOperationsFeature } from './features/operations-feature.js';
-import { createResearchFeature } from './features/research-feature.js';
 import { createRunsFeature } from './features/runs-feature.js';
 import { createSpendFeature } from './features/spend-feature.js';
 import { createSweepsFeature } from './features/sweeps-feature.js';
@@ -93,10 +92,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const approvals = createApprovalsFeature(base, {
     runs: runs.runs,
     spend: spend.spend,
-    basedOn: async (threadId) =>
-      (await researchStore.lastSources(threadId)).map((source) =>
-        source.version === undefined ? source.url : `${source.url} (${source.version})`,
-      ),
+    research: researchStore,
     onSweepDecision: async (approval, decision) =>
       sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
   });
@@ -115,18 +111,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     spend: spend.spend,
   });
   sweeps = sweepsFeature.sweeps;
-  const sweepService = sweepsFeature.sweeps;
   const monitor = createMonitorFeature(base, {
     runs: runs.runs,
     operations: operations.operations,
     access: runs.access,
     follows: runs.follows,
-    claimIncident: (incident, meta) => sweepService.onIncident(incident, meta),
+    claimIncident: (incident, meta) => sweepsFeature.sweeps.onIncident(incident, meta),
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
-  const help = createHelpFeature(base, { memoryNotes });
-  const research = createResearchFeature(base, { store: researchStore, tools: help.tools });
+  const help = createHelpFeature(base, { memoryNotes, researchStore });
   const commands = createCommandsFeature(base, {
     operations: operations.operations,
     helpText: help.helpText,
@@ -135,20 +129,8 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alertRules: monitor.alertRules,
   });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
-  const features: Feature[] = [
-    help,
-    research,
-    runs,
-    spend,
-    approvals,
-    operations,
-    monitor,
-    sweepsFeature,
-    commands,
-  ];
-  for (const feature of features) {
-    for (const { verb, handler } of feature.actions) dependencies.actions.register(verb, handler);
-  }
+  const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
+  registerActions(features, dependencies.actions);
 
   return {
     tools: createToolRegistry(features.flatMap((feature) => feature.tools)),
@@ -158,7 +140,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alerts: monitor.alerts,
     follows: runs.follows,
     playbooks: help.playbooks,
-    plans: research.plans,
+    plans: help.plans,
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
     async startWorkers() {
@@ -177,6 +159,12 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
       await controlQueue.close();
     },
   };
+}
+
+function registerActions(features: readonly Feature[], actions: ActionRouter): void {
+  for (const feature of features) {
+    for (const { verb, handler } of feature.actions) actions.register(verb, handler);
+  }
 }
 
 /** The first feature that knows the command answers it. */

@@ -4,20 +4,16 @@ import type { ResearchStore } from '../research/research-store.js';
 import { createResearchTool } from '../research/research-tool.js';
 import { createPlans, createPlanTool, type Plans } from '../tools/plan-tool.js';
 import type { ToolDefinition } from '../tools/registry.js';
-import type { Feature, FeatureBase } from './feature.js';
+import type { FeatureBase } from './feature.js';
 
-interface ResearchFeature extends Feature {
-  plans: Plans;
-}
-
-/** Tools the research sub-agent borrows from the main agent: the read-only Hub lookups. */
-const LOOKUP_TOOLS = new Set(['search_models', 'search_datasets', 'inspect_dataset', 'get_model_info']);
-
-/** The agent's way of working: `research` (a read-only sub-agent) before writing, and a visible `plan`. */
-export function createResearchFeature(
+/**
+ * The agent's way of working: `research` (a read-only sub-agent, which also gets the main agent's Hub
+ * `lookups`) before writing, and a visible `plan`. Part of the help feature.
+ */
+export function createResearchTools(
   base: FeatureBase,
-  dependencies: { store: ResearchStore; tools: readonly ToolDefinition[] },
-): ResearchFeature {
+  dependencies: { store: ResearchStore; lookups: ToolDefinition[] },
+): { tools: ToolDefinition[]; plans: Plans } {
   const { config, logger, redis, prefix, notifier } = base;
   const endpoints = {
     hubUrl: config.hub.url.replace(/\/+$/, ''),
@@ -35,17 +31,11 @@ export function createResearchFeature(
       allowedBases: [endpoints.hubUrl, endpoints.docsUrl, endpoints.githubApiUrl],
       logger: logger.child({ component: 'research-fetch' }),
     }),
-    lookupTools: dependencies.tools.filter((tool) => LOOKUP_TOOLS.has(tool.name)),
+    lookupTools: dependencies.lookups,
     defaultBudget: config.research.tokens,
     maxToolRounds: config.llm.maxToolRounds,
     logger,
   });
   const plans = createPlans({ redis, prefix, notifier });
-  return {
-    plans,
-    actions: [],
-    controlHandlers: {},
-    tools: [research, createPlanTool(plans)],
-    workers: [],
-  };
+  return { plans, tools: [research, createPlanTool(plans)] };
 }

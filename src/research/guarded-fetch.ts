@@ -8,7 +8,7 @@ import type { Logger } from '../logger.js';
  * tool to Redis or a metadata address. Bodies are read within the timeout and capped.
  */
 
-export interface GuardedFetchOptions {
+interface GuardedFetchOptions {
   /** Base URLs, e.g. `https://huggingface.co`, `https://huggingface.co/docs`, `https://api.github.com`. */
   allowedBases: readonly string[];
   fetch?: typeof fetch;
@@ -18,7 +18,7 @@ export interface GuardedFetchOptions {
   logger?: Logger;
 }
 
-export interface FetchedText {
+interface FetchedText {
   url: string;
   status: number;
   contentType: string;

@@ -8,7 +8,7 @@ import { z } from 'zod';
  * the next script approval card shows as "based on".
  */
 
-export const RESEARCH_CACHE_TTL_S = 3600;
+const RESEARCH_CACHE_TTL_S = 3600;
 
 const sourceSchema = z.object({ url: z.string(), version: z.string().optional() });
 export type ResearchSource = z.infer<typeof sourceSchema>;
@@ -20,7 +20,7 @@ export interface CachedResponse {
 }
 const cachedSchema = z.object({ status: z.number(), contentType: z.string(), text: z.string() });
 
-export function researchKeys(prefix: string) {
+function researchKeys(prefix: string) {
   return {
     cache: (threadId: string, url: string) =>
       `${prefix}:research:cache:${threadId}:${createHash('sha256').update(url).digest('hex').slice(0, 32)}`,

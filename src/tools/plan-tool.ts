@@ -31,7 +31,7 @@ const planInput = z.object({
     .max(15)
     .describe("The whole checklist, in order, with each step's status"),
 });
-export type PlanStep = z.infer<typeof stepSchema>;
+type PlanStep = z.infer<typeof stepSchema>;
 
 const storedSchema = z.object({ steps: z.array(stepSchema), messageId: z.string().optional() });
 

@@ -39,7 +39,7 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
   response.end(JSON.stringify(body));
 }
 
-function handleHub(base: string, url: URL, response: ServerResponse): void {
+function handleHub(base: string, url: URL, response: ServerResponse) {
   if (url.pathname === '/api/docs/search') {
     return sendJson(response, 200, [
       {
@@ -90,7 +90,7 @@ function handleHub(base: string, url: URL, response: ServerResponse): void {
   sendJson(response, 404, { error: `no route ${url.pathname}` });
 }
 
-function handleGithub(base: string, url: URL, request: IncomingMessage, response: ServerResponse): void {
+function handleGithub(base: string, url: URL, request: IncomingMessage, response: ServerResponse) {
   if (url.pathname === '/search/code') {
     if (request.headers.authorization === undefined)
       return sendJson(response, 401, { message: 'Requires authentication', status: '401' });
