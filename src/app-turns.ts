@@ -43,6 +43,7 @@ export function createAppTurns(options: AppTurnsOptions) {
     allowedModels: config.llm.models,
     historyLength: (threadId) => sessions.length(threadId),
     botName: config.botName,
+    plan: (threadId) => features.plans.describe(threadId),
     onReset: (threadId) => resetInBatch.add(threadId),
   });
   // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.

@@ -3,6 +3,7 @@ import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
 import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './config-redis-auth.js';
+import { researchEnvironment, researchSettings } from './config-research.js';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
@@ -57,6 +58,7 @@ const environmentSchema = z.object({
   ...backendEnvironment,
   REDIS_URL: z.string().url().default('redis://127.0.0.1:6379'),
   ...redisAuthEnvironment,
+  ...researchEnvironment,
   SHEPHERD_QUEUE_PREFIX: z
     .string()
     .regex(/^[A-Za-z0-9_.-]+$/, 'letters, digits, "_", "." and "-" only')
@@ -339,6 +341,7 @@ function buildConfig(environment: Environment, secretValues: string[]) {
     ...backendSettings(environment),
     ...monitorSettings(environment),
     ...integrationSettings(environment),
+    ...researchSettings(environment),
   };
 }
 

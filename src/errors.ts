@@ -135,7 +135,9 @@ type ToolPolicyErrorCode =
   | 'edit_not_applied'
   | 'log_not_found'
   | 'pid_not_found'
-  | 'run_change_forbidden';
+  | 'run_change_forbidden'
+  // Research: a fetch outside the Hub, docs and GitHub bases.
+  | 'url_outside_sources';
 
 /** A tool call broke a policy (path outside the workspace, too many GPUs, …). */
 export class ToolPolicyError extends BotError<ToolPolicyErrorCode> {
@@ -198,6 +200,18 @@ export class DecisionRecordError extends BotError<'decision_record_invalid'> {
     super('decision_record_invalid', message, options);
     this.name = 'DecisionRecordError';
     this.key = key;
+  }
+}
+
+type ResearchErrorCode = 'url_refused' | 'fetch_failed' | 'bad_response';
+
+/** A research tool could not fetch: a URL outside the allowed hosts, a failed request, an unreadable answer. */
+export class ResearchError extends BotError<ResearchErrorCode> {
+  readonly status: number | undefined;
+  constructor(code: ResearchErrorCode, message: string, options: { status?: number; cause?: unknown } = {}) {
+    super(code, message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ResearchError';
+    this.status = options.status;
   }
 }
 

@@ -20,12 +20,14 @@ import type { AlertService } from './monitor/alert-service.js';
 import type { ActionRouter } from './queue/chat-intake.js';
 import { createControlQueue, createControlWorker, mergeControlHandlers } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
+import { createResearchStore } from './research/research-store.js';
 import type { Executor } from './runs/executor.js';
 import type { RunFollows } from './runs/run-follows.js';
 import type { RunOperations } from './runs/run-operations.js';
 import type { SweepService } from './sweeps/sweep-service.js';
 import { createSweepStore } from './sweeps/sweep-store.js';
 import { createMemoryNotes } from './tools/memory-tool.js';
+import type { Plans } from './tools/plan-tool.js';
 import type { Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
 
@@ -56,6 +58,8 @@ export interface Features {
   alerts: AlertService;
   follows: RunFollows;
   playbooks: Playbooks;
+  /** Each thread's visible plan (the `plan` tool), for `session`. */
+  plans: Plans;
   controlQueue: Queue;
   startWorkers(): Promise<Worker[]>;
   stop(): Promise<void>;
@@ -74,6 +78,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   let sweeps: SweepService | undefined;
   const sweepStore = createSweepStore({ redis, prefix });
   const memoryNotes = createMemoryNotes(redis, prefix);
+  const researchStore = createResearchStore({ redis, prefix });
 
   const runs = await createRunsFeature(
     base,
@@ -87,6 +92,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const approvals = createApprovalsFeature(base, {
     runs: runs.runs,
     spend: spend.spend,
+    research: researchStore,
     onSweepDecision: async (approval, decision) =>
       sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
   });
@@ -105,17 +111,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     spend: spend.spend,
   });
   sweeps = sweepsFeature.sweeps;
-  const sweepService = sweepsFeature.sweeps;
   const monitor = createMonitorFeature(base, {
     runs: runs.runs,
     operations: operations.operations,
     access: runs.access,
     follows: runs.follows,
-    claimIncident: (incident, meta) => sweepService.onIncident(incident, meta),
+    claimIncident: (incident, meta) => sweepsFeature.sweeps.onIncident(incident, meta),
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
-  const help = createHelpFeature(base, { memoryNotes });
+  const help = createHelpFeature(base, { memoryNotes, researchStore });
   const commands = createCommandsFeature(base, {
     operations: operations.operations,
     helpText: help.helpText,
@@ -125,9 +130,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
   const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
-  for (const feature of features) {
-    for (const { verb, handler } of feature.actions) dependencies.actions.register(verb, handler);
-  }
+  registerActions(features, dependencies.actions);
 
   return {
     tools: createToolRegistry(features.flatMap((feature) => feature.tools)),
@@ -137,6 +140,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alerts: monitor.alerts,
     follows: runs.follows,
     playbooks: help.playbooks,
+    plans: help.plans,
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
     async startWorkers() {
@@ -155,6 +159,12 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
       await controlQueue.close();
     },
   };
+}
+
+function registerActions(features: readonly Feature[], actions: ActionRouter): void {
+  for (const feature of features) {
+    for (const { verb, handler } of feature.actions) actions.register(verb, handler);
+  }
 }
 
 /** The first feature that knows the command answers it. */

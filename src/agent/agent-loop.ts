@@ -31,10 +31,21 @@ interface AgentTurnOptions {
   defaultModel?: string;
   /** Each LLM call and tool call as it ends (the turn's trace). */
   onTrace?: (step: TraceStep) => void;
+  /**
+   * Tokens (in + out) the turn may spend: once an LLM call brings the total to it, no further tool runs
+   * and the turn ends `budget_exhausted` with the model's text so far (a sub-agent's partial answer).
+   */
+  tokenBudget?: number;
   logger: Logger;
 }
 
-type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable' | 'cancelled';
+type AgentTurnOutcome = 'answered' | 'max_rounds' | 'llm_unavailable' | 'cancelled' | 'budget_exhausted';
+
+/** Tokens a turn spent, as the endpoint reported them (estimated from the text when it did not). */
+export interface TokenUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
 
 interface AgentTurnResult {
   reply: string;
@@ -43,6 +54,8 @@ interface AgentTurnResult {
   /** Tool rounds executed. */
   rounds: number;
   outcome: AgentTurnOutcome;
+  /** Every LLM call of the turn together (for budgets and spend). */
+  usage: TokenUsage;
 }
 
 const PLAIN_COMMANDS_HINT =
@@ -76,6 +89,7 @@ interface Turn {
   newMessages: ChatMessage[];
   guard: ReturnType<typeof createRepetitionGuard>;
   rounds: number;
+  usage: TokenUsage;
   add(message: ChatMessage): void;
   /** Status-line progress; consecutive duplicates dropped, failures logged. */
   progress(status: string): Promise<void>;
@@ -92,6 +106,7 @@ function startTurn(options: AgentTurnOptions): Turn {
     newMessages: [],
     guard: createRepetitionGuard(),
     rounds: 0,
+    usage: { inputTokens: 0, outputTokens: 0 },
     add(message) {
       turn.working.push(message);
       turn.newMessages.push(message);
@@ -145,6 +160,7 @@ async function askModel(turn: Turn): Promise<{ response: ModelResponse } | { una
     if (!(error instanceof LlmError)) throw error;
     return { unavailable: error };
   }
+  countUsage(turn, response);
   options.onTrace?.({
     kind: 'llm',
     model,
@@ -158,13 +174,35 @@ async function askModel(turn: Turn): Promise<{ response: ModelResponse } | { una
   return { response };
 }
 
+/** Adds a call's tokens; an endpoint that reports none is estimated at four characters a token. */
+function countUsage(turn: Turn, response: ModelResponse): void {
+  if (response.usage !== undefined) {
+    turn.usage.inputTokens += response.usage.inputTokens;
+    turn.usage.outputTokens += response.usage.outputTokens;
+    return;
+  }
+  const sent = turn.options.systemPrompt.length + JSON.stringify(turn.working).length;
+  const received = response.text.length + JSON.stringify(response.toolCalls).length;
+  turn.usage.inputTokens += Math.ceil(sent / 4);
+  turn.usage.outputTokens += Math.ceil(received / 4);
+}
+
+function budgetSpent(turn: Turn): boolean {
+  const budget = turn.options.tokenBudget;
+  return budget !== undefined && turn.usage.inputTokens + turn.usage.outputTokens >= budget;
+}
+
 /** Runs one tool call, traced, and adds its result to the conversation. */
 async function runTool(turn: Turn, call: ToolCall): Promise<void> {
   const { options } = turn;
   const { context } = options;
   await turn.progress(`running tool ${call.name}…`);
   const started = Date.now();
-  const result = await options.registry.execute(call, context);
+  // A tool that runs long (a research sub-agent) reports its own steps on the status line.
+  const result = await options.registry.execute(call, {
+    ...context,
+    progress: (status) => turn.progress(status),
+  });
   options.onTrace?.({
     kind: 'tool',
     name: call.name,
@@ -223,7 +261,7 @@ async function runToolRound(
 /** Ends the turn with a final assistant message. */
 function finish(turn: Turn, reply: string, outcome: AgentTurnOutcome): AgentTurnResult {
   turn.add({ role: 'assistant', content: reply });
-  return { reply, newMessages: turn.newMessages, rounds: turn.rounds, outcome };
+  return { reply, newMessages: turn.newMessages, rounds: turn.rounds, outcome, usage: turn.usage };
 }
 
 /**
@@ -249,12 +287,18 @@ export async function runAgentTurn(options: AgentTurnOptions): Promise<AgentTurn
         newMessages: turn.newMessages,
         rounds: turn.rounds,
         outcome: 'llm_unavailable',
+        usage: turn.usage,
       };
     }
     const { response } = asked;
     if (response.toolCalls.length === 0) {
       const reply = response.text.trim() === '' ? '(The model returned an empty answer.)' : response.text;
       return finish(turn, reply, 'answered');
+    }
+    if (budgetSpent(turn)) {
+      // Like max rounds: the unanswered tool calls are left out, the text so far is what the turn has.
+      logger.info({ threadId: context.threadId, usage: turn.usage }, 'agent turn: token budget spent');
+      return finish(turn, response.text, 'budget_exhausted');
     }
     if (turn.rounds >= options.maxToolRounds) {
       // The unanswered tool calls are left out: providers reject a tool call without its result.

@@ -93,6 +93,7 @@ export function approvalCard(approval: Approval): Card {
     lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
   if (approval.command !== undefined) lines.push(`Command:\n${codeBlock(redactSecrets(approval.command))}`);
   for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
+  if (approval.basedOn !== undefined) lines.push(`Based on: ${approval.basedOn.slice(0, 5).join(', ')}`);
   // A failed pre-flight is shown, not enforced: a GPU-only script may not run on a CPU.
   if (approval.preflight !== undefined) lines.push(approval.preflight);
   const label =

@@ -58,6 +58,11 @@ interface ApprovalServiceOptions {
   budget?: { limitUsd: number; spentUsd(now: Date): Promise<number> };
   /** Applies a decision on a whole sweep (set once the sweep service exists); returns the outcome. */
   onSweepDecision?: (approval: Approval, decision: Decision) => Promise<string>;
+  /**
+   * The sources of the thread's last research (within the hour): an agent's start or script-change card
+   * shows them as "based on", so approvers see what the script was written from.
+   */
+  basedOn?: (threadId: string) => Promise<string[]>;
   /** Creates an approved recurring job (HF Jobs); absent where no backend schedules jobs. */
   createSchedule?: (runId: string, schedule: string) => Promise<string>;
 }
@@ -123,6 +128,15 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     return { limitUsd: options.budget.limitUsd, leftUsd };
   }
 
+  async function basedOnFor(input: ApprovalRequest): Promise<string[]> {
+    const scriptCard = input.kind === 'start' || input.kind === 'script-change';
+    if (!scriptCard || input.origin !== 'agent' || options.basedOn === undefined) return [];
+    return options.basedOn(input.meta.threadId).catch((error: unknown) => {
+      logger.warn({ err: error, threadId: input.meta.threadId }, 'research sources not read for the card');
+      return [];
+    });
+  }
+
   async function requestSweep(input: SweepApprovalRequest) {
     const budget = await budgetNow();
     const approval = await store.create(
@@ -152,6 +166,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     const costUsd = estimateRunCostUsd({ ...input.meta, gpus }, options.gpuHourUsd);
     const warnings = [...(input.meta.placementNotes ?? []), ...(input.warnings ?? [])];
     const budget = await budgetNow();
+    const basedOn = await basedOnFor(input);
     const approval = await store.create(
       {
         kind: input.kind,
@@ -176,6 +191,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         }),
         ...(warnings.length === 0 ? {} : { warnings }),
         ...definedOnly({ toolCall: input.toolCall, budget }),
+        ...(basedOn.length === 0 ? {} : { basedOn }),
       },
       options.ttlMs,
       now(),

@@ -42,6 +42,8 @@ const approvalSchema = z.object({
   /** Where the run goes: the backend and what it uses (namespace and queue, flavour and price, partition). */
   backend: z.string().optional(),
   warnings: z.array(z.string()).optional(),
+  /** Agent script cards: the sources of the thread's last research ("based on"). */
+  basedOn: z.array(z.string()).optional(),
   /** Who asked: a tool call of the agent (its turn resumes on decision), a plain command, or the monitor. */
   origin: z.enum(['agent', 'command', 'monitor']),
   toolCall: z.object({ name: z.string(), input: z.unknown() }).optional(),

@@ -39,6 +39,8 @@ interface SessionCommandOptions {
   allowedModels: readonly string[];
   historyLength(threadId: string): Promise<number>;
   botName: string;
+  /** The thread's plan (the agent's `plan` tool) as lines, when it has one. */
+  plan?: (threadId: string) => Promise<string | undefined>;
   /** Told when a thread was reset (history read earlier in the batch is stale). */
   onReset?: (threadId: string) => void;
 }
@@ -68,10 +70,11 @@ export function createSessionCommands(options: SessionCommandOptions) {
   async function execute(command: SessionCommand, threadId: string, actor: ChatUser): Promise<string> {
     switch (command.name) {
       case 'session': {
-        const [model, summary, length] = await Promise.all([
+        const [model, summary, length, plan] = await Promise.all([
           currentModel(threadId),
           state.summary(threadId),
           options.historyLength(threadId),
+          options.plan?.(threadId),
         ]);
         return [
           `Model: \`${model}\`${model === options.defaultModel ? ' (default)' : ''}; allowed: ${allowedText()}.`,
@@ -79,6 +82,7 @@ export function createSessionCommands(options: SessionCommandOptions) {
           summary === undefined
             ? 'Summary: none yet (made when the history passes 50 messages).'
             : `Summary:\n${summary.summary}`,
+          plan === undefined ? 'Plan: none.' : `Plan:\n${plan}`,
           ...(await describeFollows(threadId)),
         ].join('\n');
       }

@@ -2,6 +2,7 @@ import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
 import type { RunsRuntime } from '../create-runs.js';
+import type { ResearchStore } from '../research/research-store.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import type { Feature, FeatureBase } from './feature.js';
 
@@ -15,6 +16,8 @@ export function createApprovalsFeature(
   dependencies: {
     runs: RunsRuntime;
     spend: SpendReports;
+    /** The sources of the thread's last research, for the "based on" line of agent script cards. */
+    research: ResearchStore;
     /** Applies a decision on a whole sweep (bound once the sweeps exist). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
   },
@@ -45,6 +48,10 @@ export function createApprovalsFeature(
       ? {}
       : { budget: { limitUsd: budgetUsdMonth, spentUsd: (at: Date) => spend.spentThisMonth(at) } }),
     onSweepDecision: dependencies.onSweepDecision,
+    basedOn: async (threadId) =>
+      (await dependencies.research.lastSources(threadId)).map((source) =>
+        source.version === undefined ? source.url : `${source.url} (${source.version})`,
+      ),
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
   });
   return {

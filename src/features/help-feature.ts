@@ -1,21 +1,29 @@
+import type { ResearchStore } from '../research/research-store.js';
 import { createDatasetViewer, createInspectDatasetTool } from '../tools/dataset-viewer.js';
 import { createHelpTool } from '../tools/help-tool.js';
 import { createHubClient } from '../tools/hub-api.js';
 import { createHubTools } from '../tools/hub-tools.js';
 import { createMemoryTool, type MemoryNotes } from '../tools/memory-tool.js';
+import type { Plans } from '../tools/plan-tool.js';
 import { createPlaybooks, createReadPlaybookTool, type Playbooks } from '../tools/playbooks.js';
 import type { Feature, FeatureBase } from './feature.js';
+import { createResearchTools } from './research-feature.js';
 
 interface HelpFeature extends Feature {
   playbooks: Playbooks;
+  /** Each thread's visible plan (the `plan` tool). */
+  plans: Plans;
   /** The `help` text, as the command answers it. */
   helpText(): Promise<string>;
 }
 
-/** What the agent looks up: help, playbooks, the Hub (models, datasets), memory estimates. */
+/**
+ * What the agent looks up: help, playbooks, the Hub (models, datasets), memory estimates, research (a
+ * read-only sub-agent that borrows the Hub lookups), and its visible plan.
+ */
 export function createHelpFeature(
   base: FeatureBase,
-  dependencies: { memoryNotes: MemoryNotes },
+  dependencies: { memoryNotes: MemoryNotes; researchStore: ResearchStore },
 ): HelpFeature {
   const { config, logger } = base;
   const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
@@ -30,15 +38,21 @@ export function createHelpFeature(
     token: config.hub.token,
     logger: logger.child({ component: 'datasets' }),
   });
+  const lookups = [
+    ...createHubTools(hub),
+    createInspectDatasetTool(datasets, { hasToken: config.hub.token !== undefined }),
+  ];
+  const research = createResearchTools(base, { store: dependencies.researchStore, lookups });
   return {
     playbooks,
+    plans: research.plans,
     helpText: async () => String(await help.execute({}, { threadId: '', actor: { id: '', name: '' } })),
     actions: [],
     controlHandlers: {},
     tools: [
       help,
-      ...createHubTools(hub),
-      createInspectDatasetTool(datasets, { hasToken: config.hub.token !== undefined }),
+      ...lookups,
+      ...research.tools,
       createMemoryTool({ hub, notes: dependencies.memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
       createReadPlaybookTool(playbooks),
     ],

@@ -14,6 +14,8 @@ export interface ToolContext {
   threadId: string;
   actor: { id: string; name: string };
   signal?: AbortSignal;
+  /** Shows a line on the thread's status card while the tool runs (a sub-agent's steps). */
+  progress?: (status: string) => void | Promise<void>;
 }
 
 export interface ToolDefinition<Input extends z.ZodType = z.ZodType> {

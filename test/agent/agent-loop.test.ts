@@ -56,6 +56,8 @@ describe.each<ProviderKind>(['openai', 'anthropic'])('agent loop with the %s pro
       newMessages: [{ role: 'assistant', content: 'Hi Alice, no runs yet.' }],
       rounds: 0,
       outcome: 'answered',
+      // As the scripted endpoint reports it.
+      usage: { inputTokens: 10, outputTokens: 5 },
     });
     expect(calls).toEqual(['turn']);
     const request = server.requests[0];

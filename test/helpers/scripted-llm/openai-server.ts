@@ -53,7 +53,9 @@ const openAiFormat: WireFormat = {
       function: { name: call.name, arguments: argumentsText(call) },
     }));
     const finishReason = toolCalls.length > 0 ? 'tool_calls' : 'stop';
-    const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+    const input = step.usage?.inputTokens ?? 10;
+    const output = step.usage?.outputTokens ?? 5;
+    const usage = { prompt_tokens: input, completion_tokens: output, total_tokens: input + output };
 
     if (!stream) {
       response.writeHead(200, { 'content-type': 'application/json' });

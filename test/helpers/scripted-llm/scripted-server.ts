@@ -13,9 +13,15 @@ export interface ScriptedToolCall {
   id?: string;
 }
 
+/** Token counts the reply reports (default 10 in, 5 out). */
+export interface ScriptedUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
 export type Step =
-  | { text: string; toolCalls?: ScriptedToolCall[] }
-  | { toolCalls: ScriptedToolCall[]; text?: string }
+  | { text: string; toolCalls?: ScriptedToolCall[]; usage?: ScriptedUsage }
+  | { toolCalls: ScriptedToolCall[]; text?: string; usage?: ScriptedUsage }
   | { status: number; body?: unknown; headers?: Record<string, string> }
   | { delayMs: number; then: Step }
   | { hang: true };
@@ -58,7 +64,7 @@ export interface WireFormat {
   errorBody(status: number): unknown;
 }
 
-export type ReplyStep = { text?: string; toolCalls?: ScriptedToolCall[] };
+export type ReplyStep = { text?: string; toolCalls?: ScriptedToolCall[]; usage?: ScriptedUsage };
 
 let idCounter = 0;
 export function nextId(prefix: string): string {
