@@ -38,6 +38,8 @@ interface SessionCommandOptions {
   defaultModel: string;
   allowedModels: readonly string[];
   historyLength(threadId: string): Promise<number>;
+  /** The thread's LLM spend line (tokens, dollars, cap). */
+  llmSpend?(threadId: string): Promise<string>;
   botName: string;
   /** Told when a thread was reset (history read earlier in the batch is stale). */
   onReset?: (threadId: string) => void;
@@ -68,10 +70,11 @@ export function createSessionCommands(options: SessionCommandOptions) {
   async function execute(command: SessionCommand, threadId: string, actor: ChatUser): Promise<string> {
     switch (command.name) {
       case 'session': {
-        const [model, summary, length] = await Promise.all([
+        const [model, summary, length, spend] = await Promise.all([
           currentModel(threadId),
           state.summary(threadId),
           options.historyLength(threadId),
+          options.llmSpend?.(threadId),
         ]);
         return [
           `Model: \`${model}\`${model === options.defaultModel ? ' (default)' : ''}; allowed: ${allowedText()}.`,
@@ -79,6 +82,7 @@ export function createSessionCommands(options: SessionCommandOptions) {
           summary === undefined
             ? 'Summary: none yet (made when the history passes 50 messages).'
             : `Summary:\n${summary.summary}`,
+          ...(spend === undefined ? [] : [spend]),
           ...(await describeFollows(threadId)),
         ].join('\n');
       }
