@@ -129,7 +129,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
   const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
   for (const feature of features) {
-    for (const { verb, handler } of feature.actions) dependencies.actions.register(verb, handler);
+    for (const { verb, handler, form } of feature.actions) dependencies.actions.register(verb, handler, form);
   }
 
   return {
