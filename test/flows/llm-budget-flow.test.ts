@@ -118,3 +118,46 @@ describe('the LLM budget of a thread (playground, scripted LLM)', () => {
     expect(dayTtl).toBeGreaterThan(0);
   }, 120_000);
 });
+
+describe('the LLM budget of a person per day (playground, scripted LLM)', () => {
+  let llm: ScriptedLlmServer;
+  let shepherd: TestApp;
+
+  beforeAll(async () => {
+    llm = await startScriptedOpenAi({
+      fallback: (request) => ({ text: `answer to: ${request.lastUserText}` }),
+    });
+    shepherd = await startTestApp({
+      environment: {
+        SHEPHERD_LLM_BASE_URL: llm.url,
+        SHEPHERD_LLM_MODEL: 'metered-model',
+        SHEPHERD_LLM_PRICES: 'metered-model=100000/100000',
+        SHEPHERD_LLM_BUDGET_USD_PERSON_DAY: '2',
+      },
+    });
+  });
+  afterAll(async () => {
+    await shepherd?.stop();
+    await llm?.close();
+  });
+
+  it('counts a person across threads and refuses their turns past the daily cap, not other people’s', async () => {
+    const first = await shepherd.mention('question A', 'dave');
+    await shepherd.waitForMessages(first, (all) => texts(all).some((text) => text.includes('question A')));
+    const second = await shepherd.mention('question B', 'dave');
+    await shepherd.waitForMessages(second, (all) => texts(all).some((text) => text.includes('question B')));
+    expect(llm.requests).toHaveLength(2);
+
+    // $3.00 today across two threads: past dave's $2 cap, in any thread.
+    const third = await shepherd.mention('question C', 'dave');
+    const refused = await shepherd.waitForMessages(third, (all) => texts(all).length > 0);
+    expect(texts(refused)[0]).toBe(
+      'dave, you have used $3.00 of your $2.00 daily LLM budget (UTC day), so I am not starting an agent turn for you; it resets at 00:00 UTC. Plain commands still work.',
+    );
+    expect(llm.requests).toHaveLength(2);
+
+    const other = await shepherd.mention('question D', 'erin');
+    await shepherd.waitForMessages(other, (all) => texts(all).some((text) => text.includes('question D')));
+    expect(llm.requests).toHaveLength(3);
+  }, 120_000);
+});
