@@ -1,5 +1,6 @@
 import { runAgentTurn } from './agent/agent-loop.js';
 import type { LlmProvider } from './agent/llm-provider.js';
+import { runInLlmScope } from './agent/llm-scope.js';
 import type { ChatMessage } from './agent/messages.js';
 import { compactSession, withSummary } from './agent/session-compaction.js';
 import { parseSessionEntries, type SessionStore } from './agent/session-store.js';
@@ -16,6 +17,7 @@ import type { Logger } from './logger.js';
 import type { ActionRouter } from './queue/chat-intake.js';
 import type { QueueNotifier } from './queue/notify-queue.js';
 import type { TurnInbox } from './queue/turn-inbox.js';
+import type { LlmBudget } from './spend/llm-budget.js';
 
 /** What a thread's turn is made of: its history, commands, the agent loop, and the status card. */
 interface AppTurnsOptions {
@@ -29,6 +31,7 @@ interface AppTurnsOptions {
   threadState: ThreadState;
   traces: TurnTraceStore;
   actions: ActionRouter;
+  llmBudget: LlmBudget;
 }
 
 /** Builds the turn worker's batch processor and registers the status card's Cancel button. */
@@ -42,6 +45,7 @@ export function createAppTurns(options: AppTurnsOptions) {
     defaultModel: config.llm.model,
     allowedModels: config.llm.models,
     historyLength: (threadId) => sessions.length(threadId),
+    llmSpend: (threadId) => options.llmBudget.sessionLine(threadId),
     botName: config.botName,
     plan: (threadId) => features.plans.describe(threadId),
     onReset: (threadId) => resetInBatch.add(threadId),
@@ -69,11 +73,15 @@ export function createAppTurns(options: AppTurnsOptions) {
         prefetched === undefined || stale
           ? await sessions.load(threadId)
           : parseSessionEntries(prefetched, threadId, logger);
-      return compactSession(
-        { provider, state: threadState, logger: logger.child({ threadId }) },
-        threadId,
-        stored,
-        await threadModel(threadId),
+      const model = await threadModel(threadId);
+      // A compaction's summary call is billed to the thread (no person: it serves everyone in it).
+      return runInLlmScope({ threadId }, () =>
+        compactSession(
+          { provider, state: threadState, logger: logger.child({ threadId }) },
+          threadId,
+          stored,
+          model,
+        ),
       );
     },
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
@@ -102,23 +110,31 @@ function createAgentRunner(
   const { config, logger, provider, features, threadState, traces } = options;
   const systemPrompt = loadSystemPrompt(config.botName);
   return async ({ threadId, history, actor, onProgress }) => {
+    const refused = await options.llmBudget.refusal(threadId, actor);
+    if (refused !== undefined) {
+      logger.info({ threadId, actor: actor.id }, 'agent turn refused: llm budget used up');
+      return { reply: refused, newMessages: [{ role: 'assistant', content: refused }] };
+    }
     const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
     const steps: TraceStep[] = [];
     const startedAt = Date.now();
-    const result = await runAgentTurn({
-      provider,
-      registry: features.tools,
-      systemPrompt: withSummary(systemPrompt, summary),
-      history,
-      context: { threadId, actor },
-      maxToolRounds: config.llm.maxToolRounds,
-      onProgress,
-      cancelledBy: () => threadState.cancelRequested(threadId),
-      ...definedOnly({ model }),
-      defaultModel: config.llm.model,
-      onTrace: (step) => steps.push(step),
-      logger: logger.child({ threadId }),
-    });
+    // Every LLM call this turn makes, a tool's sub-agent included, is billed to this thread and person.
+    const result = await runInLlmScope({ threadId, person: actor }, () =>
+      runAgentTurn({
+        provider,
+        registry: features.tools,
+        systemPrompt: withSummary(systemPrompt, summary),
+        history,
+        context: { threadId, actor },
+        maxToolRounds: config.llm.maxToolRounds,
+        onProgress,
+        cancelledBy: () => threadState.cancelRequested(threadId),
+        ...definedOnly({ model }),
+        defaultModel: config.llm.model,
+        onTrace: (step) => steps.push(step),
+        logger: logger.child({ threadId }),
+      }),
+    );
     await traces
       .record({
         id: `${threadId}:${startedAt}`,

@@ -2,6 +2,7 @@ import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { createLlmCallCounter, type LlmCallCounter } from './agent/llm-call-counter.js';
 import type { LlmProvider } from './agent/llm-provider.js';
+import { createMeteredProvider } from './agent/metered-provider.js';
 import { createLlmProvider } from './agent/providers/create-llm-provider.js';
 import { createRedactingProvider } from './agent/redacting-provider.js';
 import { createSessionStore } from './agent/session-store.js';
@@ -30,6 +31,8 @@ import { registerSecretValues } from './redact.js';
 import { createRedis } from './redis.js';
 import type { Executor } from './runs/executor.js';
 import { createRunsDirectory } from './runs/runs-directory.js';
+import { createLlmBudget, type LlmBudget } from './spend/llm-budget.js';
+import { createLlmLedger } from './spend/llm-ledger.js';
 
 /** Things tests and deployments may swap at the edges. */
 export interface AppOverrides {
@@ -71,7 +74,20 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   const { redis, prefix, web, notifier, inbox, turnQueue, ops } = spine;
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
   registerSecretValues(config.secretValues);
-  const provider = createProvider(config, logger, overrides, ops, llmCalls);
+  const llmBudget = createLlmBudget({
+    ledger: createLlmLedger({
+      redis,
+      prefix,
+      prices: config.llm.prices,
+      defaultCapUsd: config.llm.budgetUsdThread,
+    }),
+    postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
+    personDayCapUsd: config.llm.budgetUsdPersonDay,
+    approvers: config.approvals.approvers,
+    botName: config.botName,
+    logger: logger.child({ component: 'llm-budget' }),
+  });
+  const provider = createProvider(config, logger, overrides, ops, llmCalls, llmBudget);
   const features = await createFeatures({
     config,
     logger,
@@ -81,6 +97,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     actions: spine.actions,
     pushEvent: spine.pushEvent,
     provider,
+    llmBudget,
     runEnvironment: overrides.runEnvironment ?? { PATH: '/usr/local/bin:/usr/bin:/bin' },
     onAlert: (kind) => ops.metrics.alert(kind),
     ...definedOnly({ executor: overrides.executor }),
@@ -96,7 +113,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   );
   web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
-  const processBatch = createAppTurns({ config, logger, provider, features, ...spine });
+  const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,
     redis,
@@ -165,13 +182,17 @@ function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
   };
 }
 
-/** Everything sent to a model is redacted here, whichever provider (or test double) is used. */
+/**
+ * Everything sent to a model is redacted here, and every answered call is metered against the LLM
+ * budget, whichever provider (or test double) is used and whoever calls it.
+ */
 function createProvider(
   config: Config,
   logger: Logger,
   overrides: AppOverrides,
   ops: Ops,
   llmCalls: LlmCallCounter,
+  llmBudget: LlmBudget,
 ): LlmProvider {
   const provider =
     overrides.provider ??
@@ -185,7 +206,12 @@ function createProvider(
         overrides.onLlmCall?.(reason);
       },
     });
-  return createRedactingProvider(instrumentProvider(provider, ops.metrics, config.llm.model));
+  const metered = createMeteredProvider(instrumentProvider(provider, ops.metrics, config.llm.model), {
+    defaultModel: config.llm.model,
+    onUsage: (usage) => llmBudget.onUsage(usage),
+    logger,
+  });
+  return createRedactingProvider(metered);
 }
 
 /** Start and stop: adapters, the notify worker, the turn worker and the features' workers, in order. */

@@ -24,6 +24,7 @@ import { createResearchStore } from './research/research-store.js';
 import type { Executor } from './runs/executor.js';
 import type { RunFollows } from './runs/run-follows.js';
 import type { RunOperations } from './runs/run-operations.js';
+import type { LlmBudget } from './spend/llm-budget.js';
 import type { SweepService } from './sweeps/sweep-service.js';
 import { createSweepStore } from './sweeps/sweep-store.js';
 import { createMemoryNotes } from './tools/memory-tool.js';
@@ -40,6 +41,8 @@ interface FeatureDependencies {
   actions: ActionRouter;
   pushEvent(threadId: string, eventId: string, text: string): Promise<void>;
   provider: LlmProvider;
+  /** The LLM budget: `budget +N` and `spend --llm` are its commands. */
+  llmBudget: LlmBudget;
   /** Environment inherited by training processes (main passes `process.env`). */
   runEnvironment: Readonly<Record<string, string | undefined>>;
   executor?: Executor;
@@ -70,7 +73,7 @@ export interface Features {
  * control handlers, tools and workers, and this file only wires them together and joins the lists.
  */
 export async function createFeatures(dependencies: FeatureDependencies): Promise<Features> {
-  const { logger, redis, prefix } = dependencies;
+  const { logger, redis, prefix, llmBudget } = dependencies;
   const controlQueue = createControlQueue(redis, prefix, logger);
   const base: FeatureBase = { ...dependencies, controlQueue };
   // Later features are bound into earlier ones through these (a run event needs the monitor, …).
@@ -88,7 +91,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     },
     dependencies.executor,
   );
-  const spend = createSpendFeature(base, { runs: runs.runs, sweepStore });
+  const spend = createSpendFeature(base, { runs: runs.runs, sweepStore, llmBudget });
   const approvals = createApprovalsFeature(base, {
     runs: runs.runs,
     spend: spend.spend,
@@ -163,7 +166,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
 
 function registerActions(features: readonly Feature[], actions: ActionRouter): void {
   for (const feature of features) {
-    for (const { verb, handler } of feature.actions) actions.register(verb, handler);
+    for (const { verb, handler, form } of feature.actions) actions.register(verb, handler, form);
   }
 }
 

@@ -9,6 +9,7 @@ import { estimateRunCostUsd } from '../runs/run-cost.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
+import { rejectReasonOf } from './approval-forms.js';
 import { type ApprovalPolicy, checkDecision, isAutoApproved } from './approval-policy.js';
 import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 
@@ -238,7 +239,10 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         }
         const verdict = checkDecision(options.policy, approval, action.user, decision);
         if (!verdict.allowed) return { status: 'forbidden', message: verdict.reason };
-        return { decision: { decision, user: action.user, at: now().toISOString(), auto: false } };
+        // A reject form's reason becomes the decision's note: on the card, in the audit, to the agent.
+        const note = decision === 'rejected' ? rejectReasonOf(action) : undefined;
+        const at = now().toISOString();
+        return { decision: { decision, user: action.user, at, auto: false, ...definedOnly({ note }) } };
       },
       lost: describeExisting,
       enqueue: (approval, recorded) => enqueueDecision(approval, recorded),

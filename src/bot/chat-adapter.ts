@@ -116,13 +116,42 @@ export interface InboundMessage {
   receivedAt: number;
 }
 
-/** A button click. */
+/** One text field of a form a button opens (a reject reason, an edited GPU count or script). */
+interface CardFormField {
+  /** The key its value comes back under in `InboundAction.values`. */
+  id: string;
+  /** At most 45 characters (Discord). */
+  label: string;
+  /** What the field holds when the form opens. */
+  initial?: string;
+  multiline?: boolean;
+  optional?: boolean;
+  /** At most 4000 (Discord; Slack takes 3000 for an initial value, so longer ones open empty there). */
+  maxLength: number;
+}
+
+/**
+ * A form a card button opens before its action is sent (Slack modal, Discord modal, the playground's
+ * inline form). The core hands it out on the click (`InboundHandlers.formFor`), so a card still carries
+ * only ids; the submission comes back as the same action with `values`.
+ */
+export interface CardForm {
+  /** At most 24 characters (Slack's modal title). */
+  title: string;
+  submitLabel: string;
+  /** At most 5 (Discord). */
+  fields: CardFormField[];
+}
+
+/** A button click, or the submission of the form it opened (`values`). */
 export interface InboundAction {
   threadId: string;
   /** The message that carries the card. */
   messageId: string;
   actionId: string;
   user: ChatUser;
+  /** The submitted form's values by field id; absent for a plain click. */
+  values?: Readonly<Record<string, string>>;
 }
 
 export type ActionOutcome =
@@ -147,6 +176,12 @@ export interface InboundHandlers {
   ): Promise<boolean>;
   /** Decides synchronously-fast whether the click counts (a single Redis round trip), then enqueues the work. */
   onAction(action: InboundAction): Promise<ActionOutcome>;
+  /**
+   * Optional: the form this click opens for this person, if any (one Redis read, no side effect). An
+   * adapter asks before it acknowledges the click, shows the form, and sends its submission to
+   * `onAction` with `values`; with no form, the click goes to `onAction` as it is.
+   */
+  formFor?(action: InboundAction): Promise<CardForm | undefined>;
   /** Optional: the runs, for surfaces that list them (Discord autocomplete, Slack App Home). */
   runs?: RunsDirectory;
 }

@@ -38,6 +38,8 @@ interface SessionCommandOptions {
   defaultModel: string;
   allowedModels: readonly string[];
   historyLength(threadId: string): Promise<number>;
+  /** The thread's LLM spend line (tokens, dollars, cap). */
+  llmSpend?(threadId: string): Promise<string>;
   botName: string;
   /** The thread's plan (the agent's `plan` tool) as lines, when it has one. */
   plan?: (threadId: string) => Promise<string | undefined>;
@@ -70,11 +72,12 @@ export function createSessionCommands(options: SessionCommandOptions) {
   async function execute(command: SessionCommand, threadId: string, actor: ChatUser): Promise<string> {
     switch (command.name) {
       case 'session': {
-        const [model, summary, length, plan] = await Promise.all([
+        const [model, summary, length, plan, spend] = await Promise.all([
           currentModel(threadId),
           state.summary(threadId),
           options.historyLength(threadId),
           options.plan?.(threadId),
+          options.llmSpend?.(threadId),
         ]);
         return [
           `Model: \`${model}\`${model === options.defaultModel ? ' (default)' : ''}; allowed: ${allowedText()}.`,
@@ -83,6 +86,7 @@ export function createSessionCommands(options: SessionCommandOptions) {
             ? 'Summary: none yet (made when the history passes 50 messages).'
             : `Summary:\n${summary.summary}`,
           plan === undefined ? 'Plan: none.' : `Plan:\n${plan}`,
+          ...(spend === undefined ? [] : [spend]),
           ...(await describeFollows(threadId)),
         ].join('\n');
       }

@@ -1,4 +1,5 @@
 import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
+import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
 import type { RunsRuntime } from '../create-runs.js';
@@ -25,21 +26,23 @@ export function createApprovalsFeature(
   const { config, logger, redis, prefix, notifier } = base;
   const { spend } = dependencies;
   const budgetUsdMonth = config.approvals.budgetUsdMonth;
+  const store = createApprovalStore({
+    redis,
+    prefix,
+    notifier,
+    onInvalid: (error) => logger.warn({ key: error.key, err: error }, 'unreadable approval record'),
+  });
+  const policy = {
+    approvers: config.approvals.approvers,
+    selfApproval: config.approvals.selfApproval,
+    autoApproveUsd: config.approvals.autoApproveUsd,
+  };
   const approvals = createApprovalService({
-    store: createApprovalStore({
-      redis,
-      prefix,
-      notifier,
-      onInvalid: (error) => logger.warn({ key: error.key, err: error }, 'unreadable approval record'),
-    }),
+    store,
     runs: dependencies.runs.service,
     notifier,
     controlQueue: base.controlQueue,
-    policy: {
-      approvers: config.approvals.approvers,
-      selfApproval: config.approvals.selfApproval,
-      autoApproveUsd: config.approvals.autoApproveUsd,
-    },
+    policy,
     gpuHourUsd: config.runs.gpuHourUsd,
     ttlMs: config.approvals.ttlHours * 3600 * 1000,
     logger: logger.child({ component: 'approvals' }),
@@ -64,6 +67,7 @@ export function createApprovalsFeature(
       {
         verb: APPROVAL_ACTIONS.reject,
         handler: (action, id) => approvals.onAction(action, 'rejected', id),
+        form: createRejectFormProvider({ store, policy, now: () => new Date() }),
       },
     ],
     controlHandlers: { 'approval-decision': (job) => approvals.apply(job) },

@@ -5,7 +5,7 @@ import type { ChatUser } from '../bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../bot/notifier.js';
 import type { Config } from '../config.js';
 import type { Logger } from '../logger.js';
-import type { ActionHandler } from '../queue/chat-intake.js';
+import type { ActionFormProvider, ActionHandler } from '../queue/chat-intake.js';
 import type { ControlHandlers } from '../queue/control-worker.js';
 import type { ToolDefinition } from '../tools/registry.js';
 
@@ -16,7 +16,7 @@ import type { ToolDefinition } from '../tools/registry.js';
  */
 export interface Feature {
   /** Button handlers by verb: the card builders' action-id constants (`APPROVAL_ACTIONS`, …). */
-  actions: ReadonlyArray<{ verb: string; handler: ActionHandler }>;
+  actions: ReadonlyArray<{ verb: string; handler: ActionHandler; form?: ActionFormProvider }>;
   /** Control jobs this feature applies; handlers of one kind from several features run in order. */
   controlHandlers: ControlHandlers;
   /** Tools offered to the agent. */

@@ -1,5 +1,6 @@
 import type { RunsRuntime } from '../create-runs.js';
 import { postDigest, scheduleDigest } from '../spend/digest.js';
+import type { LlmBudget } from '../spend/llm-budget.js';
 import { createSpendReports, type SpendReports } from '../spend/spend-report.js';
 import type { SweepStore } from '../sweeps/sweep-store.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -8,10 +9,13 @@ interface SpendFeature extends Feature {
   spend: SpendReports;
 }
 
-/** Spend reports (the budget approvals check against) and the daily digest. */
+/**
+ * Spend reports (the budget approvals check against), the daily digest, and the LLM budget's commands
+ * (`budget`, `budget +N`, `spend --llm`; tried before the sweeps' `spend`).
+ */
 export function createSpendFeature(
   base: FeatureBase,
-  dependencies: { runs: RunsRuntime; sweepStore: SweepStore },
+  dependencies: { runs: RunsRuntime; sweepStore: SweepStore; llmBudget: LlmBudget },
 ): SpendFeature {
   const { config, notifier } = base;
   const { runs, sweepStore } = dependencies;
@@ -46,6 +50,7 @@ export function createSpendFeature(
       },
     },
     tools: [],
+    commands: (threadId, text, actor) => dependencies.llmBudget.tryCommand(threadId, text, actor),
     workers: [
       async () => {
         await scheduleDigest(

@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { LlmProvider } from '../agent/llm-provider.js';
+import { runInLlmScope } from '../agent/llm-scope.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { Notifier } from '../bot/notifier.js';
 import { codeBlock } from '../code-block.js';
@@ -68,12 +69,16 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
       snapshot,
       reason: `triage:${alert.kind}`,
       ask: async (prompt) => {
-        const response = await options.provider.complete({
-          system: 'You are Shepherd, an ML training run doctor. Answer only with the JSON object asked for.',
-          messages: [{ role: 'user', author: askedBy.name, content: prompt }],
-          tools: [],
-          reason: `triage:${alert.kind}`,
-        });
+        // Billed to the alert's thread and to whoever asked (Shepherd itself for an automatic triage).
+        const response = await runInLlmScope({ threadId: alert.threadId, person: askedBy }, () =>
+          options.provider.complete({
+            system:
+              'You are Shepherd, an ML training run doctor. Answer only with the JSON object asked for.',
+            messages: [{ role: 'user', author: askedBy.name, content: prompt }],
+            tools: [],
+            reason: `triage:${alert.kind}`,
+          }),
+        );
         return response.text;
       },
     });

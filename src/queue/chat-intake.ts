@@ -1,4 +1,10 @@
-import type { ActionOutcome, InboundAction, InboundHandlers, InboundMessage } from '../bot/chat-adapter.js';
+import type {
+  ActionOutcome,
+  CardForm,
+  InboundAction,
+  InboundHandlers,
+  InboundMessage,
+} from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
 import { SCRIPT_NEW_ID } from '../script-step.js';
@@ -6,6 +12,8 @@ import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } 
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */
 export type ActionHandler = (action: InboundAction, argument: string) => Promise<ActionOutcome>;
+/** The form a click opens for its clicker, or undefined to act on the click directly. */
+export type ActionFormProvider = (action: InboundAction, argument: string) => Promise<CardForm | undefined>;
 
 /**
  * Routes action ids of the form `verb:argument` (e.g. `approve:ap_1a2b`) to the handler registered for
@@ -13,16 +21,28 @@ export type ActionHandler = (action: InboundAction, argument: string) => Promise
  */
 export function createActionRouter() {
   const handlers = new Map<string, ActionHandler>();
+  const forms = new Map<string, ActionFormProvider>();
+  const split = (actionId: string) => {
+    const separator = actionId.indexOf(':');
+    return separator < 0
+      ? { verb: actionId, argument: '' }
+      : { verb: actionId.slice(0, separator), argument: actionId.slice(separator + 1) };
+  };
   return {
-    register(verb: string, handler: ActionHandler) {
+    register(verb: string, handler: ActionHandler, form?: ActionFormProvider) {
       handlers.set(verb, handler);
+      if (form !== undefined) forms.set(verb, form);
     },
     async route(action: InboundAction): Promise<ActionOutcome> {
-      const separator = action.actionId.indexOf(':');
-      const verb = separator < 0 ? action.actionId : action.actionId.slice(0, separator);
+      const { verb, argument } = split(action.actionId);
       const handler = handlers.get(verb);
       if (handler === undefined) return { status: 'unknown', message: `unknown action ${action.actionId}` };
-      return handler(action, separator < 0 ? '' : action.actionId.slice(separator + 1));
+      return handler(action, argument);
+    },
+    /** No I/O for a verb without forms, so adapters may ask on every click. */
+    async form(action: InboundAction): Promise<CardForm | undefined> {
+      const { verb, argument } = split(action.actionId);
+      return forms.get(verb)?.(action, argument);
     },
   };
 }
@@ -94,6 +114,7 @@ export function createInboundHandlers(options: InboundOptions): InboundHandlers 
       return afterAccept(message, parseAcceptResult(stepResult));
     },
     onAction: (action) => actions.route(action),
+    formFor: (action) => actions.form(action),
   };
 }
 

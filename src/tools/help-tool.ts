@@ -49,9 +49,10 @@ function sections(
       '`watch slurm:<jobid> [--name X]`, `watch k8s:<namespace>/<job>`, `watch hf:<job id>` or `watch <log file> [--pid N]` (runs you started yourself),',
       '`chart <run> [metric] [--steps FROM..TO]`, `schedule <run> --cron "0 3 * * *"` (a recurring HF job, after approval),',
       '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P] [--on B]`,',
-      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`,',
+      '`sweep-status <sweep>`, `compare <run> <run> … [metric] [--steps A..B]`, `spend [--days N] [--by person|channel]`, `spend --llm [--days N]`,',
       '`alert <run> when <metric> <op> <value> [for N steps]`, `alerts <run>`, `mute <run> <detector> [for 2h]`, `unmute <run> <detector>`.',
-      '`session` (summary, model, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn).',
+      '`session` (summary, model, LLM spend, follows), `model <name>`, `reset` (fresh session), `cancel` (stop the running turn),',
+      '`budget` (the thread’s LLM spend and cap), `budget +N` (an approver raises the cap by N dollars).',
     ].join(' '),
   };
 }

@@ -41,6 +41,8 @@ export interface TestApp {
     messageId: string,
     actionId: string,
     user: string,
+    /** More of the body: `openForm: true`, or a form's `values`. */
+    extra?: Record<string, unknown>,
   ): Promise<{ status: number; body: Record<string, unknown> }>;
   /** Polls the thread until `predicate` holds; fails with the thread's content after `timeoutMs`. */
   waitForMessages(
@@ -133,11 +135,11 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
         throw new Error(`post failed: ${result.status} ${JSON.stringify(result.body)}`);
     },
     messages,
-    click: (threadId, messageId, actionId, user) =>
+    click: (threadId, messageId, actionId, user, extra = {}) =>
       json('/api/actions', {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ threadId, messageId, actionId, user }),
+        body: JSON.stringify({ threadId, messageId, actionId, user, ...extra }),
       }),
     async waitForMessages(threadId, predicate, timeoutMs = 20_000) {
       const deadline = Date.now() + timeoutMs;

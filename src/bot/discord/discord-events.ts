@@ -8,6 +8,7 @@ import {
   type Interaction,
   type Message,
   MessageFlags,
+  type ModalSubmitInteraction,
   Routes,
   type User,
 } from 'discord.js';
@@ -18,6 +19,7 @@ import { redactSecrets } from '../../redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { COMMAND_NAME, type CommandValues, commandText, OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
+import { modalOf, modalValues } from './discord-forms.js';
 import { mentionsUser, readableMentions, threadNameFrom } from './discord-mentions.js';
 import { dmSessionId, threadSessionId } from './discord-threads.js';
 
@@ -146,26 +148,45 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     }
   }
 
-  async function handleButton(interaction: ButtonInteraction): Promise<void> {
-    // Acknowledge first: Discord shows "interaction failed" after 3 s, and the handler may be slow.
+  /**
+   * A button click, or the submit of the modal a button opened. A button whose action has a form for
+   * this person answers with that modal (before any other answer: Discord allows a modal only first);
+   * everything else is acknowledged first (Discord shows "interaction failed" after 3 s) and handled.
+   */
+  async function handleComponent(interaction: ButtonInteraction | ModalSubmitInteraction): Promise<void> {
+    const member = interaction.inCachedGuild() ? interaction.member : null;
+    const user = chatUser(interaction.user, member);
+    const messageId = interaction.message?.id;
+    let threadId: string | undefined;
+    try {
+      threadId = await sessionIdFor(interaction.channel, interaction.channelId ?? '');
+      if (interaction.isButton() && messageId !== undefined) {
+        const click = { threadId, messageId, actionId: interaction.customId, user };
+        const form = await handlers.formFor?.(click);
+        if (form !== undefined) {
+          await interaction.showModal(modalOf(form, interaction.customId));
+          return;
+        }
+      }
+    } catch (error) {
+      logger.warn({ interactionId: interaction.id, err: error }, 'could not open a form; handling the click');
+    }
     try {
       await interaction.deferUpdate();
     } catch (error) {
       logger.warn({ interactionId: interaction.id, err: error }, 'could not acknowledge a button click');
       return;
     }
-    const member = interaction.inCachedGuild() ? interaction.member : null;
-    const user = chatUser(interaction.user, member);
-    let threadId: string | undefined;
     let reply: string | undefined;
     try {
-      threadId = await sessionIdFor(interaction.channel, interaction.channelId);
-      options.rememberInteraction(threadId, user.id, interaction);
+      threadId ??= await sessionIdFor(interaction.channel, interaction.channelId ?? '');
+      if (interaction.isButton()) options.rememberInteraction(threadId, user.id, interaction);
       const outcome = await handlers.onAction({
         threadId,
-        messageId: interaction.message.id,
+        messageId: messageId ?? '',
         actionId: interaction.customId,
         user,
+        ...(interaction.isModalSubmit() ? { values: modalValues(interaction) } : {}),
       });
       if (outcome.status !== 'accepted') reply = outcome.message;
     } catch (error) {
@@ -295,7 +316,8 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
       else await interaction.respond([]).catch(() => undefined);
       return;
     }
-    if (!interaction.isButton() && !interaction.isChatInputCommand()) return;
+    const component = interaction.isButton() || (interaction.isModalSubmit() && interaction.isFromMessage());
+    if (!component && !interaction.isChatInputCommand()) return;
     if (interaction.isChatInputCommand() && interaction.commandName !== COMMAND_NAME) return;
     if (!allowedGuild(interaction.guildId)) {
       await interaction
@@ -307,8 +329,8 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
         .catch(() => undefined);
       return;
     }
-    if (interaction.isButton()) await handleButton(interaction);
-    else await handleCommand(interaction);
+    if (interaction.isButton() || interaction.isModalSubmit()) await handleComponent(interaction);
+    else if (interaction.isChatInputCommand()) await handleCommand(interaction);
   }
 
   return { handleMessage, handleInteraction };

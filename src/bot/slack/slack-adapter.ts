@@ -14,6 +14,7 @@ import type { ChatAdapter, ChatUser, InboundHandlers } from '../chat-adapter.js'
 import { registerAppHome } from './app-home.js';
 import { createBoltLogger } from './bolt-logger.js';
 import { createRecentIds } from './recent-ids.js';
+import { formView, registerFormSubmissions } from './slack-forms.js';
 import { registerListeners } from './slack-listeners.js';
 import { createSlackCall, createSlackMessages } from './slack-messages.js';
 import { type BotIdentity, mentionedUsers, toPlainText } from './slack-routing.js';
@@ -174,6 +175,11 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         chatUser,
         plainText,
         postEphemeral: messages.postEphemeral,
+        openForm: async (triggerId, form, action) => {
+          await call('views.open', action.threadId, () =>
+            client.views.open({ trigger_id: triggerId, view: formView(form, action) }),
+          );
+        },
         postRoot: (channel, mrkdwn) =>
           call('chat.postMessage', `slack:${channel}:-`, () =>
             messages.postBody(channel, undefined, {
@@ -184,6 +190,7 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         slashCommand,
         botName: config.botName,
       });
+      registerFormSubmissions(app, handlers, { logger, chatUser, postEphemeral: messages.postEphemeral });
       registerAppHome(app, handlers, {
         logger,
         chatUser,

@@ -7,7 +7,13 @@ import type { App } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { redactSecrets } from '../../redact.js';
-import { type ChatUser, encodeThreadId, type InboundHandlers } from '../chat-adapter.js';
+import {
+  type CardForm,
+  type ChatUser,
+  encodeThreadId,
+  type InboundAction,
+  type InboundHandlers,
+} from '../chat-adapter.js';
 import { escapeMrkdwn } from './mrkdwn.js';
 import type { RecentIds } from './recent-ids.js';
 import {
@@ -25,6 +31,8 @@ interface ListenerDependencies {
   /** Slack-formatted text → the agent's plain text (mentions resolved to names). */
   plainText(rawText: string): Promise<string>;
   postEphemeral(threadId: string, userId: string, text: string): Promise<void>;
+  /** Opens a card button's form as a modal (`views.open` with the click's trigger id). */
+  openForm(triggerId: string, form: CardForm, action: InboundAction): Promise<void>;
   /** Post a top-level mrkdwn message; resolves with its ts. Throws `PlatformError`. */
   postRoot(channel: string, mrkdwn: string): Promise<string>;
   slashCommand: string;
@@ -103,12 +111,15 @@ export function registerListeners(
     if (action === undefined || channel === undefined || messageTs === undefined) return;
     const threadId = actionThreadId(channel, messageTs, payload.message?.thread_ts);
     try {
-      const outcome = await handlers.onAction({
-        threadId,
-        messageId: messageTs,
-        actionId: action.action_id,
-        user: await chatUser(payload.user.id),
-      });
+      const click = { threadId, messageId: messageTs, actionId: action.action_id };
+      const inbound = { ...click, user: await chatUser(payload.user.id) };
+      // A button with a form (a reject reason) opens it; its submission is the action (slack-forms.ts).
+      const form = payload.trigger_id === undefined ? undefined : await handlers.formFor?.(inbound);
+      if (form !== undefined && payload.trigger_id !== undefined) {
+        await dependencies.openForm(payload.trigger_id, form, inbound);
+        return;
+      }
+      const outcome = await handlers.onAction(inbound);
       if (outcome.message !== undefined && outcome.message !== '') {
         // Refusals (and any accepted note) go only to the person who clicked.
         await postEphemeral(threadId, payload.user.id, outcome.message);

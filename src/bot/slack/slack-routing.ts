@@ -26,6 +26,7 @@ const eventCallbackSchema = z.object({
 
 export const blockActionsSchema = z.object({
   type: z.literal('block_actions'),
+  trigger_id: z.string().min(1).optional(),
   user: z.object({ id: z.string().min(1), name: z.string().optional(), username: z.string().optional() }),
   container: z.object({ message_ts: z.string().optional(), channel_id: z.string().optional() }).optional(),
   channel: z.object({ id: z.string().min(1) }).optional(),

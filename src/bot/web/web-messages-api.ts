@@ -75,6 +75,10 @@ function requestSchemas(botName: string) {
       messageId: z.string().min(1),
       actionId: z.string().min(1),
       user: personName,
+      /** The values of the form the button opened (a reject reason, an edit). */
+      values: z.record(z.string().max(100), z.string().max(100_000)).optional(),
+      /** Ask first: when the button opens a form for this person, answer `{form}` and do nothing yet. */
+      openForm: z.boolean().optional(),
     }),
   };
 }
@@ -215,12 +219,17 @@ export function createMessagesApi(options: MessagesApiOptions) {
       if (!message.card?.actions?.some((action) => action.actionId === body.actionId)) {
         throw new HttpProblem(404, `actionId: ${body.actionId} is not a button on message ${body.messageId}`);
       }
-      const outcome = await handlers.onAction({
+      const action = {
         threadId: encodeThreadId({ platform: 'web', channel: message.channel, thread: message.threadId }),
         messageId: message.id,
         actionId: body.actionId,
         user: { id: body.user, name: body.user },
-      });
+      };
+      if (body.openForm === true && body.values === undefined) {
+        const form = await handlers.formFor?.(action);
+        if (form !== undefined) return sendJson(response, 200, { form });
+      }
+      const outcome = await handlers.onAction({ ...action, ...definedOnly({ values: body.values }) });
       switch (outcome.status) {
         case 'accepted':
           sendJson(

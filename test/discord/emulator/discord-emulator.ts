@@ -61,6 +61,8 @@ export interface InteractionRecord {
   createdAt: number;
   callbacks: { type: number; data: unknown; at: number }[];
   originalMessageId?: string;
+  /** The message a component interaction came from (a button, or a modal opened by one). */
+  message?: Json;
 }
 
 export interface DiscordEmulatorOptions {
@@ -101,6 +103,15 @@ export interface DiscordEmulator {
   /** Opens (or returns) the DM channel between the bot and `user`. */
   openDm(user: EmulatorUser): string;
   clickButton(options: { messageId: string; customId: string; user: EmulatorUser }): InteractionRecord;
+  /**
+   * The person submits the modal the bot opened in answer to `interaction` (callback type 9): a
+   * MODAL_SUBMIT interaction (type 5) with each text input's value by its custom id.
+   */
+  submitModal(options: {
+    interaction: InteractionRecord;
+    user: EmulatorUser;
+    values: Record<string, string>;
+  }): InteractionRecord;
   /** `/shepherd <subcommand> [option:value …]`, as registered (the guild's copy, else the global one). */
   runSlashCommand(options: {
     channelId: string;
@@ -429,6 +440,27 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     return record;
   }
 
+  function checkModal(data: Json): void {
+    const invalid = (what: string) => new HttpFailure(400, 50035, `Invalid Form Body: ${what}`);
+    if (typeof data.custom_id !== 'string' || data.custom_id.length > 100) throw invalid('custom_id');
+    if (typeof data.title !== 'string' || data.title.length === 0 || data.title.length > 45)
+      throw invalid('title');
+    const rows = data.components;
+    if (!Array.isArray(rows) || rows.length === 0 || rows.length > 5) throw invalid('components');
+    for (const row of rows as Json[]) {
+      const inputs = row.components;
+      if (row.type !== 1 || !Array.isArray(inputs) || inputs.length !== 1) throw invalid('components.row');
+      const input = inputs[0] as Json;
+      if (input.type !== 4 || typeof input.custom_id !== 'string') throw invalid('components.text_input');
+      if (typeof input.label !== 'string' || input.label.length === 0 || input.label.length > 45)
+        throw invalid('components.label');
+      if (input.style !== 1 && input.style !== 2) throw invalid('components.style');
+      const max = typeof input.max_length === 'number' ? input.max_length : 4000;
+      if (max < 1 || max > 4000) throw invalid('components.max_length');
+      if (typeof input.value === 'string' && input.value.length > max) throw invalid('components.value');
+    }
+  }
+
   /** The registered `/shepherd` a person would see in this channel: the guild's copy first, else the global. */
   function registeredCommand(channelIdValue: string): Json | undefined {
     const guildId = guildOf(requireChannel(channelIdValue));
@@ -541,6 +573,14 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
       // Autocomplete (4) is answered only with choices (8), and choices only answer autocomplete.
       if ((record.type === 4) !== (type === 8))
         throw new HttpFailure(400, 40004, 'Interaction callback type does not match the interaction');
+      // MODAL (9): only in answer to a command or a component, never to a modal submit (Discord's
+      // interaction response docs); title ≤ 45, 1–5 rows of one text input (type 4) each, label ≤ 45,
+      // style 1 (short) or 2 (paragraph), max_length ≤ 4000, a prefilled value within it.
+      if (type === 9) {
+        if (record.type !== 2 && record.type !== 3)
+          throw new HttpFailure(400, 40004, 'Interaction callback type does not match the interaction');
+        checkModal(asObject(object.data));
+      }
       if (type === 8) {
         const choices = asObject(object.data).choices;
         if (!Array.isArray(choices) || choices.length > 25)
@@ -745,10 +785,32 @@ export async function startDiscordEmulator(options: DiscordEmulatorOptions = {})
     clickButton({ messageId, customId, user }) {
       const message = messages.get(messageId);
       if (message === undefined) throw new Error(`no message ${messageId}`);
-      return createInteraction(3, String(message.channel_id), user, {
+      const record = createInteraction(3, String(message.channel_id), user, {
         message,
         data: { custom_id: customId, component_type: 2 },
       });
+      record.message = message;
+      return record;
+    },
+
+    submitModal({ interaction, user, values }) {
+      const modal = interaction.callbacks.find((callback) => callback.type === 9);
+      if (modal === undefined) throw new Error(`interaction ${interaction.id} opened no modal`);
+      const data = asObject(modal.data);
+      const rows = (data.components as Json[]).map((row) => {
+        const input = ((row as { components: Json[] }).components[0] ?? {}) as { custom_id: string };
+        return {
+          type: 1,
+          components: [{ type: 4, custom_id: input.custom_id, value: values[input.custom_id] ?? '' }],
+        };
+      });
+      const message = interaction.message;
+      const record = createInteraction(5, interaction.channelId, user, {
+        ...(message === undefined ? {} : { message }),
+        data: { custom_id: data.custom_id, components: rows },
+      });
+      if (message !== undefined) record.message = message;
+      return record;
     },
 
     runSlashCommand({ channelId: target, subcommand, options = {}, user }) {

@@ -114,6 +114,8 @@ export interface SlackEmulator {
   readonly responses: Array<{ id: string; body: unknown }>;
   /** The App Home view last published (`views.publish`) for each user, by user id. */
   readonly homeViews: Map<string, { blocks: unknown[]; publishedAt: number }>;
+  /** Modals opened with `views.open`, in order: the trigger id used and the view as sent. */
+  readonly openedViews: Array<{ id: string; triggerId: string; view: Record<string, unknown> }>;
   callsTo(method: string): RecordedCall[];
   waitForCall(
     method: string,
@@ -206,6 +208,8 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
   const uploads = new Map<string, StoredUpload>();
   const responses: Array<{ id: string; body: unknown }> = [];
   const homeViews = new Map<string, { blocks: unknown[]; publishedAt: number }>();
+  const openedViews: SlackEmulator['openedViews'] = [];
+  const usedTriggers = new Set<string>();
   const faults = new Map<string, Fault[]>();
   /** Rate-limited channels: channel id → when the limit lifts (ms). */
   const limitedUntil = new Map<string, number>();
@@ -427,6 +431,41 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
         homeViews.set(userId, { blocks: view.blocks, publishedAt: Date.now() });
         return { ok: true, view: { id: `V${userId}`, type: 'home', blocks: view.blocks } };
       }
+      case 'views.open': {
+        // Like Slack (docs.slack.dev reference/methods/views.open, reference/surfaces/views): a trigger id
+        // is good once; a modal has a plain_text title, submit and close of at most 24 characters, at most
+        // 100 blocks, and each input block a label and an element with an action id.
+        const triggerId = string(params, 'trigger_id');
+        if (triggerId === undefined || usedTriggers.has(triggerId))
+          return { ok: false, error: 'invalid_trigger_id' };
+        const view = (typeof params.view === 'string' ? JSON.parse(params.view) : params.view) as
+          | Record<string, unknown>
+          | undefined;
+        if (view?.type !== 'modal') return { ok: false, error: 'invalid_arguments' };
+        const plain = (value: unknown) =>
+          typeof value === 'object' &&
+          value !== null &&
+          (value as { type?: unknown }).type === 'plain_text' &&
+          typeof (value as { text?: unknown }).text === 'string' &&
+          (value as { text: string }).text.length <= 24;
+        if (!plain(view.title) || (view.submit !== undefined && !plain(view.submit)))
+          return { ok: false, error: 'invalid_arguments' };
+        if (typeof view.private_metadata === 'string' && view.private_metadata.length > 3000)
+          return { ok: false, error: 'invalid_arguments' };
+        const blocks = Array.isArray(view.blocks) ? (view.blocks as Array<Record<string, unknown>>) : [];
+        if (blocks.length === 0 || blocks.length > 100) return { ok: false, error: 'invalid_blocks' };
+        for (const block of blocks.filter((entry) => entry.type === 'input')) {
+          const element = block.element as { action_id?: unknown; initial_value?: unknown } | undefined;
+          if (typeof block.label !== 'object' || typeof element?.action_id !== 'string')
+            return { ok: false, error: 'invalid_blocks' };
+          if (typeof element.initial_value === 'string' && element.initial_value.length > 3000)
+            return { ok: false, error: 'invalid_blocks' };
+        }
+        usedTriggers.add(triggerId);
+        const id = `V${openedViews.length + 1}MODAL`;
+        openedViews.push({ id, triggerId, view });
+        return { ok: true, view: { ...view, id, state: { values: {} } } };
+      }
       case 'files.upload':
         // Retired by Slack; answering with an error proves the adapter never uses it.
         return { ok: false, error: 'method_deprecated' };
@@ -590,6 +629,7 @@ export async function startSlackEmulator(options: SlackEmulatorOptions = {}): Pr
     uploads,
     responses,
     homeViews,
+    openedViews,
     callsTo: (method) => calls.filter((call) => call.method === method),
     waitForCall(method, predicate = () => true, timeoutMs = 5000) {
       const find = (): RecordedCall | undefined =>

@@ -24,4 +24,5 @@ export {
   type SlashCommandInput,
   signSlackRequest,
   slashCommandPayload,
+  viewSubmissionPayload,
 } from './payloads.js';

@@ -117,6 +117,49 @@ export function blockActionsPayload(input: BlockActionInput): Record<string, unk
   };
 }
 
+/**
+ * The `view_submission` payload Slack sends when a person submits a modal (docs.slack.dev
+ * reference/interaction-payloads/view-interactions-payload; bolt-js `ViewSubmitAction`): the view as
+ * opened, with each input's typed value under `state.values[block_id][action_id]`.
+ */
+export function viewSubmissionPayload(input: {
+  userId: string;
+  view: Record<string, unknown>;
+  viewId: string;
+  values: Record<string, string>;
+}): Record<string, unknown> {
+  const values: Record<string, Record<string, { type: string; value: string }>> = {};
+  for (const block of (input.view.blocks ?? []) as Array<{
+    block_id?: string;
+    element?: { action_id?: string };
+  }>) {
+    const value = block.block_id === undefined ? undefined : input.values[block.block_id];
+    if (block.block_id === undefined || block.element?.action_id === undefined || value === undefined)
+      continue;
+    values[block.block_id] = { [block.element.action_id]: { type: 'plain_text_input', value } };
+  }
+  return {
+    type: 'view_submission',
+    team: { id: 'T0EMULATOR', domain: 'emulator' },
+    user: { id: input.userId, username: input.userId, name: input.userId, team_id: 'T0EMULATOR' },
+    api_app_id: 'A0EMULATOR',
+    token: 'verification-token-unused',
+    trigger_id: nextId('trigger.'),
+    view: {
+      ...input.view,
+      id: input.viewId,
+      team_id: 'T0EMULATOR',
+      app_id: 'A0EMULATOR',
+      bot_id: 'B0EMULATOR',
+      hash: nextId('hash.'),
+      state: { values },
+    },
+    response_urls: [],
+    is_enterprise_install: false,
+    enterprise: null,
+  };
+}
+
 /** The `app_home_opened` event Slack sends when a person opens the app's Home (or Messages) tab. */
 export function appHomeOpenedEvent(
   userId: string,

@@ -1,3 +1,4 @@
+import { closeCardForm, openCardForm, openFormOf, type PageCardForm } from './card-form.js';
 import { api, byId, formatTime, hasExtension, isFileUrl, make } from './dom.js';
 import { fencedText, renderMarkdown } from './markdown.js';
 import { placeTraces, renderTrace } from './trace.js';
@@ -280,10 +281,13 @@ function renderCard(message: Message): HTMLElement {
     image.alt = card.title || 'card image';
     box.append(image);
   }
+  const form = card.resolved ? undefined : openFormOf(message.id);
   if (card.resolved) {
     box.append(make('div', 'outcome', `✓ ${card.resolved}`));
     delete state.cardNotes[message.id];
-  } else if (card.actions?.length) {
+    closeCardForm(message.id);
+  } else if (form !== undefined) box.append(form);
+  else if (card.actions?.length) {
     const row = make('div', 'actions');
     for (const action of card.actions) {
       const button = make('button', `action ${action.style || 'default'}`, action.label);
@@ -299,14 +303,30 @@ function renderCard(message: Message): HTMLElement {
   return box;
 }
 
-async function clickAction(message: Message, action: CardAction, row: HTMLElement): Promise<void> {
-  for (const button of row.querySelectorAll('button')) button.disabled = true;
-  const result = await api('POST', '/api/actions', {
+async function clickAction(
+  message: Message,
+  action: CardAction,
+  row: HTMLElement | undefined,
+  values?: Record<string, string>,
+): Promise<void> {
+  for (const button of row?.querySelectorAll('button') ?? []) button.disabled = true;
+  // A button may open a form first (a reject reason, an edit); its values come back with the action.
+  const result = await api<{ form: PageCardForm }>('POST', '/api/actions', {
     threadId: message.threadId || state.thread,
     messageId: message.id,
     actionId: action.actionId,
     user: userName(),
+    ...(values === undefined ? { openForm: true } : { values }),
   });
+  if (result.ok && result.data.form !== undefined) {
+    openCardForm(
+      message.id,
+      result.data.form,
+      (submitted) => void clickAction(message, action, undefined, submitted),
+    );
+    renderThread();
+    return;
+  }
   state.cardNotes[message.id] = result.ok
     ? { kind: 'ok', text: result.data.message || 'Sent.' }
     : { kind: 'error', text: result.data.error || `failed (${result.status})` };
