@@ -35,7 +35,10 @@ export interface CreateRunRequest {
 
 /** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
 type RunLaunchFields = Partial<
-  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor'>
+  Pick<
+    RunMeta,
+    'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor' | 'evalCommand'
+  >
 >;
 
 /** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
@@ -104,6 +107,10 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
+    // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
+    if (request.launch?.evalCommand !== undefined && backend !== 'local') {
+      throw new RunError('invalid_run', `--eval runs on the local backend only (this run goes to ${backend})`);
+    }
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
       const has =
