@@ -10,6 +10,7 @@ import { createApprovalsFeature } from './features/approvals-feature.js';
 import { createCommandsFeature } from './features/commands-feature.js';
 import type { Feature, FeatureBase } from './features/feature.js';
 import { createHelpFeature } from './features/help-feature.js';
+import { createHubFeature } from './features/hub-feature.js';
 import { createMonitorFeature } from './features/monitor-feature.js';
 import { createOperationsFeature } from './features/operations-feature.js';
 import { createRunsFeature } from './features/runs-feature.js';
@@ -105,13 +106,14 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     spend: spend.spend,
   });
   sweeps = sweepsFeature.sweeps;
-  const sweepService = sweepsFeature.sweeps;
+  const hub = createHubFeature(base, { runs: runs.runs });
   const monitor = createMonitorFeature(base, {
+    modelReady: hub.modelReady,
     runs: runs.runs,
     operations: operations.operations,
     access: runs.access,
     follows: runs.follows,
-    claimIncident: (incident, meta) => sweepService.onIncident(incident, meta),
+    claimIncident: (incident, meta) => sweepsFeature.sweeps.onIncident(incident, meta),
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
@@ -124,7 +126,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alertRules: monitor.alertRules,
   });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
-  const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
+  const features = [help, runs, spend, approvals, operations, monitor, sweepsFeature, hub, commands];
   for (const feature of features) {
     for (const { verb, handler } of feature.actions) dependencies.actions.register(verb, handler);
   }
@@ -139,6 +141,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     playbooks: help.playbooks,
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
+    ...lifecycle(features, dependencies, controlQueue),
+  };
+}
+
+/** Starting every feature's workers and the control worker, and stopping them. */
+function lifecycle(
+  features: readonly Feature[],
+  { redis, prefix, logger }: FeatureDependencies,
+  controlQueue: Queue,
+): Pick<Features, 'startWorkers' | 'stop'> {
+  return {
     async startWorkers() {
       const started: Worker[] = [];
       for (const feature of features) for (const start of feature.workers) started.push(...(await start()));

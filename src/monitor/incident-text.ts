@@ -1,6 +1,6 @@
 import { definedOnly } from '../defined-only.js';
-import type { AlertRule } from './alert-rules.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { AlertRule } from './alert-rules.js';
 import { type CrashFinding, extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { plateauSuggestion } from './detectors/plateau.js';

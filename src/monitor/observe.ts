@@ -141,7 +141,11 @@ export function observeEnd(
     // The ending is not recorded yet (its evaluation and model come with it): the next tick reads it.
     if (isLaunched(meta.status)) return;
     if (meta.evaluation?.status === 'failed' && observeEpisode(state.episodes, `eval:${launch}`, true)) {
-      raise('eval_failed', `eval:${launch}`, evalFailedText(meta, context.crashLogTail ?? '', rolling.lastStep));
+      raise(
+        'eval_failed',
+        `eval:${launch}`,
+        evalFailedText(meta, context.crashLogTail ?? '', rolling.lastStep),
+      );
     }
     if (observeEpisode(state.episodes, `finished:${launch}`, true)) {
       const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);

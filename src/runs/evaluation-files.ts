@@ -4,7 +4,6 @@ import { z } from 'zod';
 import { readTail } from './file-tail.js';
 import { RUN_FILES } from './run-files.js';
 import type { EvaluationRecord, SavedModel } from './run-types.js';
-import { pythonDictFormat } from './stdout-metrics/python-dict.js';
 
 /**
  * What a run leaves behind for its evaluation and its final model: the launcher's `evaluation.json`, the
@@ -82,20 +81,29 @@ function safeJson(line: string): unknown {
  * Printed dicts in a log: every number of the dict when `allKeys` (the eval command's own log), else only
  * the `eval_*` names (the training log also prints its loss dicts).
  */
-export function printedEvalResults(text: string, allKeys: boolean): Record<string, number> {
+function printedEvalResults(text: string, allKeys: boolean): Record<string, number> {
   const results: Record<string, number> = {};
   for (const raw of text.split('\n')) {
-    const parsed = pythonDictFormat.parse(raw.trim());
-    if (parsed === undefined) continue;
-    for (const [name, value] of Object.entries(parsed.metrics)) {
-      if (allKeys || name.startsWith('eval_')) results[name] = value;
+    const line = raw.trim();
+    // `print(dict)` of numbers, as the HF Trainer prints its logs (the monitor's stdout parser reads the
+    // same lines; this folder cannot import it).
+    if (!line.startsWith("{'") || !line.endsWith('}')) continue;
+    for (const match of line.matchAll(DICT_ENTRY)) {
+      const [, name, text] = match;
+      const value = Number(text);
+      if (name !== undefined && Number.isFinite(value) && (allKeys || name.startsWith('eval_')))
+        results[name] = value;
     }
   }
   return results;
 }
 
+/** `'name': 0.31` (also `np.float64(0.31)` / `tensor(0.31)` wrapped). */
+const DICT_ENTRY =
+  /'([\w./-]{1,80})':\s*(?:np\.float\d*\(|tensor\()?(-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)/g;
+
 /** Eval numbers of a run: printed during training, then by the eval command, then `log_eval` (last wins). */
-export async function readEvalResults(runDir: string): Promise<Record<string, number>> {
+async function readEvalResults(runDir: string): Promise<Record<string, number>> {
   const [training, evaluation, logged] = await Promise.all([
     readTail(path.join(runDir, RUN_FILES.output), PRINTED_TAIL_BYTES).catch(() => ''),
     readTail(path.join(runDir, RUN_FILES.evalLog), PRINTED_TAIL_BYTES).catch(() => ''),

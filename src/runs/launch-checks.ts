@@ -1,5 +1,5 @@
-import { ToolPolicyError } from '../errors.js';
 import { definedOnly } from '../defined-only.js';
+import { ToolPolicyError } from '../errors.js';
 import { commandWarnings, formatCommand } from './command-launch.js';
 import { describeEnvironment } from './run-environments.js';
 import type { RunOperationsOptions } from './run-operations.js';

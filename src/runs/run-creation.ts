@@ -109,7 +109,10 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     const backend = executor.resolve(request.backend);
     // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
     if (request.launch?.evalCommand !== undefined && backend !== 'local') {
-      throw new RunError('invalid_run', `--eval runs on the local backend only (this run goes to ${backend})`);
+      throw new RunError(
+        'invalid_run',
+        `--eval runs on the local backend only (this run goes to ${backend})`,
+      );
     }
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
