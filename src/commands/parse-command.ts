@@ -64,15 +64,6 @@ function tokenize(text: string): string[] {
   return text.split(/\s+/).filter((token) => token.length > 0);
 }
 
-/** Like `tokenize`, but "a quoted value" (or 'one') is one token without its quotes (`--eval "python e.py"`). */
-function tokenizeQuoted(text: string): string[] {
-  const tokens: string[] = [];
-  for (const match of text.matchAll(/"([^"]*)"|'([^']*)'|(\S+)/g)) {
-    tokens.push(match[1] ?? match[2] ?? match[3] ?? '');
-  }
-  return tokens;
-}
-
 /** A run reference: an id or a name (letters, digits, `-`, `_`, `.`). */
 const RUN_REFERENCE = /^[\w.-]{1,100}$/;
 
@@ -177,13 +168,18 @@ function parseRun(afterVerb: string): PlainCommand | undefined {
     const argv = splitCommandLine(afterVerb.slice(separator.index + separator[0].length));
     if (argv === undefined) return invalid('run', 'unbalanced quote in the command');
     if (argv.length === 0) return invalid('run', 'nothing after `--`: give the command to run');
-    const parsed = parseRunFlags(tokenizeQuoted(afterVerb.slice(0, separator.index)), {
+    // Quotes group a flag's value (`--eval "python eval.py"`).
+    const flags = splitCommandLine(afterVerb.slice(0, separator.index));
+    if (flags === undefined) return invalid('run', 'unbalanced quote in the options');
+    const parsed = parseRunFlags(flags, {
       name: 'run',
       command: argv,
     });
     return parsed;
   }
-  const [path, ...flags] = tokenizeQuoted(afterVerb);
+  const words = splitCommandLine(afterVerb);
+  if (words === undefined) return invalid('run', 'unbalanced quote in the options');
+  const [path, ...flags] = words;
   // "run the eval again please" is a sentence, not a command: require something that looks like a script.
   if (path === undefined || !/\.(py|sh)$/.test(path)) return undefined;
   return parseRunFlags(flags, { name: 'run', path });

@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import { renderChart } from '../notify/charts/render-chart.js';
 import { readMetricSeries } from '../notify/metrics-chart.js';
 import { metricsFileOf } from '../runs/derived-file.js';
+import { readSavedModel } from '../runs/evaluation-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { HubPushService } from './hub-push-service.js';
@@ -71,8 +72,11 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
     }
   }
 
-  async function onFinished(incident: { id: string; kind: string }, meta: RunMeta): Promise<boolean> {
-    if (incident.kind !== 'finished' || meta.status !== 'completed' || meta.model === undefined) return false;
+  async function onFinished(incident: { id: string; kind: string }, given: RunMeta): Promise<boolean> {
+    if (incident.kind !== 'finished') return false;
+    // The monitor may see the clean exit before the ending is recorded: read the run and its model afresh.
+    const meta = await recorded(given);
+    if (meta.model === undefined) return false;
     const series = await seriesOf(meta);
     const summary = await summarise(meta);
     const png = await chart(meta, series);
@@ -82,6 +86,12 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
       modelReadyCard(meta, summary, png),
     );
     return true;
+  }
+
+  async function recorded(given: RunMeta): Promise<RunMeta> {
+    const meta = await options.runs.get(given.id).catch(() => given);
+    const model = meta.model ?? (await readSavedModel(options.runs.runDirectory(meta.id)));
+    return { ...meta, ...definedOnly({ model, endedAt: meta.endedAt ?? new Date().toISOString() }) };
   }
 
   async function onAction(action: InboundAction, verb: ModelVerb, runId: string): Promise<ActionOutcome> {

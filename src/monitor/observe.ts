@@ -138,8 +138,8 @@ export function observeEnd(
   const launch = meta.launchCount;
   const metrics = lossMetricNames(state).slice(0, 2);
   if (isCleanFinish(processState)) {
-    // The ending is not recorded yet (its evaluation and model come with it): the next tick reads it.
-    if (isLaunched(meta.status)) return;
+    // An evaluated run's ending is not recorded yet (its evaluation comes with it): the next tick reads it.
+    if (isLaunched(meta.status) && meta.evalCommand !== undefined) return;
     if (meta.evaluation?.status === 'failed' && observeEpisode(state.episodes, `eval:${launch}`, true)) {
       raise(
         'eval_failed',

@@ -75,6 +75,18 @@ interface RunCreationOptions {
 const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
 
+/** `--eval` runs in Shepherd's local launcher: not on a remote backend, nor beside an engine container. */
+function checkEvalPlacement(request: CreateRunRequest, backend: BackendKind, config: Config): void {
+  if (backend !== 'local')
+    throw new RunError('invalid_run', `--eval runs on the local backend only (this run goes to ${backend})`);
+  const container = config.localContainer;
+  if (container.engine !== undefined && (request.launch?.image ?? container.image) !== undefined)
+    throw new RunError(
+      'invalid_run',
+      '--eval does not run in a local container yet; run the evaluation as its own run',
+    );
+}
+
 /** The backend that polls a watched run. */
 function watchBackend(watch: NonNullable<RunMeta['watch']>): BackendKind {
   return watch.source === 'log' ? 'local' : watch.source;
@@ -108,12 +120,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
     // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
-    if (request.launch?.evalCommand !== undefined && backend !== 'local') {
-      throw new RunError(
-        'invalid_run',
-        `--eval runs on the local backend only (this run goes to ${backend})`,
-      );
-    }
+    if (request.launch?.evalCommand !== undefined) checkEvalPlacement(request, backend, config);
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
       const has =
