@@ -265,9 +265,42 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     expect(hub.repos.created.size).toBe(1);
   }, 60_000);
 
+  it('the agent tool push_to_hub asks for the same approval and pushes', async () => {
+    llm.enqueue(
+      {
+        toolCalls: [
+          {
+            id: 'call_push_1',
+            name: 'push_to_hub',
+            arguments: { run: 'tiny-sft', repo: 'test-org/tiny-sft-agent' },
+          },
+        ],
+      },
+      { text: 'I asked for the push; an approver has to approve it.' },
+    );
+    await shepherd.reply(threadId, '@shepherd please publish tiny-sft as test-org/tiny-sft-agent', 'alice');
+    const card = await pushCard(threadId, 3);
+    expect(card.card?.fields?.find((entry) => entry.label === 'Repo')?.value).toBe('test-org/tiny-sft-agent');
+    expect(card.card?.fields?.find((entry) => entry.label === 'Asked by')?.value).toBe('alice');
+    const toolResult = llm.requests
+      .flatMap(
+        (request) =>
+          (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ?? [],
+      )
+      .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1');
+    expect(String(toolResult?.content)).toMatch(/waiting for an approver/);
+    await approvePush(threadId, card);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /📦 tiny-sft is on the Hub: .*\/test-org\/tiny-sft-agent \(new repo/),
+    );
+    expect(repoFile(hub.repos, 'test-org/tiny-sft-agent', 'README.md')).toContain(
+      '- Push requested by: alice, approved by bob',
+    );
+  }, 60_000);
+
   it('a Hub error is posted in the thread and nothing is announced', async () => {
     await shepherd.reply(threadId, '@shepherd push tiny-sft --repo forbidden-org/tiny --public');
-    const card = await pushCard(threadId, 3);
+    const card = await pushCard(threadId, 4);
     expect(card.card?.fields?.find((entry) => entry.label === 'Visibility')?.value).toBe('public');
     await approvePush(threadId, card);
     const messages = await shepherd.waitForMessages(threadId, (all) =>
