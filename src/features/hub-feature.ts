@@ -41,6 +41,7 @@ export function createHubFeature(base: FeatureBase, dependencies: { runs: RunsRu
       return modelReady.summarise(meta);
     },
     approvers: config.approvals.approvers,
+    selfApproval: config.approvals.selfApproval,
     hub: { url: config.hub.url, token: config.hub.token, namespace: config.hfJobs.namespace },
     logger: logger.child({ component: 'hub-push' }),
   });

@@ -59,7 +59,9 @@ interface HubPushServiceOptions {
   runs: RunsFacade;
   recordHubPush(runId: string, push: HubPush): Promise<RunMeta>;
   summarise(meta: RunMeta): Promise<ModelSummary>;
+  /** Who may approve (empty: anyone in the channel) and whether the asker may approve their own push. */
   approvers: readonly string[];
+  selfApproval: boolean;
   hub: { url: string; token: string | undefined; namespace: string | undefined };
   logger: Logger;
   /** Minimum time between two edits of the progress line (default 5 s). */
@@ -174,16 +176,23 @@ export function createHubPushService(options: HubPushServiceOptions): HubPushSer
     return `Push of ${meta.name} to ${repoId} (${subject.private ? 'private' : 'public'}, ${files.length} files + README.md, ${formatBytes(subject.totalBytes)}) is waiting for an approver on the card${where}.`;
   }
 
+  /** The approval policy of runs (`SHEPHERD_APPROVERS`, `SHEPHERD_SELF_APPROVAL`); the asker may withdraw. */
+  function refusal(subject: PushRequest, action: InboundAction, verb: PushVerb): string | undefined {
+    const asker = action.user.id === subject.requester.id;
+    if (verb === 'reject' && asker) return undefined;
+    if (options.approvers.length > 0 && !isApprover(options.approvers, action.threadId, action.user))
+      return `only approvers (${options.approvers.join(', ')}) can decide a push to the Hub`;
+    if (verb === 'approve' && asker && !options.selfApproval)
+      return 'team policy: you cannot approve your own push — ask a teammate';
+    return undefined;
+  }
+
   async function onAction(action: InboundAction, verb: PushVerb, pushId: string): Promise<ActionOutcome> {
     return pushes.click(pushId, {
       unknown: 'this push request no longer exists; ask again with `push <run>`',
       choose: async (subject) => {
-        const own = verb === 'reject' && action.user.id === subject.requester.id;
-        if (!own && !isApprover(options.approvers, action.threadId, action.user))
-          return {
-            status: 'forbidden',
-            message: 'only an approver (SHEPHERD_APPROVERS) can decide a push to the Hub',
-          };
+        const refused = refusal(subject, action, verb);
+        if (refused !== undefined) return { status: 'forbidden', message: refused };
         return { decision: { verb, user: action.user, at: new Date().toISOString() } };
       },
       lost: (winner) =>
