@@ -228,3 +228,13 @@ export class LeaseError extends BotError<'lease_busy'> {
     this.key = key;
   }
 }
+
+type HubPushErrorCode = 'no_model' | 'not_completed' | 'invalid_repo' | 'no_token' | 'hub_rejected';
+
+/** Push to Hub refused before its card (no model, bad repo id, no token) or failed at the Hub. */
+export class HubPushError extends BotError<HubPushErrorCode> {
+  constructor(code: HubPushErrorCode, message: string, options?: { cause?: unknown }) {
+    super(code, message, { ...options, retryable: false });
+    this.name = 'HubPushError';
+  }
+}

@@ -10,6 +10,7 @@ import { createApprovalsFeature } from './features/approvals-feature.js';
 import { createCommandsFeature } from './features/commands-feature.js';
 import type { Feature, FeatureBase } from './features/feature.js';
 import { createHelpFeature } from './features/help-feature.js';
+import { createHubFeature } from './features/hub-feature.js';
 import { createMonitorFeature } from './features/monitor-feature.js';
 import { createOperationsFeature } from './features/operations-feature.js';
 import { createRunsFeature } from './features/runs-feature.js';
@@ -114,7 +115,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     spend: spend.spend,
   });
   sweeps = sweepsFeature.sweeps;
+  const hub = createHubFeature(base, { runs: runs.runs });
   const monitor = createMonitorFeature(base, {
+    modelReady: hub.modelReady,
     runs: runs.runs,
     operations: operations.operations,
     access: runs.access,
@@ -132,7 +135,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     alertRules: monitor.alertRules,
   });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
-  const features: Feature[] = [help, runs, spend, approvals, operations, monitor, sweepsFeature, commands];
+  const features: Feature[] = [
+    help,
+    runs,
+    spend,
+    approvals,
+    operations,
+    monitor,
+    sweepsFeature,
+    hub,
+    commands,
+  ];
   registerActions(features, dependencies.actions);
 
   return {
@@ -146,6 +159,17 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     plans: help.plans,
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
+    ...lifecycle(features, dependencies, controlQueue),
+  };
+}
+
+/** Starting every feature's workers and the control worker, and stopping them. */
+function lifecycle(
+  features: readonly Feature[],
+  { redis, prefix, logger }: FeatureDependencies,
+  controlQueue: Queue,
+): Pick<Features, 'startWorkers' | 'stop'> {
+  return {
     async startWorkers() {
       const started: Worker[] = [];
       for (const feature of features) for (const start of feature.workers) started.push(...(await start()));

@@ -168,13 +168,18 @@ function parseRun(afterVerb: string): PlainCommand | undefined {
     const argv = splitCommandLine(afterVerb.slice(separator.index + separator[0].length));
     if (argv === undefined) return invalid('run', 'unbalanced quote in the command');
     if (argv.length === 0) return invalid('run', 'nothing after `--`: give the command to run');
-    const parsed = parseRunFlags(tokenize(afterVerb.slice(0, separator.index)), {
+    // Quotes group a flag's value (`--eval "python eval.py"`).
+    const flags = splitCommandLine(afterVerb.slice(0, separator.index));
+    if (flags === undefined) return invalid('run', 'unbalanced quote in the options');
+    const parsed = parseRunFlags(flags, {
       name: 'run',
       command: argv,
     });
     return parsed;
   }
-  const [path, ...flags] = tokenize(afterVerb);
+  const words = splitCommandLine(afterVerb);
+  if (words === undefined) return invalid('run', 'unbalanced quote in the options');
+  const [path, ...flags] = words;
   // "run the eval again please" is a sentence, not a command: require something that looks like a script.
   if (path === undefined || !/\.(py|sh)$/.test(path)) return undefined;
   return parseRunFlags(flags, { name: 'run', path });
@@ -205,6 +210,9 @@ function parseRunFlags(
       command.env = value;
     } else if (key === '--cwd') {
       command.cwd = value;
+    } else if (key === '--eval') {
+      if (value.trim() === '') return invalid('run', '--eval needs a command, e.g. --eval "python eval.py"');
+      command.evalCommand = value;
     } else if (key === '--nodes') {
       if (!/^[1-9]\d{0,3}$/.test(value))
         return invalid('run', `--nodes must be a whole number ≥ 1, got "${value}"`);
@@ -215,7 +223,7 @@ function parseRunFlags(
     } else {
       return invalid(
         'run',
-        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --nodes N, --on BACKEND, --image I, --flavor F (then -- <command>)`,
+        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --eval "CMD", --nodes N, --on BACKEND, --image I, --flavor F (then -- <command>)`,
       );
     }
   }

@@ -35,6 +35,8 @@ interface MonitorFeatureDependencies {
   claimIncident(incident: Incident, meta: RunMeta): Promise<boolean>;
   /** Called once per alert posted, with the detector's kind (metrics). */
   onAlert?: (kind: string) => void;
+  /** Takes the finish of a run that saved a model (the model-ready card); true when it did. */
+  modelReady?: { onFinished(incident: Incident, meta: RunMeta): Promise<boolean> };
 }
 
 /** Detectors on every running run, alert cards and their buttons, triage, charts, alert rules. */
@@ -81,6 +83,8 @@ export function createMonitorFeature(
     async onIncident(incident, meta) {
       // Incidents of sweep trials end in one line in the sweep's thread: no card, no triage.
       if (await dependencies.claimIncident(incident, meta)) return false;
+      // A run that saved a model gets the model-ready card instead of the finished note.
+      if (await dependencies.modelReady?.onFinished(incident, meta)) return true;
       // Counted when the alert is recorded, not per delivery: a re-delivered incident returns false.
       const recorded = await alerts.onIncident(incident, meta);
       if (recorded) dependencies.onAlert?.(incident.kind);

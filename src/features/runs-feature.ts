@@ -13,7 +13,9 @@ const RUN_REFRESH_MS = 2000;
 
 /** Run events the thread hears about: what happened on its own (started, waiting, ended by itself). */
 function postsRunEvent(event: RunEvent): boolean {
-  if (event.type === 'run-status' || event.type === 'run-paused') return false;
+  // Evaluation starting is news (nobody asked for it just now); other status changes answered their asker.
+  if (event.type === 'run-status') return event.meta.status === 'evaluating';
+  if (event.type === 'run-paused') return false;
   if (event.type === 'run-ended') return event.meta.status === 'completed' || event.meta.status === 'failed';
   return true;
 }

@@ -60,7 +60,8 @@ export function alertCard(input: AlertCardInput): Card {
   // Info notes (a plateau, the finish summary) carry a chart and a suggestion, never buttons.
   if (incident.severity !== 'info') {
     actions.push({ actionId: `${ALERT_ACTIONS.ack}:${alert.id}`, label: 'Acknowledge' });
-    if (incident.kind !== 'crash')
+    // A crash or a failed evaluation has no process left to stop.
+    if (incident.kind !== 'crash' && incident.kind !== 'eval_failed')
       actions.push({ actionId: `${ALERT_ACTIONS.stop}:${alert.id}`, label: 'Stop run', style: 'danger' });
     if (!watched)
       actions.push({

@@ -79,6 +79,7 @@ const SEVERITY: Record<IncidentKind, Incident['severity']> = {
   grad_norm: 'warning',
   idle_gpu: 'warning',
   rule: 'warning',
+  eval_failed: 'critical',
 };
 
 const ended = (state: ProcessState) => state.kind === 'exited' || state.kind === 'signaled';
@@ -91,13 +92,13 @@ export function needsCrashLog(
   metrics: Pick<NewLines, 'more'>,
   log: Pick<NewLines, 'more'>,
 ): boolean {
-  return (
-    ended(processState) &&
-    !metrics.more &&
-    !log.more &&
-    !isCleanFinish(processState) &&
-    !isEpisodeActive(state.episodes, `crash:${meta.launchCount}`)
-  );
+  if (!ended(processState) || metrics.more || log.more) return false;
+  // A failed evaluation's traceback is in output.log too (the launcher copies the eval output there).
+  if (isCleanFinish(processState))
+    return (
+      meta.evaluation?.status === 'failed' && !isEpisodeActive(state.episodes, `eval:${meta.launchCount}`)
+    );
+  return !isEpisodeActive(state.episodes, `crash:${meta.launchCount}`);
 }
 
 export function evaluate(

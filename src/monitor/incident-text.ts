@@ -1,6 +1,7 @@
 import { definedOnly } from '../defined-only.js';
+import type { RunMeta } from '../runs/run-types.js';
 import type { AlertRule } from './alert-rules.js';
-import type { CrashFinding } from './detectors/crash.js';
+import { type CrashFinding, extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { plateauSuggestion } from './detectors/plateau.js';
 import type { Incident } from './types.js';
@@ -93,6 +94,18 @@ function stackSentence(dump: { how: string | undefined; mainFrames: string | und
     return `Main thread stuck in: ${dump.mainFrames} (innermost first).`;
   if (dump.how !== undefined) return `Stacks were asked for (${dump.how}) but no dump reached output.log.`;
   return 'No stack dump: none could be asked for (a script without the Shepherd helper and no py-spy, a container, or a remote backend).';
+}
+
+/** The `--eval` command failed: its traceback, like a crash; the training result stays. */
+export function evalFailedText(meta: RunMeta, logTail: string, lastStep: number | undefined): IncidentText {
+  const exit = meta.evaluation?.exitCode;
+  return {
+    title: `${meta.name}: evaluation failed`,
+    summary: `${meta.name}: training completed${stepSuffix(lastStep)}, but its evaluation \`${meta.evalCommand ?? ''}\` failed${exit === undefined ? '' : ` (exit ${exit})`}. The training result and its checkpoints stay.`,
+    metrics: [],
+    traceback: extractTraceback(logTail),
+    ...definedOnly({ step: lastStep, exitCode: exit }),
+  };
 }
 
 export function finishedText(

@@ -1,5 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
+import { isLaunched } from '../runs/run-types.js';
 import { detectCrash } from './detectors/crash.js';
 import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
 import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
@@ -11,6 +12,7 @@ import type { TickContext } from './evaluate.js';
 import {
   crashText,
   divergenceText,
+  evalFailedText,
   finishedText,
   type IncidentText,
   nanText,
@@ -136,6 +138,15 @@ export function observeEnd(
   const launch = meta.launchCount;
   const metrics = lossMetricNames(state).slice(0, 2);
   if (isCleanFinish(processState)) {
+    // An evaluated run's ending is not recorded yet (its evaluation comes with it): the next tick reads it.
+    if (isLaunched(meta.status) && meta.evalCommand !== undefined) return;
+    if (meta.evaluation?.status === 'failed' && observeEpisode(state.episodes, `eval:${launch}`, true)) {
+      raise(
+        'eval_failed',
+        `eval:${launch}`,
+        evalFailedText(meta, context.crashLogTail ?? '', rolling.lastStep),
+      );
+    }
     if (observeEpisode(state.episodes, `finished:${launch}`, true)) {
       const startedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
       const durationMs =

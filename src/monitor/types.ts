@@ -20,7 +20,9 @@ export type IncidentKind =
   | 'throughput'
   | 'grad_norm'
   | 'idle_gpu'
-  | 'rule';
+  | 'rule'
+  /** The run's `--eval` command failed after training completed (reported like a crash). */
+  | 'eval_failed';
 
 export type IncidentSeverity = 'info' | 'warning' | 'critical';
 

@@ -109,6 +109,12 @@ export const controlJob = z.discriminatedUnion('kind', [
     kind: z.literal('run-schedule'),
     reason: z.string(),
   }),
+  /** An approved Push to Hub: the upload runs here, off the click. */
+  z.object({
+    v: z.literal(1),
+    kind: z.literal('hub-push'),
+    pushId: z.string(),
+  }),
   /** The daily digest; `at` (ISO) replaces the clock, for tests and re-sends. */
   z.object({
     v: z.literal(1),
@@ -199,6 +205,13 @@ export const JOBS = {
     name: 'run-schedule',
     schema: controlJob,
     defaultOpts: { removeOnComplete: true, removeOnFail: 100 },
+  }),
+  hubPush: contract<ControlOf<'hub-push'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'hub-push',
+    schema: controlJob,
+    // Once: a failed upload is reported in the thread, and a blind retry would make another commit.
+    defaultOpts: { attempts: 1, removeOnComplete: { age: DAY_S }, removeOnFail: { age: 7 * DAY_S } },
   }),
   digest: contract<ControlOf<'digest'>>({
     queue: QUEUE_NAMES.control,

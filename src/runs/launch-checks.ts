@@ -1,3 +1,4 @@
+import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
 import { commandWarnings, formatCommand } from './command-launch.js';
 import { describeEnvironment } from './run-environments.js';
@@ -53,8 +54,14 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
     /** Card lines for how a run starts: the exact command, the environment, warnings. */
     launchDetails(meta) {
       const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+      const training = meta.command === undefined ? undefined : formatCommand(meta.command);
+      // The approver sees the evaluation too: it runs on the same GPUs, after training exits 0.
+      const command =
+        meta.evalCommand === undefined
+          ? training
+          : `${training ?? 'python -u train.py'}\n# then, after exit 0, in the run directory:\n${meta.evalCommand}`;
       return {
-        ...(meta.command === undefined ? {} : { command: formatCommand(meta.command) }),
+        ...definedOnly({ command }),
         ...(meta.environmentName === undefined
           ? {}
           : {

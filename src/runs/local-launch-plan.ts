@@ -161,6 +161,8 @@ export function launchEnvironment(
     SHEPHERD_RUN_NAME: meta.name,
     SHEPHERD_RUN_CONFIG: JSON.stringify(meta.config ?? {}),
     SHEPHERD_RUN_ARGS: JSON.stringify(meta.args ?? []),
+    // The launcher runs it after training exits 0 (empty: no evaluation).
+    SHEPHERD_EVAL_COMMAND: meta.evalCommand ?? '',
     SHEPHERD_LAUNCH: String(meta.launchCount),
     CUDA_VISIBLE_DEVICES: gpuIndices.join(','),
     PYTHONPATH: pythonPath ? `${runtime}${path.delimiter}${pythonPath}` : runtime,

@@ -9,7 +9,7 @@ import type { RunLauncher } from './run-launcher.js';
 import { lastStepOf, readResume } from './run-reports.js';
 import type { RunStore, ScriptUpdate } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
-import type { RunMeta } from './run-types.js';
+import { isLaunched, type RunMeta } from './run-types.js';
 
 /** What people (and Shepherd) do to an existing run; each works under the run's lock. Part of `RunService`. */
 export interface RunActions {
@@ -116,7 +116,7 @@ export function createRunActions(options: RunActionsOptions): RunActions {
   async function stop(run: string, by: Actor, reason?: string): Promise<RunMeta> {
     return withRun(run, async (meta) => {
       assertTransition(meta.status, 'stopped', meta.name);
-      if (meta.status === 'running') {
+      if (isLaunched(meta.status)) {
         const state = await terminateRun(meta, 'stop');
         if (state.kind === 'exited') return finishRun(meta, state);
       } else {

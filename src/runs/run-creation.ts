@@ -35,7 +35,10 @@ export interface CreateRunRequest {
 
 /** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
 type RunLaunchFields = Partial<
-  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor'>
+  Pick<
+    RunMeta,
+    'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor' | 'evalCommand'
+  >
 >;
 
 /** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */
@@ -72,6 +75,18 @@ interface RunCreationOptions {
 const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
 
+/** `--eval` runs in Shepherd's local launcher: not on a remote backend, nor beside an engine container. */
+function checkEvalPlacement(request: CreateRunRequest, backend: BackendKind, config: Config): void {
+  if (backend !== 'local')
+    throw new RunError('invalid_run', `--eval runs on the local backend only (this run goes to ${backend})`);
+  const container = config.localContainer;
+  if (container.engine !== undefined && (request.launch?.image ?? container.image) !== undefined)
+    throw new RunError(
+      'invalid_run',
+      '--eval does not run in a local container yet; run the evaluation as its own run',
+    );
+}
+
 /** The backend that polls a watched run. */
 function watchBackend(watch: NonNullable<RunMeta['watch']>): BackendKind {
   return watch.source === 'log' ? 'local' : watch.source;
@@ -104,6 +119,8 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
+    // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
+    if (request.launch?.evalCommand !== undefined) checkEvalPlacement(request, backend, config);
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
       const has =

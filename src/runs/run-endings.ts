@@ -4,11 +4,12 @@ import type { AutoRelaunch } from './auto-relaunch.js';
 import type { BackendRouter } from './backend-router.js';
 import type { ProcessState } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
+import { completionPatch, evaluationStarted } from './run-evaluation.js';
 import type { RunLauncher } from './run-launcher.js';
 import { lastStepOf } from './run-reports.js';
 import type { RunStore } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
-import type { RunMeta } from './run-types.js';
+import { isLaunched, type RunMeta } from './run-types.js';
 import { DEADLINE_SLACK_MS, formatHours, timeLimitMessage } from './time-limit.js';
 import { createWallTimeChain } from './wall-time-chain.js';
 
@@ -117,6 +118,10 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     const clear: Array<keyof RunMeta> = ['exitCode', 'exitSignal'];
     if (ending.exitCode !== undefined) patch.exitCode = ending.exitCode;
     if (ending.exitSignal !== undefined) patch.exitSignal = ending.exitSignal;
+    // Training exited 0: what its evaluation said and which model it saved; an eval failure keeps `completed`.
+    const completion =
+      ending.status === 'completed' ? await completionPatch(store.runDir(meta.id), meta) : undefined;
+    Object.assign(patch, completion?.patch);
     const ended = await setStatus(meta, ending.status, {
       by: 'system',
       reason: ending.reason,
@@ -126,7 +131,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     });
     const message =
       ending.status === 'completed'
-        ? `${meta.name} completed${ended.lastStep === undefined ? '' : ` at step ${ended.lastStep}`}`
+        ? `${meta.name} completed${ended.lastStep === undefined ? '' : ` at step ${ended.lastStep}`}${completion?.note === undefined ? '' : `; ${completion.note}`}`
         : `${meta.name} failed (${ending.reason})`;
     await emit('run-ended', ended, message);
     return ended;
@@ -154,7 +159,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
 
   /** Poll running runs; apply ends and pending reasons. */
   async function refreshRunning(runs: RunMeta[]): Promise<{ alive: RunMeta[]; ended: RunMeta[] }> {
-    const running = runs.filter((meta) => meta.status === 'running');
+    const running = runs.filter((meta) => isLaunched(meta.status));
     const alive: RunMeta[] = [];
     const ended: RunMeta[] = [];
     if (running.length === 0) return { alive, ended };
@@ -165,7 +170,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
       if (state.kind === 'alive' && pastDeadline(meta)) {
         // The launcher enforces the limit itself; this catches a launcher that could not.
         const limited = await tryWithRun(meta.id, async (fresh) => {
-          if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return undefined;
+          if (!isLaunched(fresh.status) || fresh.launchCount !== meta.launchCount) return undefined;
           logger.warn(
             { runId: meta.id, deadlineAt: meta.deadlineAt },
             'run is past its time limit; ending it',
@@ -183,11 +188,15 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
         meta.watch === undefined;
       if (state.kind === 'alive' || (state.kind === 'pending' && !requeued)) {
         alive.push(meta);
+        if (await evaluationStarted(store.runDir(meta.id), meta)) {
+          await startEvaluating(meta);
+          continue;
+        }
         const reason =
           state.kind === 'pending' ? (state.reason ?? 'waiting in the executor queue') : undefined;
         if (meta.statusReason === reason) continue;
         await tryWithRun(meta.id, async (fresh) => {
-          if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return;
+          if (!isLaunched(fresh.status) || fresh.launchCount !== meta.launchCount) return;
           const next = { ...fresh, updatedAt: now().toISOString() };
           delete next.statusReason;
           if (reason !== undefined) next.statusReason = reason;
@@ -198,15 +207,28 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
       }
       const result = await tryWithRun(meta.id, async (fresh) => {
         // Someone paused/stopped/relaunched it meanwhile: their outcome stands.
-        if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return undefined;
+        if (!isLaunched(fresh.status) || fresh.launchCount !== meta.launchCount) return undefined;
         return endOnItsOwn(fresh, state);
       });
       // A relaunched run is running again: not an ending.
-      if (result !== undefined && result.status !== 'running' && result.status !== 'queued')
+      if (result !== undefined && !isLaunched(result.status) && result.status !== 'queued')
         ended.push(result);
       else if (result !== undefined) alive.push(result);
     }
     return { alive, ended };
+  }
+
+  /** Training exited 0 and the launcher started the `--eval` command: the run is `evaluating`. */
+  async function startEvaluating(meta: RunMeta): Promise<void> {
+    await tryWithRun(meta.id, async (fresh) => {
+      if (fresh.status !== 'running' || fresh.launchCount !== meta.launchCount) return;
+      const evaluating = await setStatus(fresh, 'evaluating', {
+        by: 'system',
+        reason: 'training exited 0; evaluation started',
+        patch: await lastStepOf(store, fresh),
+      });
+      await emit('run-status', evaluating, `${meta.name}: training finished; evaluating`);
+    });
   }
 
   function pastDeadline(meta: RunMeta): boolean {
@@ -227,7 +249,7 @@ export function createRunEndings(options: RunEndingsOptions): RunEndings {
     const owners = new Set((await allocator.owners()).values());
     for (const runId of owners) {
       await tryWithRun(runId, async (meta) => {
-        if (meta.status !== 'running') {
+        if (!isLaunched(meta.status)) {
           await allocator.release(runId);
           releasedStale.push(runId);
         }

@@ -17,6 +17,14 @@ export const RUN_FILES = {
   checkpoints: 'checkpoints.jsonl',
   exitStatus: 'exit_status.json',
   finish: 'finish.json',
+  /** The launcher's record of the `--eval` command: running, then passed/failed with its exit code. */
+  evaluation: 'evaluation.json',
+  /** The `--eval` command's output (also copied into output.log). */
+  evalLog: 'eval.log',
+  /** One JSON line per `shepherd.log_eval` call. */
+  evalResults: 'eval_results.jsonl',
+  /** The final model directory `shepherd.save_model` named. */
+  model: 'model.json',
   /** Folder of the checkpoints Shepherd pinned for a fix's resume (see checkpoint-pins). */
   pinned: '.shepherd/pinned',
   /** One JSON line per process that imported the helper: the pids that dump their stacks on SIGUSR2. */

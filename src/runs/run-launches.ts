@@ -131,7 +131,12 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
 }
 
 function flagFields(flags: RunFlags) {
-  const launch = definedOnly({ nodes: flags.nodes, image: flags.image, flavor: flags.flavor });
+  const launch = definedOnly({
+    nodes: flags.nodes,
+    image: flags.image,
+    flavor: flags.flavor,
+    evalCommand: flags.evalCommand,
+  });
   return {
     ...definedOnly({ environment: flags.env, backend: flags.on }),
     ...(Object.keys(launch).length === 0 ? {} : { launch }),

@@ -72,6 +72,37 @@ const runMetaSchema = z.object({
       }),
     ])
     .optional(),
+  evalCommand: z.string().min(1).optional(),
+  evaluation: z
+    .object({
+      status: z.enum(['passed', 'failed']),
+      exitCode: z.number().int().optional(),
+      results: z.record(z.string(), z.number()),
+      startedAt: z.string().optional(),
+      endedAt: z.string().optional(),
+    })
+    .optional(),
+  model: z
+    .object({
+      path: z.string(),
+      info: z.record(z.string(), z.unknown()),
+      step: z.number().optional(),
+      savedAt: z.string(),
+    })
+    .optional(),
+  hubPushes: z
+    .array(
+      z.object({
+        repoId: z.string(),
+        url: z.string(),
+        commit: z.string(),
+        private: z.boolean(),
+        at: z.string(),
+        requester: user,
+        approver: user,
+      }),
+    )
+    .optional(),
 });
 
 /** Parse an untrusted value into a `RunMeta`; throws a zod error naming the bad fields. */

@@ -45,6 +45,8 @@ export interface RunFlags {
   image?: string;
   /** `--flavor`: the HF Jobs hardware flavour. */
   flavor?: string;
+  /** `--eval "<command>"`: run in the run directory after training exits 0. */
+  evalCommand?: string;
 }
 
 /** The use-case layer over runs: what commands, agent tools and alert buttons may do to runs. */

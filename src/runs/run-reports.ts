@@ -8,7 +8,7 @@ import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunStore } from './run-store.js';
-import type { RunMeta } from './run-types.js';
+import { isLaunched, type RunMeta } from './run-types.js';
 
 interface ResumeInfo {
   step: number | null;
@@ -88,7 +88,7 @@ export function createRunReports(options: RunReportsOptions): RunReports {
     ]);
     const report: RunStatusReport = { meta, lastMetrics, logTail, resume: resumeInfo };
     if (metricsFile.source === 'stdout' && lastMetrics.length > 0) report.metricsSource = 'stdout';
-    if (meta.status === 'running') {
+    if (isLaunched(meta.status)) {
       const state = (await executor.poll([meta])).get(meta.id);
       if (state !== undefined) report.process = state;
     }

@@ -15,7 +15,7 @@ import { createRunLock } from './run-lock.js';
 import { type ClusterReport, createRunReports, type RunStatusReport } from './run-reports.js';
 import type { RunStore } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
-import type { RunMeta } from './run-types.js';
+import type { HubPush, RunMeta } from './run-types.js';
 
 export type { Actor } from './audit-log.js';
 export type { CreateRunRequest } from './run-creation.js';
@@ -36,6 +36,8 @@ export interface RunService extends RunActions {
   clusterInfo(): Promise<ClusterReport>;
   findRun(run: string): Promise<RunMeta>;
   listRuns(): Promise<RunMeta[]>;
+  /** Records a finished push of the run's model to the Hub (`status` shows its URL). */
+  recordHubPush(runId: string, push: HubPush): Promise<RunMeta>;
 }
 
 interface RunServiceOptions {
@@ -133,5 +135,9 @@ export function createRunService(options: RunServiceOptions): RunService {
     clusterInfo: reports.clusterInfo,
     findRun: (run) => store.findRun(run),
     listRuns: () => store.listRuns(),
+    recordHubPush: (runId, push) =>
+      transitions.withRun(runId, (meta) =>
+        transitions.writeQuietly(meta, { hubPushes: [...(meta.hubPushes ?? []), push] }),
+      ),
   };
 }

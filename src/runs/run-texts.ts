@@ -68,6 +68,7 @@ export function statusText(report: RunStatusReport): string {
     lines.push(`last checkpoint: step ${report.resume.step}`);
   }
   if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
+  lines.push(...modelLines(report.meta));
   if (report.logTail.length > 0)
     lines.push(`last log lines:\n${codeBlock(report.logTail.slice(-8).join('\n'))}`);
   return lines.join('\n');
@@ -98,6 +99,25 @@ export function clusterText(info: ClusterReport): string {
     for (const note of other.notes ?? []) lines.push(note);
   }
   return lines.join('\n');
+}
+
+/** The evaluation, the saved model and where it was published. */
+function modelLines(meta: RunMeta): string[] {
+  const lines: string[] = [];
+  if (meta.evalCommand !== undefined) lines.push(`evaluation: ${meta.evalCommand}`);
+  const evaluation = meta.evaluation;
+  if (evaluation !== undefined) {
+    const results = Object.entries(evaluation.results)
+      .map(([name, value]) => `${name}=${formatNumber(value)}`)
+      .join(', ');
+    const exit = evaluation.exitCode === undefined ? '' : ` (exit ${evaluation.exitCode})`;
+    lines.push(`eval ${evaluation.status}${exit}${results === '' ? '' : `: ${results}`}`);
+  }
+  if (meta.model !== undefined) lines.push(`model: ${meta.model.path}`);
+  const push = meta.hubPushes?.at(-1);
+  if (push !== undefined)
+    lines.push(`on the Hub: ${push.url} (commit ${push.commit.slice(0, 8)}, ${push.at})`);
+  return lines;
 }
 
 function formatNumber(value: number): string {

@@ -5,6 +5,8 @@ export const RUN_STATUSES = [
   'pending_approval',
   'queued',
   'running',
+  /** Training exited 0 and the run's `--eval` command runs (same process tree, same GPUs). */
+  'evaluating',
   'paused',
   'stopped',
   'completed',
@@ -21,12 +23,18 @@ export const TERMINAL_STATUSES: ReadonlySet<RunStatus> = new Set([
   'rejected',
 ]);
 /** Statuses whose run is watched by the monitor. */
-export const ACTIVE_STATUSES: ReadonlySet<RunStatus> = new Set(['queued', 'running']);
+export const ACTIVE_STATUSES: ReadonlySet<RunStatus> = new Set(['queued', 'running', 'evaluating']);
+
+/** Statuses whose process is alive (training, or its evaluation after it). */
+export function isLaunched(status: RunStatus): boolean {
+  return status === 'running' || status === 'evaluating';
+}
 
 export const ALLOWED_TRANSITIONS: Readonly<Record<RunStatus, readonly RunStatus[]>> = {
   pending_approval: ['queued', 'rejected', 'stopped'],
   queued: ['running', 'stopped', 'failed', 'paused'],
-  running: ['paused', 'stopped', 'completed', 'failed', 'queued'],
+  running: ['paused', 'stopped', 'completed', 'failed', 'queued', 'evaluating'],
+  evaluating: ['stopped', 'completed', 'failed'],
   paused: ['queued', 'stopped', 'pending_approval'],
   stopped: [],
   completed: [],
@@ -124,6 +132,42 @@ export interface RunMeta {
   priorHours?: number;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
+  /** `--eval "<command>"`: run in the run directory after training exits 0 (status `evaluating`). */
+  evalCommand?: string;
+  /** How the evaluation went, recorded when the run ended. */
+  evaluation?: EvaluationRecord;
+  /** The final model directory the script named with `shepherd.save_model`, recorded when the run ended. */
+  model?: SavedModel;
+  /** Pushes to the Hub, oldest first. */
+  hubPushes?: HubPush[];
+}
+
+export interface EvaluationRecord {
+  status: 'passed' | 'failed';
+  exitCode?: number;
+  /** Numbers from `shepherd.log_eval` and printed eval dicts, last value of each name. */
+  results: Record<string, number>;
+  startedAt?: string;
+  endedAt?: string;
+}
+
+export interface SavedModel {
+  /** Absolute path of the model directory. */
+  path: string;
+  /** What the script said about it (base_model, datasets, library, license, tags, …). */
+  info: Record<string, unknown>;
+  step?: number;
+  savedAt: string;
+}
+
+export interface HubPush {
+  repoId: string;
+  url: string;
+  commit: string;
+  private: boolean;
+  at: string;
+  requester: { id: string; name: string };
+  approver: { id: string; name: string };
 }
 
 /** One automatic relaunch: what ended the launch and where the next one resumed. */

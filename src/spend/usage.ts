@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { AuditEntry } from '../runs/audit-log.js';
 import { RUN_FILES } from '../runs/run-files.js';
-import type { RunMeta } from '../runs/run-types.js';
+import { isLaunched, type RunMeta, type RunStatus } from '../runs/run-types.js';
 
 /**
  * GPU time from the runs' real durations: every stretch a run spent `running` (its audit trail, one line
@@ -54,14 +54,15 @@ export function runningIntervals(entries: AuditEntry[], meta: RunMeta, now: Date
   for (const entry of entries) {
     const at = Date.parse(entry.ts);
     if (!Number.isFinite(at)) continue;
-    if (entry.to === 'running' && openedAt === undefined) openedAt = at;
-    else if (entry.from === 'running' && entry.to !== 'running' && openedAt !== undefined) {
+    // An evaluation holds the run's GPUs too: running → evaluating does not end the stretch.
+    if (isLaunched(entry.to as RunStatus) && openedAt === undefined) openedAt = at;
+    else if (!isLaunched(entry.to as RunStatus) && openedAt !== undefined) {
       intervals.push([openedAt, at]);
       openedAt = undefined;
     }
   }
   if (openedAt !== undefined) {
-    const end = meta.status === 'running' ? now.getTime() : Date.parse(meta.endedAt ?? meta.updatedAt);
+    const end = isLaunched(meta.status) ? now.getTime() : Date.parse(meta.endedAt ?? meta.updatedAt);
     intervals.push([openedAt, Math.max(openedAt, end)]);
   }
   if (intervals.length === 0 && meta.startedAt !== undefined && entries.length === 0) {

@@ -43,14 +43,17 @@ function parse(text: string, botName: string): Command | undefined {
       // `sweep [options] -- <command…>` (chat clients turn `--` into an em dash), like `run`.
       const afterVerb = stripped.slice(stripped.toLowerCase().indexOf('sweep') + 'sweep'.length);
       const separator = /(?:^|\s)(?:--|—)(?:\s|$)/.exec(afterVerb);
-      if (separator === null) return { name: 'sweep', tokens: rest };
+      // Quotes group a flag's value (`--eval "python eval.py"`), as in `run`.
+      if (separator === null) {
+        const tokens = splitCommandLine(afterVerb);
+        if (tokens === undefined) return { name: 'invalid', command: 'sweep', error: 'unbalanced quote' };
+        return { name: 'sweep', tokens };
+      }
       const command = splitCommandLine(afterVerb.slice(separator.index + separator[0].length));
       if (command === undefined)
         return { name: 'invalid', command: 'sweep', error: 'unbalanced quote in the command' };
-      const flags = afterVerb
-        .slice(0, separator.index)
-        .split(/\s+/)
-        .filter((token) => token !== '');
+      const flags = splitCommandLine(afterVerb.slice(0, separator.index));
+      if (flags === undefined) return { name: 'invalid', command: 'sweep', error: 'unbalanced quote' };
       return { name: 'sweep', tokens: flags, command };
     }
     case 'sweep-status':

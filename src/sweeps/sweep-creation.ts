@@ -86,7 +86,11 @@ async function createTrialRuns(
 ): Promise<{ trials: Trial[]; costUsd: number; placement?: string }> {
   const trials: Trial[] = [];
   const { spec } = request;
-  const placementFields = definedOnly({ image: spec.image, flavor: spec.flavor });
+  const placementFields = definedOnly({
+    image: spec.image,
+    flavor: spec.flavor,
+    evalCommand: spec.evalCommand,
+  });
   let costUsd = 0;
   let placement: string | undefined;
   for (const [index, trialValues] of limits.values.entries()) {

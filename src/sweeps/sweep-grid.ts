@@ -27,6 +27,8 @@ export interface SweepSpec {
   on?: string;
   image?: string;
   flavor?: string;
+  /** `--eval "<command>"`: every trial is evaluated after its training exits 0. */
+  evalCommand?: string;
 }
 
 type ParsedSweep = { ok: true; spec: SweepSpec } | { ok: false; error: string };
@@ -131,8 +133,12 @@ function applySweepOption(spec: SweepSpec, key: string, value: string): string |
     case '--image':
     case '--flavor':
       return setPlacementFlag(spec, key, value);
+    case '--eval':
+      if (value.trim() === '') return '--eval needs a command, e.g. --eval "python eval.py"';
+      spec.evalCommand = value;
+      return undefined;
     default:
-      return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P, --on BACKEND, --image I, --flavor F`;
+      return `unknown option ${key}; use --grid k=v1,v2, --gpus N, --hours H, --name X, --metric M, --mode min|max, --canary-steps K, --parallel P, --on BACKEND, --image I, --flavor F, --eval "CMD"`;
   }
 }
 

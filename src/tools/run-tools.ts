@@ -49,6 +49,14 @@ const startTrainingInput = z.object({
     .optional()
     .describe('Container image (Kubernetes, or a local run in a container)'),
   flavor: z.string().max(64).optional().describe('HF Jobs hardware flavour, e.g. a10g-small (backend "hf")'),
+  eval: z
+    .string()
+    .min(1)
+    .max(2000)
+    .optional()
+    .describe(
+      'Shell command run in the run directory after training exits 0 (status "evaluating"), e.g. "python eval.py"; it may call shepherd.log_eval(**numbers) or print {\'eval_loss\': …} dicts (local backend only)',
+    ),
   config: z.record(z.string(), z.unknown()).optional().describe('Hyper-parameters to record with the run'),
 });
 
@@ -78,6 +86,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
                 on: input.backend,
                 image: input.image,
                 flavor: input.flavor,
+                evalCommand: input.eval,
               }),
             },
             context.threadId,
@@ -103,9 +112,11 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
             config: input.config,
             backend: input.backend,
           }),
-          ...(input.image === undefined && input.flavor === undefined
+          ...(input.image === undefined && input.flavor === undefined && input.eval === undefined
             ? {}
-            : { launch: definedOnly({ image: input.image, flavor: input.flavor }) }),
+            : {
+                launch: definedOnly({ image: input.image, flavor: input.flavor, evalCommand: input.eval }),
+              }),
         });
       },
     }),

@@ -1,5 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createRepoState, type FakeRepoState, handleRepoRoute } from './fake-hub-repos.js';
 
 /**
  * A local stand-in for huggingface.co (model info) and datasets-server.huggingface.co (`/splits`,
@@ -10,6 +14,8 @@ import type { AddressInfo } from 'node:net';
 export interface FakeHubServer {
   url: string;
   requests: Array<{ path: string; query: URLSearchParams; authorization: string | undefined }>;
+  /** Model repos created and committed to through the API, on disk (fake-hub-repos.ts). */
+  repos: FakeRepoState;
   close(): Promise<void>;
 }
 
@@ -139,6 +145,7 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
 
 export async function startFakeHub(): Promise<FakeHubServer> {
   const requests: FakeHubServer['requests'] = [];
+  const repos = createRepoState(mkdtempSync(join(tmpdir(), 'shepherd-fake-hub-')));
   const server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://localhost');
     requests.push({
@@ -146,16 +153,21 @@ export async function startFakeHub(): Promise<FakeHubServer> {
       query: url.searchParams,
       authorization: request.headers.authorization,
     });
-    handle(url, request, response);
+    handleRepoRoute(repos, url, request, response)
+      .then((handled) => {
+        if (!handled) handle(url, request, response);
+      })
+      .catch((error: unknown) => sendJson(response, 500, { error: String(error) }));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
     requests,
+    repos,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
         server.close(() => resolve());
-      }),
+      }).then(() => rmSync(repos.root, { recursive: true, force: true })),
   };
 }

@@ -8,6 +8,8 @@ Shepherd puts this directory on PYTHONPATH of every run, so a script does ``impo
     shepherd.resume_info()                              # {"step": 10, "checkpoint": "ckpt/step10.pt", ...}
     shepherd.on_stop(lambda: save(step))                # SIGTERM (pause/stop): save, then exit 0
     shepherd.finish()                                   # flush and write the final marker
+    shepherd.save_model("out/final", base_model="gpt2") # the final model directory (Push to Hub)
+    shepherd.log_eval(accuracy=0.91, eval_loss=0.3)     # evaluation results (from an --eval command)
     shepherd.preflight()                                # True during Shepherd's CPU pre-flight
 
 Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, checkpoints, clean pause):
@@ -32,6 +34,8 @@ Files in $SHEPHERD_RUN_DIR:
                  "mtime", ...extra}; Shepherd's checkpoint history.
   finish.json    {"ts", "step", "stopped"} written by finish(); stopped=true when ended by SIGTERM;
                  "wallTime": true when ended by the signal Slurm sends before the job's time limit.
+  model.json     last save_model(): {"path" (absolute), "info", "step", "ts"}, written atomically.
+  eval_results.jsonl  {"ts", "<name>": <number>, ...} per log_eval() call.
   .shepherd/stack-signal.jsonl  {"pid", "signal"} per process that imported this module.
 
 Hang dumps: on import (under Shepherd) every thread's stack is written to stderr (output.log) on SIGUSR2,
@@ -58,6 +62,7 @@ __all__ = [
     "config",
     "finish",
     "log",
+    "log_eval",
     "log_metrics",
     "on_stop",
     "preflight",
@@ -65,6 +70,7 @@ __all__ = [
     "run_dir",
     "run_id",
     "save_checkpoint",
+    "save_model",
 ]
 
 # Make this module a package too, so ``shepherd.integrations.hf`` / ``.lightning`` import from the
@@ -251,6 +257,45 @@ def save_checkpoint(step, path=None, **extra):
     _write_json_atomic(os.path.join(_RUN_DIR, "resume.json"), state)
     _append_history(state)
     log("checkpoint saved at step {}{}".format(step, "" if path is None else ": " + str(path)))
+
+
+def save_model(path, **info):
+    """Record ``path`` as the run's final model directory (weights, config, tokenizer) for Push to Hub.
+
+    ``info`` may say what the model card should: base_model, datasets, library_name, license, tags, ...
+    """
+    full = os.path.abspath(str(path))
+    if not os.path.isdir(full):
+        _warn("save_model: {} is not a directory; not recorded".format(full))
+        return
+    resume = resume_info()
+    marker = {"path": full, "info": info, "ts": round(time.time(), 3)}
+    if resume.get("step") is not None:
+        marker["step"] = resume["step"]
+    if _RUN_DIR is None:
+        log("model saved: {}".format(full))
+        return
+    _write_json_atomic(os.path.join(_RUN_DIR, "model.json"), marker)
+    log("model saved: {}".format(full))
+
+
+def log_eval(**numbers):
+    """Record evaluation results (one line in eval_results.jsonl); non-numbers are skipped with a warning."""
+    record = {}
+    for name, value in numbers.items():
+        number = _as_number(value)
+        if number is None:
+            _warn("log_eval: {}={!r} is not a number; skipped".format(name, value))
+            continue
+        record[str(name)] = number
+    if not record:
+        return
+    line = json.dumps(dict(record, ts=round(time.time(), 3)))
+    if _RUN_DIR is None:
+        print("[eval] " + line, flush=True)
+        return
+    with open(os.path.join(_RUN_DIR, "eval_results.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
 
 
 def _append_history(state):

@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -193,6 +194,56 @@ def _wait(deadline, grace):
         time.sleep(0.2)
 
 
+def _write_json(name, value):
+    fd, temporary = tempfile.mkstemp(prefix="." + name + ".", dir=".")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(value, handle)
+    os.replace(temporary, name)
+
+
+def _evaluate(deadline, grace):
+    """Run SHEPHERD_EVAL_COMMAND (a shell command) in the run directory after training exited 0.
+
+    Its output goes to eval.log and to our stdout (output.log); evaluation.json says running, then how it
+    ended. The training exit code stays the launcher's: an evaluation failure does not undo the training.
+    Returns whether the time limit was hit during the evaluation.
+    """
+    global _child
+    command = os.environ.get("SHEPHERD_EVAL_COMMAND") or ""
+    if not command.strip():
+        return False
+    started = time.time()
+    _write_json("evaluation.json", {"status": "running", "startedAt": started})
+    print("=== evaluation: {} ===".format(command), flush=True)
+    with open("eval.log", "ab") as log:
+        try:
+            _child = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        except OSError as error:
+            print("[shepherd] could not start the evaluation: {}".format(error), file=sys.stderr, flush=True)
+            _write_json("evaluation.json", {"status": "failed", "exitCode": 127, "startedAt": started,
+                                            "endedAt": time.time()})
+            return False
+        # A thread copies the output while _wait enforces the time limit, as for training.
+        def copy():
+            for line in iter(_child.stdout.readline, b""):
+                log.write(line)
+                log.flush()
+                sys.stdout.buffer.write(line)
+                sys.stdout.flush()
+
+        copier = threading.Thread(target=copy, daemon=True)
+        copier.start()
+        code, limited = _wait(deadline, grace)
+        copier.join(timeout=5)
+    _kill_descendants()
+    status = "passed" if code == 0 else "failed"
+    _write_json("evaluation.json", {"status": status, "exitCode": code if code >= 0 else 128 - code,
+                                    "startedAt": started, "endedAt": time.time()})
+    print("=== evaluation ended: exit code {} ===".format(code), flush=True)
+    return limited
+
+
 def _run_args():
     """Extra arguments for train.py (a sweep trial's --key value pairs), JSON in SHEPHERD_RUN_ARGS."""
     try:
@@ -244,6 +295,8 @@ def main():
     if _container_remove is not None:
         # The client is gone, but a container may not be (a client killed outright leaves Docker's running).
         _remove_container()
+    if code == 0 and not _terminated and not limited and _container_remove is None:
+        limited = _evaluate(deadline, grace)
     status = {
         "launch": launch,
         "exitCode": code if code >= 0 else None,

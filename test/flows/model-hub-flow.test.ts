@@ -1,0 +1,345 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { repoFile } from '../helpers/fake-hub-repos.js';
+import { type FakeHubServer, startFakeHub } from '../helpers/fake-hub-server.js';
+import { cardsTitled } from '../helpers/flow.js';
+import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+
+/*
+ * From a finished run to a model on the (fake) Hub, in the playground with real processes: `--eval` after
+ * training (status `evaluating`), the model-ready card, Push to Hub behind an approver, the model card, a
+ * second push, a Hub error, and an evaluation that fails.
+ */
+
+/** Loss falls to its best at step 4 then rises a little; checkpoints at 2, 4, 6; a model directory. */
+const TRAIN_PY = `import os, shepherd
+losses = {1: 2.0, 2: 1.5, 3: 1.1, 4: 0.8, 5: 0.9, 6: 0.95}
+for step, loss in losses.items():
+    shepherd.log_metrics(step=step, loss=loss)
+    if step % 2 == 0:
+        shepherd.save_checkpoint(step, "ckpt/step%d" % step)
+out = os.path.join(os.getcwd(), "out", os.environ["SHEPHERD_RUN_ID"])
+os.makedirs(os.path.join(out, "tokenizer"), exist_ok=True)
+with open(os.path.join(out, "model.safetensors"), "wb") as handle:
+    handle.write(bytes(range(256)) * 512)
+with open(os.path.join(out, "config.json"), "w") as handle:
+    handle.write('{"model_type": "tiny"}')
+with open(os.path.join(out, "tokenizer", "vocab.txt"), "w") as handle:
+    handle.write("a\\nb\\n")
+shepherd.save_model(out, base_model="Qwen/Qwen2.5-0.5B", datasets=["openai/gsm8k"], library_name="transformers", license="apache-2.0", tags=["sft"])
+print("training done", flush=True)
+`;
+
+/** Waits for the test's go (so `evaluating` can be seen), then prints an eval dict and logs one more number. */
+const EVAL_PY = `import os, sys, time, shepherd
+release = sys.argv[1]
+deadline = time.time() + 120
+while not os.path.exists(release) and time.time() < deadline:
+    time.sleep(0.1)
+print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
+shepherd.log_eval(eval_bleu=31.5)
+`;
+
+const BAD_EVAL_PY = `def score():
+    raise RuntimeError("eval exploded on purpose")
+score()
+`;
+
+interface MetaFile {
+  id: string;
+  status: string;
+  evaluation?: { status: string; results: Record<string, number> };
+  model?: { path: string };
+}
+
+function metaOf(dataDir: string, runId: string): MetaFile {
+  return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as MetaFile;
+}
+
+async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const value = probe();
+    if (value !== undefined && value !== false) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const botSaid = (messages: PlaygroundMessage[], pattern: RegExp) =>
+  botMessages(messages).some((message) => pattern.test(message.text));
+
+describe('evaluation, model-ready card and Push to Hub (playground, local executor, fake Hub)', () => {
+  let llm: ScriptedLlmServer;
+  let hub: FakeHubServer;
+  let shepherd: TestApp;
+  let workspace: string;
+  let threadId: string;
+  let runId: string;
+  let gitCommit: string;
+
+  beforeAll(async () => {
+    llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
+    hub = await startFakeHub();
+    workspace = mkdtempSync(join(tmpdir(), 'shepherd-model-ws-'));
+    writeFileSync(join(workspace, 'train.py'), TRAIN_PY);
+    writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
+    writeFileSync(join(workspace, 'bad_eval.py'), BAD_EVAL_PY);
+    const git = (...args: string[]) =>
+      execFileSync('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', ...args], {
+        cwd: workspace,
+        encoding: 'utf8',
+      });
+    git('init', '-q');
+    git('add', '.');
+    git('commit', '-q', '-m', 'initial');
+    gitCommit = git('rev-parse', 'HEAD').trim();
+    shepherd = await startTestApp({
+      environment: {
+        SHEPHERD_LLM_BASE_URL: llm.url,
+        SHEPHERD_WORKSPACE: workspace,
+        SHEPHERD_MONITOR_INTERVAL_S: '0.5',
+        SHEPHERD_GPUS: '0',
+        SHEPHERD_MAX_AUTOFIX: '0',
+        SHEPHERD_APPROVERS: 'bob',
+        SHEPHERD_HF_NAMESPACE: 'test-org',
+        SHEPHERD_HUB_URL: hub.url,
+        SHEPHERD_HUB_TOKEN: 'hf_test_write_token',
+      },
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    await shepherd?.stop();
+    await llm?.close();
+    await hub?.close();
+    rmSync(workspace, { recursive: true, force: true });
+  });
+
+  async function approveRun(thread: string, name: string): Promise<void> {
+    const messages = await shepherd.waitForMessages(
+      thread,
+      (all) => cardsTitled(all, `: ${name}`).length > 0,
+    );
+    const card = cardsTitled(messages, `: ${name}`)[0] as PlaygroundMessage;
+    const button = card.card?.actions?.find((action) => action.label === 'Approve');
+    expect(button).toBeDefined();
+    const result = await shepherd.click(thread, card.id, button?.actionId ?? '', 'bob');
+    expect(result.status).toBe(200);
+  }
+
+  async function pushCard(thread: string, count: number): Promise<PlaygroundMessage> {
+    const messages = await shepherd.waitForMessages(
+      thread,
+      (all) => cardsTitled(all, 'to the Hub?').length >= count,
+    );
+    return cardsTitled(messages, 'to the Hub?')[count - 1] as PlaygroundMessage;
+  }
+
+  async function approvePush(thread: string, card: PlaygroundMessage): Promise<void> {
+    const approve = card.card?.actions?.find((action) => action.label === 'Approve push');
+    expect(approve).toBeDefined();
+    const result = await shepherd.click(thread, card.id, approve?.actionId ?? '', 'bob');
+    expect(result.status).toBe(200);
+  }
+
+  it('evaluates after training (status evaluating) and posts a model-ready card with both values', async () => {
+    const release = join(workspace, 'release-eval');
+    threadId = await shepherd.mention(
+      `run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
+    );
+    await approveRun(threadId, 'tiny-sft');
+    runId = (await shepherd.app.features.runs.service.findRun('tiny-sft')).id;
+    // Training exited 0 and the eval command waits for the release: the run is `evaluating`.
+    await until(() => metaOf(shepherd.dataDir, runId).status === 'evaluating', 'status evaluating');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /tiny-sft: training finished; evaluating/),
+    );
+    writeFileSync(release, 'go');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Model ready: tiny-sft').length > 0,
+      60_000,
+    );
+    const meta = metaOf(shepherd.dataDir, runId);
+    expect(meta.status).toBe('completed');
+    expect(meta.evaluation).toEqual({
+      status: 'passed',
+      exitCode: 0,
+      results: { eval_loss: 0.25, eval_accuracy: 0.875, eval_bleu: 31.5 },
+      startedAt: expect.any(String),
+      endedAt: expect.any(String),
+    });
+    const card = cardsTitled(messages, 'Model ready: tiny-sft')[0]?.card;
+    const field = (label: string) => card?.fields?.find((entry) => entry.label === label)?.value;
+    expect(field('loss (final)')).toBe('0.95');
+    expect(field('loss (best, min)')).toBe('0.8 at step 4');
+    expect(field('Best checkpoint')).toBe('step 4');
+    expect(field('GPU-hours')).toBe('0.00');
+    expect(card?.text).toContain('eval_loss 0.25, eval_accuracy 0.875, eval_bleu 31.5');
+    expect(card?.imageUrl).toBeDefined();
+    expect(card?.actions?.map((action) => action.label)).toEqual(['Push to Hub', 'Fork', 'Compare']);
+    // The model-ready card replaces the finished note: no "tiny-sft finished" card.
+    expect(cardsTitled(messages, 'tiny-sft finished')).toHaveLength(0);
+  }, 120_000);
+
+  it('asks an approver before pushing, refuses a non-approver, uploads weights and a full model card', async () => {
+    const messages = await shepherd.messages(threadId);
+    const ready = cardsTitled(messages, 'Model ready: tiny-sft')[0] as PlaygroundMessage;
+    const pushButton = ready.card?.actions?.find((action) => action.label === 'Push to Hub');
+    const asked = await shepherd.click(threadId, ready.id, pushButton?.actionId ?? '', 'carol');
+    expect(asked.status).toBe(200);
+    const card = await pushCard(threadId, 1);
+    const field = (label: string) => card.card?.fields?.find((entry) => entry.label === label)?.value;
+    expect(field('Asked by')).toBe('carol');
+    expect(field('Repo')).toBe('test-org/tiny-sft');
+    expect(field('Visibility')).toBe('private');
+    expect(field('Files')).toBe('3 + README.md, 128.0 KB');
+    expect(card.card?.text).toContain('model.safetensors (128.0 KB)');
+
+    const approve = card.card?.actions?.find((action) => action.label === 'Approve push');
+    const refused = await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'carol');
+    expect(refused.status).toBe(403);
+    expect(hub.repos.created.size).toBe(0);
+
+    await approvePush(threadId, card);
+    const after = await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /📦 tiny-sft is on the Hub: http:\/\/127\.0\.0\.1:\d+\/test-org\/tiny-sft \(new repo/),
+    );
+    expect(hub.repos.created.get('test-org/tiny-sft')).toBe('private');
+    expect(hub.requests.some((request) => request.path.startsWith('/lfs-upload/'))).toBe(true);
+    const weights = readFileSync(join(hub.repos.root, 'test-org/tiny-sft/model.safetensors'));
+    const pattern = Buffer.from(Array.from({ length: 256 }, (_, index) => index));
+    expect(weights.equals(Buffer.concat(Array.from({ length: 512 }, () => pattern)))).toBe(true);
+    expect(repoFile(hub.repos, 'test-org/tiny-sft', 'config.json')).toBe('{"model_type": "tiny"}');
+    expect(repoFile(hub.repos, 'test-org/tiny-sft', 'tokenizer/vocab.txt')).toBe('a\nb\n');
+    const readme = repoFile(hub.repos, 'test-org/tiny-sft', 'README.md');
+    for (const part of [
+      '---\nbase_model: Qwen/Qwen2.5-0.5B\ndatasets:\n- openai/gsm8k\nlibrary_name: transformers\nlicense: apache-2.0\ntags:\n- shepherd\n- sft\n---',
+      '## Metrics',
+      '| loss (final) | 0.95 |',
+      '| loss (best, min) | 0.8 (step 4) |',
+      '| eval_loss (eval) | 0.25 |',
+      '| eval_accuracy (eval) | 0.875 |',
+      '## Training configuration',
+      '- Command: `python3 -u train.py`',
+      '- GPUs: 0',
+      'GPU-hours',
+      '- Backend: ',
+      `- Evaluation: \`python3 -u ${join(workspace, 'eval.py')}`,
+      '## Provenance',
+      `- Git commit: ${gitCommit} (clean)`,
+      `- Shepherd run id: ${runId}`,
+      '- Run requested by: alice',
+      '- Push requested by: carol, approved by bob',
+    ]) {
+      expect(readme).toContain(part);
+    }
+    expect(readme).toMatch(/- Script sha256: [0-9a-f]{64}\n/);
+    expect(readme).toMatch(/- Created: \S+; started: \S+; ended: \S+; pushed: \S+/);
+    // The card is resolved with the outcome; `status` shows the URL.
+    const resolved = (await shepherd.messages(threadId)).find((message) => message.id === card.id);
+    expect(resolved?.card?.resolved).toMatch(/^Approved by bob; pushed to http/);
+    expect(after.some((message) => /Pushed tiny-sft to test-org\/tiny-sft: 100%/.test(message.text))).toBe(
+      true,
+    );
+    await shepherd.reply(threadId, '@shepherd status tiny-sft');
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /on the Hub: http:\/\/127\.0\.0\.1:\d+\/test-org\/tiny-sft \(commit [0-9a-f]{8}/),
+    );
+  }, 60_000);
+
+  it('a second push (the command) makes a new commit in the same repo', async () => {
+    await shepherd.reply(threadId, '@shepherd push tiny-sft');
+    const card = await pushCard(threadId, 2);
+    await approvePush(threadId, card);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /📦 tiny-sft is on the Hub: .*\(new commit/),
+    );
+    expect(hub.repos.commits.get('test-org/tiny-sft')).toHaveLength(2);
+    expect(hub.requests.filter((request) => request.path === '/api/repos/create')).toHaveLength(2);
+    expect(hub.repos.created.size).toBe(1);
+  }, 60_000);
+
+  it('the agent tool push_to_hub asks for the same approval and pushes', async () => {
+    llm.enqueue(
+      {
+        toolCalls: [
+          {
+            id: 'call_push_1',
+            name: 'push_to_hub',
+            arguments: { run: 'tiny-sft', repo: 'test-org/tiny-sft-agent' },
+          },
+        ],
+      },
+      { text: 'I asked for the push; an approver has to approve it.' },
+    );
+    await shepherd.reply(threadId, '@shepherd please publish tiny-sft as test-org/tiny-sft-agent', 'alice');
+    const card = await pushCard(threadId, 3);
+    expect(card.card?.fields?.find((entry) => entry.label === 'Repo')?.value).toBe('test-org/tiny-sft-agent');
+    expect(card.card?.fields?.find((entry) => entry.label === 'Asked by')?.value).toBe('alice');
+    const toolResult = llm.requests
+      .flatMap(
+        (request) =>
+          (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ?? [],
+      )
+      .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1');
+    expect(String(toolResult?.content)).toMatch(/waiting for an approver/);
+    await approvePush(threadId, card);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /📦 tiny-sft is on the Hub: .*\/test-org\/tiny-sft-agent \(new repo/),
+    );
+    expect(repoFile(hub.repos, 'test-org/tiny-sft-agent', 'README.md')).toContain(
+      '- Push requested by: alice, approved by bob',
+    );
+  }, 60_000);
+
+  it('a Hub error is posted in the thread and nothing is announced', async () => {
+    await shepherd.reply(threadId, '@shepherd push tiny-sft --repo forbidden-org/tiny --public');
+    const card = await pushCard(threadId, 4);
+    expect(card.card?.fields?.find((entry) => entry.label === 'Visibility')?.value).toBe('public');
+    await approvePush(threadId, card);
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(
+        all,
+        /❌ Push of tiny-sft to forbidden-org\/tiny failed: the Hub answered 403: You don't have the rights/,
+      ),
+    );
+    expect(botSaid(messages, /📦 .*forbidden-org/)).toBe(false);
+    expect(existsSync(join(hub.repos.root, 'forbidden-org'))).toBe(false);
+    const resolved = messages.find((message) => message.id === card.id);
+    expect(resolved?.card?.resolved).toMatch(/the push failed: the Hub answered 403/);
+  }, 60_000);
+
+  it('a failed evaluation is reported like a crash, once, and the training result stays', async () => {
+    const thread = await shepherd.mention(
+      `run --name tiny-bad-eval --eval "python3 -u ${join(workspace, 'bad_eval.py')}" -- python3 -u train.py`,
+    );
+    await approveRun(thread, 'tiny-bad-eval');
+    const messages = await shepherd.waitForMessages(
+      thread,
+      (all) => cardsTitled(all, 'tiny-bad-eval: evaluation failed').length > 0,
+      60_000,
+    );
+    const id = (await shepherd.app.features.runs.service.findRun('tiny-bad-eval')).id;
+    const meta = metaOf(shepherd.dataDir, id);
+    expect(meta.status).toBe('completed');
+    expect(meta.evaluation?.status).toBe('failed');
+    const alert = cardsTitled(messages, 'tiny-bad-eval: evaluation failed')[0]?.card;
+    expect(alert?.text).toContain('RuntimeError: eval exploded on purpose');
+    expect(alert?.text).toContain('The training result and its checkpoints stay.');
+    // The run still completed with its model: its model-ready card says the evaluation failed.
+    const after = await shepherd.waitForMessages(
+      thread,
+      (all) => cardsTitled(all, 'Model ready: tiny-bad-eval').length > 0,
+    );
+    expect(cardsTitled(after, 'Model ready: tiny-bad-eval')[0]?.card?.text).toContain(
+      'The evaluation failed',
+    );
+    expect(cardsTitled(after, 'evaluation failed')).toHaveLength(1);
+  }, 120_000);
+});
