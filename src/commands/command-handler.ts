@@ -48,7 +48,10 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       case 'runs':
         return operations.list();
       case 'status':
-        return command.run === undefined ? operations.list() : operations.status(command.run);
+        if (command.run === undefined) return operations.list();
+        return command.full === true
+          ? operations.status(command.run, { full: true })
+          : operations.status(command.run);
       case 'pause':
         return operations.pause(command.run, actor, threadId, 'command');
       case 'schedule':

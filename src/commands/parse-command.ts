@@ -9,7 +9,7 @@ import type { RunFlags } from '../runs/run-operations.js';
 export type PlainCommand =
   | { name: 'help' }
   | { name: 'runs' }
-  | { name: 'status'; run?: string }
+  | { name: 'status'; run?: string; full?: boolean }
   | { name: 'pause' | 'stop'; run: string }
   | { name: 'resume'; run: string; on?: string }
   | { name: 'schedule'; run: string; cron: string }
@@ -80,6 +80,8 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
       return rest.length === 0 ? { name: 'runs' } : undefined;
     case 'status':
       if (rest.length === 0) return { name: 'status' };
+      if (rest.length === 2 && rest[1] === '--full' && RUN_REFERENCE.test(rest[0] ?? ''))
+        return { name: 'status', run: rest[0] as string, full: true };
       return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
         ? { name: 'status', run: rest[0] as string }
         : undefined;

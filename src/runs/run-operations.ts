@@ -2,6 +2,7 @@ import type { ChatUser } from '../bot/chat-adapter.js';
 import { RunError } from '../errors.js';
 import type { PreparedCommand } from './command-launch.js';
 import { createLaunchChecks } from './launch-checks.js';
+import { readReproducibility, reproducibilityLines } from './launch-record.js';
 import type { RunAccess, RunChangeVia } from './run-access.js';
 import type { RunApprovals } from './run-approvals.js';
 import { createRunChanges } from './run-changes.js';
@@ -51,7 +52,8 @@ export interface RunFlags {
 export interface RunOperations {
   launch(input: LaunchInput): Promise<string>;
   list(): Promise<string>;
-  status(reference: string): Promise<string>;
+  /** `full`: with the reproducibility record of the newest launch (`status <run> --full`). */
+  status(reference: string, view?: { full?: boolean }): Promise<string>;
   pause(reference: string, actor: ChatUser, threadId: string, via: RunChangeVia): Promise<string>;
   resume(
     reference: string,
@@ -166,7 +168,12 @@ export function createRunOperations(options: RunOperationsOptions): RunOperation
     ...createRunChanges(options, checks),
     list,
     schedule,
-    status: async (reference) => statusText(await runs.status(reference)),
+    status: async (reference, view) => {
+      const report = await runs.status(reference);
+      if (view?.full !== true) return statusText(report);
+      const reproducibility = await readReproducibility(options.store.runDir(report.meta.id));
+      return [statusText(report), '', ...reproducibilityLines(reproducibility)].join('\n');
+    },
     cluster: async () => clusterText(await runs.clusterInfo()),
   };
 }
