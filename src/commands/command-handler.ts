@@ -60,6 +60,8 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return command.name === 'resume' && command.on !== undefined
           ? operations.resume(command.run, actor, threadId, 'command', undefined, { on: command.on })
           : operations.resume(command.run, actor, threadId, 'command');
+      case 'fork':
+        return operations.fork(command.run, command.request, actor, threadId);
       case 'stop':
         return operations.stop(command.run, actor, threadId, 'command');
       case 'run': {

@@ -1,6 +1,8 @@
 import { definedOnly } from '../defined-only.js';
 import { setPlacementFlag } from '../runs/executor.js';
+import type { ForkRequest } from '../runs/run-forks.js';
 import type { RunFlags } from '../runs/run-operations.js';
+import { parseFork } from './parse-fork.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so
  * that natural language ("stop the run if the loss explodes") goes to the agent, not to a command.
@@ -13,6 +15,7 @@ export type PlainCommand =
   | { name: 'pause' | 'stop'; run: string }
   | { name: 'resume'; run: string; on?: string }
   | { name: 'schedule'; run: string; cron: string }
+  | { name: 'fork'; run: string; request: ForkRequest }
   | ({ name: 'run'; path?: string; command?: string[] } & RunCommandFlags)
   | { name: 'watch'; target: WatchTarget; runName?: string }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
@@ -96,6 +99,12 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
         : undefined;
     case 'run':
       return parseRun(text.slice(head.length));
+    case 'fork': {
+      const parsed = parseFork(rest, RUN_REFERENCE);
+      if (parsed === undefined || 'error' in parsed)
+        return parsed === undefined ? undefined : invalid('fork', parsed.error);
+      return { name: 'fork', ...parsed };
+    }
     case 'watch':
       return parseWatch(rest);
     case 'chart':

@@ -71,6 +71,7 @@ export function createOperationsFeature(
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
+    checkpoints: runs.checkpoints,
     python: config.runs.python,
     maxHours: config.runs.maxHours,
     checkSyntax: scriptChecks.checkSyntax,

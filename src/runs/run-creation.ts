@@ -35,7 +35,10 @@ export interface CreateRunRequest {
 
 /** How a run starts when it is not a plain `train.py`: see `RunMeta`. */
 type RunLaunchFields = Partial<
-  Pick<RunMeta, 'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor'>
+  Pick<
+    RunMeta,
+    'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor' | 'forkOf'
+  >
 >;
 
 /** A run Shepherd watches but did not launch: it starts `running` at once, no approval. */

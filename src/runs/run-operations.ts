@@ -1,5 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { RunError } from '../errors.js';
+import type { CheckpointHistory } from './checkpoint-history.js';
 import type { PreparedCommand } from './command-launch.js';
 import { createLaunchChecks } from './launch-checks.js';
 import { readReproducibility, reproducibilityLines } from './launch-record.js';
@@ -7,10 +8,11 @@ import type { RunAccess, RunChangeVia } from './run-access.js';
 import type { RunApprovals } from './run-approvals.js';
 import { createRunChanges } from './run-changes.js';
 import type { Environments } from './run-environments.js';
+import { createRunForks, type ForkRequest } from './run-forks.js';
 import { createRunLaunches } from './run-launches.js';
 import type { CreateRunRequest, RunService } from './run-service.js';
 import type { RunStore } from './run-store.js';
-import { clusterText, describeRun, statusText } from './run-texts.js';
+import { clusterText, describeRun, lineageLines, statusText } from './run-texts.js';
 import type { RunMeta } from './run-types.js';
 
 /**
@@ -76,6 +78,8 @@ export interface RunOperations {
   ): Promise<{ text: string; diff: string }>;
   cluster(): Promise<string>;
   runWorkspaceScript(path: string, flags: RunFlags, threadId: string, actor: ChatUser): Promise<string>;
+  /** `fork <run> …`: a new run from a checkpoint of the old one, with changed settings, behind a card. */
+  fork(reference: string, request: ForkRequest, actor: ChatUser, threadId: string): Promise<string>;
   /** `schedule <run> --cron "…"`: an approval card for a recurring HF job. */
   schedule(reference: string, cron: string, actor: ChatUser, threadId: string): Promise<string>;
   runCommand(
@@ -125,6 +129,8 @@ export interface RunOperationsOptions {
   defaultEnvironment?: string | undefined;
   /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
   python?: string;
+  /** Checkpoint histories: where a fork starts (absent: forks are refused). */
+  checkpoints?: Pick<CheckpointHistory, 'list'>;
   /** Stopping a watched run asks for a confirmation button first; this posts it. */
   confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
 }
@@ -168,11 +174,14 @@ export function createRunOperations(options: RunOperationsOptions): RunOperation
     ...createRunChanges(options, checks),
     list,
     schedule,
+    fork: createRunForks(options, checks),
     status: async (reference, view) => {
       const report = await runs.status(reference);
-      if (view?.full !== true) return statusText(report);
+      const forks = (await runs.listRuns()).filter((meta) => meta.forkOf?.runId === report.meta.id);
+      const text = [statusText(report), ...lineageLines(report.meta, forks)].join('\n');
+      if (view?.full !== true) return text;
       const reproducibility = await readReproducibility(options.store.runDir(report.meta.id));
-      return [statusText(report), '', ...reproducibilityLines(reproducibility)].join('\n');
+      return [text, '', ...reproducibilityLines(reproducibility)].join('\n');
     },
     cluster: async () => clusterText(await runs.clusterInfo()),
   };

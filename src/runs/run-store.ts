@@ -46,6 +46,7 @@ interface NewRunInput {
       | 'placement'
       | 'placementNotes'
       | 'hourlyUsd'
+      | 'forkOf'
     >
   >;
 }

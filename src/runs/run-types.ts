@@ -122,8 +122,18 @@ export interface RunMeta {
    * one `--hours` budget); cleared by a new approval.
    */
   priorHours?: number;
+  /** A fork (`fork <run>`): the run it came from and the checkpoint it resumes from (null: none recorded). */
+  forkOf?: ForkOrigin;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
+}
+
+/** Where a fork came from; `checkpoint` is the parent's path as its script saved it. */
+interface ForkOrigin {
+  runId: string;
+  runName: string;
+  step: number;
+  checkpoint: string | null;
 }
 
 /** One automatic relaunch: what ended the launch and where the next one resumed. */
