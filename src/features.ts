@@ -115,7 +115,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
-  const help = createHelpFeature(base, { memoryNotes });
+  const help = createHelpFeature(base, { memoryNotes, datasetChecks: operations.datasetChecks });
   const commands = createCommandsFeature(base, {
     operations: operations.operations,
     helpText: help.helpText,

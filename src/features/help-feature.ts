@@ -1,3 +1,4 @@
+import type { DatasetChecks } from '../tools/dataset-format.js';
 import { createDatasetViewer, createInspectDatasetTool } from '../tools/dataset-viewer.js';
 import { createHelpTool } from '../tools/help-tool.js';
 import { createHubClient } from '../tools/hub-api.js';
@@ -15,7 +16,7 @@ interface HelpFeature extends Feature {
 /** What the agent looks up: help, playbooks, the Hub (models, datasets), memory estimates. */
 export function createHelpFeature(
   base: FeatureBase,
-  dependencies: { memoryNotes: MemoryNotes },
+  dependencies: { memoryNotes: MemoryNotes; datasetChecks: DatasetChecks },
 ): HelpFeature {
   const { config, logger } = base;
   const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
@@ -38,7 +39,10 @@ export function createHelpFeature(
     tools: [
       help,
       ...createHubTools(hub),
-      createInspectDatasetTool(datasets, { hasToken: config.hub.token !== undefined }),
+      createInspectDatasetTool(datasets, {
+        hasToken: config.hub.token !== undefined,
+        checks: dependencies.datasetChecks,
+      }),
       createMemoryTool({ hub, notes: dependencies.memoryNotes, gpuMemoryGb: config.checks.gpuMemoryGb }),
       createReadPlaybookTool(playbooks),
     ],

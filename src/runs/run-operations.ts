@@ -124,6 +124,8 @@ export interface RunOperationsOptions {
   notify?: (threadId: string, text: string) => Promise<void>;
   /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
   memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
+  /** The thread's latest dataset format check (`inspect_dataset` with a method), shown on its launch card. */
+  datasetCheck?: (threadId: string) => Promise<string | undefined>;
   /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
   environments?: Environments;
   defaultEnvironment?: string | undefined;
