@@ -13,6 +13,7 @@ import { createHfJobsExecutor } from './runs/hfjobs/hfjobs-executor.js';
 import { createRunSchedules } from './runs/hfjobs/hfjobs-run-schedules.js';
 import { createHfScheduledJobs } from './runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { createKubernetesExecutor } from './runs/kubernetes/kubernetes-executor.js';
+import { createLaunchCapture } from './runs/launch-capture.js';
 import { createLocalExecutor } from './runs/local-executor.js';
 import { localPlacement } from './runs/local-launch-plan.js';
 import { lookupRunUser } from './runs/run-as-user.js';
@@ -42,6 +43,9 @@ export interface RunsRuntime extends RunsFacade {
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
 }
+
+/** Bound on a launch's environment probe (pip freeze, torch import, nvidia-smi); it never delays the start. */
+const LAUNCH_PROBE_TIMEOUT_MS = 60_000;
 
 /** An executor with its card description (the local executor knows nothing of prices). */
 function withPlacement(executor: Executor, placement: NonNullable<Executor['placement']>): Executor {
@@ -184,8 +188,18 @@ export async function createRunsRuntime(options: {
     runDir: store.runDir,
     pinMaxBytes: Math.round(config.runs.pinMaxGb * 1e9),
   });
+  const launchCapture = createLaunchCapture({
+    runDir: store.runDir,
+    python: config.runs.python,
+    environments: config.runs.environments,
+    inherited: options.environment,
+    container: config.localContainer,
+    timeoutMs: LAUNCH_PROBE_TIMEOUT_MS,
+    logger: logger.child({ component: 'launch-capture' }),
+  });
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
+    afterLaunch: launchCapture.capture,
     prepareRelaunch: checkpoints.prepareRelaunch,
     // Pinned checkpoints are only for resuming: nothing resumes a run that ended.
     onTerminal: (meta) => checkpoints.releasePins(meta.id),

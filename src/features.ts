@@ -126,7 +126,11 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
-  const help = createHelpFeature(base, { memoryNotes, researchStore });
+  const help = createHelpFeature(base, {
+    memoryNotes,
+    researchStore,
+    datasetChecks: operations.datasetChecks,
+  });
   const commands = createCommandsFeature(base, {
     operations: operations.operations,
     helpText: help.helpText,

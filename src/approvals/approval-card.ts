@@ -91,6 +91,14 @@ export function approvalCard(approval: Approval): Card {
   }
   if (approval.reason !== undefined)
     lines.push(approval.kind === 'sweep' ? approval.reason : `Reason: ${approval.reason}`);
+  if (approval.changes !== undefined) {
+    lines.push(
+      approval.changes.length === 0
+        ? 'Configuration: unchanged from the parent run.'
+        : `Configuration changes from the parent run:\n${codeBlock(redactSecrets(approval.changes.join('\n')))}`,
+    );
+  }
+  if (approval.datasetCheck !== undefined) lines.push(`Dataset check: ${approval.datasetCheck}`);
   if (approval.command !== undefined) lines.push(`Command:\n${codeBlock(redactSecrets(approval.command))}`);
   for (const warning of approval.warnings ?? []) lines.push(`⚠️ ${warning}`);
   if (approval.basedOn !== undefined) lines.push(`Based on: ${approval.basedOn.slice(0, 5).join(', ')}`);

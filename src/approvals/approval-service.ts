@@ -41,6 +41,10 @@ interface ApprovalRequest {
   command?: string;
   environment?: string;
   warnings?: string[];
+  /** A fork's configuration changes against its parent. */
+  changes?: string[];
+  /** The thread's last dataset format check. */
+  datasetCheck?: string;
 }
 
 interface ApprovalServiceOptions {
@@ -189,6 +193,8 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
           environment: input.environment,
           backend: input.meta.placement,
           schedule: input.schedule,
+          changes: input.changes,
+          datasetCheck: input.datasetCheck,
         }),
         ...(warnings.length === 0 ? {} : { warnings }),
         ...definedOnly({ toolCall: input.toolCall, budget }),

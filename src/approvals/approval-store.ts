@@ -44,6 +44,10 @@ const approvalSchema = z.object({
   warnings: z.array(z.string()).optional(),
   /** Agent script cards: the sources of the thread's last research ("based on"). */
   basedOn: z.array(z.string()).optional(),
+  /** A fork: how its configuration differs from its parent's, one `key: old → new` line each. */
+  changes: z.array(z.string()).optional(),
+  /** The dataset format check (`inspect_dataset` with a method) last run in the thread, as one verdict. */
+  datasetCheck: z.string().optional(),
   /** Who asked: a tool call of the agent (its turn resumes on decision), a plain command, or the monitor. */
   origin: z.enum(['agent', 'command', 'monitor']),
   toolCall: z.object({ name: z.string(), input: z.unknown() }).optional(),

@@ -48,7 +48,10 @@ export function createCommandHandler(options: CommandHandlerOptions) {
       case 'runs':
         return operations.list();
       case 'status':
-        return command.run === undefined ? operations.list() : operations.status(command.run);
+        if (command.run === undefined) return operations.list();
+        return command.full === true
+          ? operations.status(command.run, { full: true })
+          : operations.status(command.run);
       case 'pause':
         return operations.pause(command.run, actor, threadId, 'command');
       case 'schedule':
@@ -57,6 +60,8 @@ export function createCommandHandler(options: CommandHandlerOptions) {
         return command.name === 'resume' && command.on !== undefined
           ? operations.resume(command.run, actor, threadId, 'command', undefined, { on: command.on })
           : operations.resume(command.run, actor, threadId, 'command');
+      case 'fork':
+        return operations.fork(command.run, command.request, actor, threadId);
       case 'stop':
         return operations.stop(command.run, actor, threadId, 'command');
       case 'run': {

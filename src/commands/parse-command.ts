@@ -1,6 +1,8 @@
 import { definedOnly } from '../defined-only.js';
 import { setPlacementFlag } from '../runs/executor.js';
+import type { ForkRequest } from '../runs/run-forks.js';
 import type { RunFlags } from '../runs/run-operations.js';
+import { parseFork } from './parse-fork.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so
  * that natural language ("stop the run if the loss explodes") goes to the agent, not to a command.
@@ -9,10 +11,11 @@ import type { RunFlags } from '../runs/run-operations.js';
 export type PlainCommand =
   | { name: 'help' }
   | { name: 'runs' }
-  | { name: 'status'; run?: string }
+  | { name: 'status'; run?: string; full?: boolean }
   | { name: 'pause' | 'stop'; run: string }
   | { name: 'resume'; run: string; on?: string }
   | { name: 'schedule'; run: string; cron: string }
+  | { name: 'fork'; run: string; request: ForkRequest }
   | ({ name: 'run'; path?: string; command?: string[] } & RunCommandFlags)
   | { name: 'watch'; target: WatchTarget; runName?: string }
   | { name: 'chart'; run: string; metrics: string[]; steps?: { from: number; to: number } }
@@ -80,6 +83,8 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
       return rest.length === 0 ? { name: 'runs' } : undefined;
     case 'status':
       if (rest.length === 0) return { name: 'status' };
+      if (rest.length === 2 && rest[1] === '--full' && RUN_REFERENCE.test(rest[0] ?? ''))
+        return { name: 'status', run: rest[0] as string, full: true };
       return rest.length === 1 && RUN_REFERENCE.test(rest[0] ?? '')
         ? { name: 'status', run: rest[0] as string }
         : undefined;
@@ -94,6 +99,12 @@ export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainC
         : undefined;
     case 'run':
       return parseRun(text.slice(head.length));
+    case 'fork': {
+      const parsed = parseFork(rest, RUN_REFERENCE);
+      if (parsed === undefined || 'error' in parsed)
+        return parsed === undefined ? undefined : invalid('fork', parsed.error);
+      return { name: 'fork', ...parsed };
+    }
     case 'watch':
       return parseWatch(rest);
     case 'chart':

@@ -1,4 +1,5 @@
 import type { ResearchStore } from '../research/research-store.js';
+import type { DatasetChecks } from '../tools/dataset-format.js';
 import { createDatasetViewer, createInspectDatasetTool } from '../tools/dataset-viewer.js';
 import { createHelpTool } from '../tools/help-tool.js';
 import { createHubClient } from '../tools/hub-api.js';
@@ -23,7 +24,7 @@ interface HelpFeature extends Feature {
  */
 export function createHelpFeature(
   base: FeatureBase,
-  dependencies: { memoryNotes: MemoryNotes; researchStore: ResearchStore },
+  dependencies: { memoryNotes: MemoryNotes; researchStore: ResearchStore; datasetChecks: DatasetChecks },
 ): HelpFeature {
   const { config, logger } = base;
   const playbooks = createPlaybooks({ directory: config.session.playbooksDir });
@@ -40,7 +41,10 @@ export function createHelpFeature(
   });
   const lookups = [
     ...createHubTools(hub),
-    createInspectDatasetTool(datasets, { hasToken: config.hub.token !== undefined }),
+    createInspectDatasetTool(datasets, {
+      hasToken: config.hub.token !== undefined,
+      checks: dependencies.datasetChecks,
+    }),
   ];
   const research = createResearchTools(base, { store: dependencies.researchStore, lookups });
   return {

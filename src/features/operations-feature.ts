@@ -8,6 +8,7 @@ import { lookupRunUser } from '../runs/run-as-user.js';
 import { createRunOperations, type RunOperations } from '../runs/run-operations.js';
 import { createRunCommand } from '../runs/slurm/slurm-command.js';
 import { createCheckpointLister } from '../tools/checkpoint-listing.js';
+import { createDatasetChecks, type DatasetChecks } from '../tools/dataset-format.js';
 import type { MemoryNotes } from '../tools/memory-tool.js';
 import { createRunInspectTools } from '../tools/run-inspect-tools.js';
 import { createRunTools } from '../tools/run-tools.js';
@@ -19,20 +20,25 @@ interface OperationsFeature extends Feature {
   operations: RunOperations;
   watching: WatchOperations;
   scriptChecks: ScriptChecks;
+  /** The threads' latest dataset format checks (the inspect_dataset tool records them). */
+  datasetChecks: DatasetChecks;
+}
+
+interface OperationsDependencies {
+  runs: RunsRuntime;
+  approvals: ApprovalService;
+  access: RunAccess;
+  memoryNotes: MemoryNotes;
 }
 
 /** What people and the agent do to runs (the runs facade), watched runs and their stop cards, run tools. */
 export function createOperationsFeature(
   base: FeatureBase,
-  dependencies: {
-    runs: RunsRuntime;
-    approvals: ApprovalService;
-    access: RunAccess;
-    memoryNotes: MemoryNotes;
-  },
+  dependencies: OperationsDependencies,
 ): OperationsFeature {
   const { config, logger, notifier } = base;
   const { runs, access } = dependencies;
+  const datasetChecks = createDatasetChecks(base.redis, base.prefix);
   // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
   const botUid = process.getuid?.();
   const runAs = config.runs.runAsUser === undefined ? undefined : lookupRunUser(config.runs.runAsUser);
@@ -71,6 +77,7 @@ export function createOperationsFeature(
     environments: config.runs.environments,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
+    checkpoints: runs.checkpoints,
     python: config.runs.python,
     maxHours: config.runs.maxHours,
     checkSyntax: scriptChecks.checkSyntax,
@@ -79,11 +86,13 @@ export function createOperationsFeature(
       await notifier.post(threadId, text);
     },
     memoryEstimate: dependencies.memoryNotes.latest,
+    datasetCheck: datasetChecks.latest,
   });
   return {
     operations,
     watching,
     scriptChecks,
+    datasetChecks,
     actions: Object.values(WATCH_ACTIONS).map((verb) => ({
       verb,
       handler: (action, token) => watching.onAction(action, verb, token),

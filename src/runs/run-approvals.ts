@@ -26,6 +26,10 @@ interface RunApprovalRequest {
   command?: string;
   environment?: string;
   warnings?: string[];
+  /** A fork: its configuration changes against its parent, one line each. */
+  changes?: string[];
+  /** The thread's last dataset format check (`inspect_dataset` with a method). */
+  datasetCheck?: string;
 }
 
 export interface RunApprovals {

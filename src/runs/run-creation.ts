@@ -37,7 +37,15 @@ export interface CreateRunRequest {
 type RunLaunchFields = Partial<
   Pick<
     RunMeta,
-    'command' | 'cwd' | 'scriptPath' | 'environmentName' | 'nodes' | 'image' | 'flavor' | 'evalCommand'
+    | 'command'
+    | 'cwd'
+    | 'scriptPath'
+    | 'environmentName'
+    | 'nodes'
+    | 'image'
+    | 'flavor'
+    | 'evalCommand'
+    | 'forkOf'
   >
 >;
 

@@ -35,6 +35,8 @@ interface RunLauncherOptions {
    * returns is added to the thread's "is running" line (where the launch resumes from).
    */
   beforeLaunch?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Called once a launch is running, not awaited (the reproducibility record; see launch-capture). */
+  afterLaunch?: (meta: RunMeta) => void;
 }
 
 /** Launching runs and the GPU queue: allocate, launch, wait for GPUs, start queued runs FIFO, terminate. */
@@ -95,6 +97,7 @@ export function createRunLauncher(options: RunLauncherOptions): RunLauncher {
         'nextSegment',
       ].filter((key) => !(key in handle)) as Array<keyof RunMeta>,
     });
+    options.afterLaunch?.(running);
     const where = backend.allocatesGpus
       ? `on ${meta.placement ?? BACKEND_LABELS[backendOf(meta)].title}${meta.gpus > 0 ? ` with ${plural(meta.gpus, 'GPU')}` : ''}`
       : `on ${describeGpus(indices)}`;

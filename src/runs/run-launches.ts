@@ -55,6 +55,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
         : undefined;
     const memory =
       input.origin === 'agent' ? await options.memoryEstimate?.(input.threadId, input.modelId) : undefined;
+    const datasetCheck = await options.datasetCheck?.(input.threadId);
     const { approval, autoApproved } = await approvals.request(
       definedOnly({
         kind: 'start' as const,
@@ -65,6 +66,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
         origin: input.origin,
         preflight,
         memory,
+        datasetCheck,
         ...checks.launchDetails(meta),
         toolCall: input.toolCall,
       }),

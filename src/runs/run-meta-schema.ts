@@ -59,6 +59,14 @@ const runMetaSchema = z.object({
     )
     .optional(),
   priorHours: z.number().nonnegative().optional(),
+  forkOf: z
+    .object({
+      runId: z.string(),
+      runName: z.string(),
+      step: z.number(),
+      checkpoint: z.string().nullable(),
+    })
+    .optional(),
   watch: z
     .discriminatedUnion('source', [
       z.object({ source: z.literal('slurm'), logPath: z.string() }),

@@ -1,15 +1,18 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { RunError } from '../errors.js';
+import type { CheckpointHistory } from './checkpoint-history.js';
 import type { PreparedCommand } from './command-launch.js';
 import { createLaunchChecks } from './launch-checks.js';
+import { readReproducibility, reproducibilityLines } from './launch-record.js';
 import type { RunAccess, RunChangeVia } from './run-access.js';
 import type { RunApprovals } from './run-approvals.js';
 import { createRunChanges } from './run-changes.js';
 import type { Environments } from './run-environments.js';
+import { createRunForks, type ForkRequest } from './run-forks.js';
 import { createRunLaunches } from './run-launches.js';
 import type { CreateRunRequest, RunService } from './run-service.js';
 import type { RunStore } from './run-store.js';
-import { clusterText, describeRun, statusText } from './run-texts.js';
+import { clusterText, describeRun, lineageLines, statusText } from './run-texts.js';
 import type { RunMeta } from './run-types.js';
 
 /**
@@ -53,7 +56,8 @@ export interface RunFlags {
 export interface RunOperations {
   launch(input: LaunchInput): Promise<string>;
   list(): Promise<string>;
-  status(reference: string): Promise<string>;
+  /** `full`: with the reproducibility record of the newest launch (`status <run> --full`). */
+  status(reference: string, view?: { full?: boolean }): Promise<string>;
   pause(reference: string, actor: ChatUser, threadId: string, via: RunChangeVia): Promise<string>;
   resume(
     reference: string,
@@ -76,6 +80,8 @@ export interface RunOperations {
   ): Promise<{ text: string; diff: string }>;
   cluster(): Promise<string>;
   runWorkspaceScript(path: string, flags: RunFlags, threadId: string, actor: ChatUser): Promise<string>;
+  /** `fork <run> …`: a new run from a checkpoint of the old one, with changed settings, behind a card. */
+  fork(reference: string, request: ForkRequest, actor: ChatUser, threadId: string): Promise<string>;
   /** `schedule <run> --cron "…"`: an approval card for a recurring HF job. */
   schedule(reference: string, cron: string, actor: ChatUser, threadId: string): Promise<string>;
   runCommand(
@@ -120,11 +126,15 @@ export interface RunOperationsOptions {
   notify?: (threadId: string, text: string) => Promise<void>;
   /** The agent's latest memory estimate in this thread for this model, shown on its launch card. */
   memoryEstimate?: (threadId: string, modelId: string | undefined) => Promise<string | undefined>;
+  /** The thread's latest dataset format check (`inspect_dataset` with a method), shown on its launch card. */
+  datasetCheck?: (threadId: string) => Promise<string | undefined>;
   /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
   environments?: Environments;
   defaultEnvironment?: string | undefined;
   /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
   python?: string;
+  /** Checkpoint histories: where a fork starts (absent: forks are refused). */
+  checkpoints?: Pick<CheckpointHistory, 'list'>;
   /** Stopping a watched run asks for a confirmation button first; this posts it. */
   confirmStop?: (meta: RunMeta, actor: ChatUser) => Promise<string>;
 }
@@ -168,7 +178,15 @@ export function createRunOperations(options: RunOperationsOptions): RunOperation
     ...createRunChanges(options, checks),
     list,
     schedule,
-    status: async (reference) => statusText(await runs.status(reference)),
+    fork: createRunForks(options, checks),
+    status: async (reference, view) => {
+      const report = await runs.status(reference);
+      const forks = (await runs.listRuns()).filter((meta) => meta.forkOf?.runId === report.meta.id);
+      const text = [statusText(report), ...lineageLines(report.meta, forks)].join('\n');
+      if (view?.full !== true) return text;
+      const reproducibility = await readReproducibility(options.store.runDir(report.meta.id));
+      return [text, '', ...reproducibilityLines(reproducibility)].join('\n');
+    },
     cluster: async () => clusterText(await runs.clusterInfo()),
   };
 }

@@ -53,6 +53,8 @@ interface RunServiceOptions {
   onEvent?: RunEventHandler;
   /** Runs just before each launch (see checkpoint-history); returns a note for the thread. */
   beforeLaunch?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Called once a launch is running, not awaited (the reproducibility record). */
+  afterLaunch?: (meta: RunMeta) => void;
   /** Chooses, pins and names the checkpoint an automatic relaunch resumes from (checkpoint-history). */
   prepareRelaunch?: (runId: string) => Promise<{ from: number | null }>;
   /** Runs once a run reached an end it cannot leave (stopped, completed, rejected): clean-up. */
@@ -89,7 +91,7 @@ export function createRunService(options: RunServiceOptions): RunService {
     allocator,
     transitions,
     graceMs,
-    ...definedOnly({ beforeLaunch: options.beforeLaunch }),
+    ...definedOnly({ beforeLaunch: options.beforeLaunch, afterLaunch: options.afterLaunch }),
   });
   const retries = options.config.runs.autoRetries;
   const relaunch =

@@ -74,6 +74,21 @@ export function statusText(report: RunStatusReport): string {
   return lines.join('\n');
 }
 
+/** Where a run came from and what was forked from it (`status`). */
+export function lineageLines(meta: RunMeta, forks: readonly RunMeta[]): string[] {
+  const lines: string[] = [];
+  if (meta.forkOf !== undefined) {
+    const at = meta.forkOf.checkpoint === null ? '' : ` (${meta.forkOf.checkpoint})`;
+    lines.push(`forked from: ${meta.forkOf.runName} (${meta.forkOf.runId}) at step ${meta.forkOf.step}${at}`);
+  }
+  if (forks.length > 0) {
+    lines.push(
+      `forks: ${forks.map((fork) => `${fork.name} (${fork.id}, from step ${fork.forkOf?.step ?? '?'})`).join(', ')}`,
+    );
+  }
+  return lines;
+}
+
 export function clusterText(info: ClusterReport): string {
   const lines = [`executor: ${info.executor}; GPUs: ${info.gpusTotal} total, ${info.gpusFree} free`];
   for (const entry of info.gpusByRun) {

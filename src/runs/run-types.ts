@@ -130,6 +130,8 @@ export interface RunMeta {
    * one `--hours` budget); cleared by a new approval.
    */
   priorHours?: number;
+  /** A fork (`fork <run>`): the run it came from and the checkpoint it resumes from (null: none recorded). */
+  forkOf?: ForkOrigin;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
   /** `--eval "<command>"`: run in the run directory after training exits 0 (status `evaluating`). */
@@ -168,6 +170,14 @@ export interface HubPush {
   at: string;
   requester: { id: string; name: string };
   approver: { id: string; name: string };
+}
+
+/** Where a fork came from; `checkpoint` is the parent's path as its script saved it. */
+interface ForkOrigin {
+  runId: string;
+  runName: string;
+  step: number;
+  checkpoint: string | null;
 }
 
 /** One automatic relaunch: what ended the launch and where the next one resumed. */

@@ -19,6 +19,19 @@ interface CompareRequest {
 /** Higher is better for these; everything else (loss, perplexity, error) is minimised. */
 const MAXIMISED = /acc|f1|auc|bleu|rouge|score|reward|precision|recall|map|em$/i;
 
+/** A fork compared with its parent: where it branched, so a reader knows the curves share steps. */
+function forkNotes(metas: readonly RunMeta[]): string[] {
+  return metas.flatMap((meta) => {
+    const parent =
+      meta.forkOf === undefined ? undefined : metas.find((other) => other.id === meta.forkOf?.runId);
+    return parent === undefined || meta.forkOf === undefined
+      ? []
+      : [
+          `${meta.name} is a fork of ${parent.name} from step ${meta.forkOf.step}: aligned on step, it branches off there.`,
+        ];
+  });
+}
+
 /**
  * `compare` and the `compare_runs` tool: one overlay chart of a metric aligned on step, and a table of
  * each run's final and best value.
@@ -42,7 +55,14 @@ export function createRunComparison(options: {
         else throw error;
       }
     }
-    if (metas.length < 2) throw new RunError('invalid_run', 'compare needs at least two runs');
+    const [only] = metas;
+    if (metas.length === 1 && only?.forkOf !== undefined)
+      metas.push(await options.runs.findRun(only.forkOf.runId));
+    if (metas.length < 2)
+      throw new RunError(
+        'invalid_run',
+        'compare needs at least two runs (or one fork, compared with its parent)',
+      );
     const name = metric ?? 'loss';
     const mode = request.mode ?? (MAXIMISED.test(name) ? 'max' : 'min');
     const series: Record<string, Array<{ step: number; value: number }>> = {};
@@ -74,6 +94,7 @@ export function createRunComparison(options: {
       `Comparison of ${name} (${mode === 'min' ? 'lower' : 'higher'} is better${range}):`,
       table(['run', 'status', `final ${name}`, `best ${name}`, 'points'], rows),
       ...(best === undefined ? [] : [`Best: ${best.run} (${formatValue(best.value)}).`]),
+      ...forkNotes(metas),
     ].join('\n');
     if (Object.keys(series).length === 0)
       return `${text}\nNone of these runs logged ${name}${range} yet, so there is no chart.`;

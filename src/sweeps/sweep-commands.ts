@@ -78,10 +78,8 @@ function parse(text: string, botName: string): Command | undefined {
         } else if (REFERENCE.test(token)) references.push(token);
         else return undefined;
       }
-      if (references.length < 2)
-        return references.length === 0
-          ? undefined
-          : { name: 'invalid', command: 'compare', error: 'name at least two runs' };
+      // One run is a fork compared with its parent (the comparison refuses a run that is no fork).
+      if (references.length === 0) return undefined;
       return { name: 'compare', references, ...definedOnly({ steps }) };
     }
     case 'spend': {

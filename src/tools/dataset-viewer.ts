@@ -3,6 +3,7 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { redactSecrets } from '../redact.js';
+import { checkDatasetFormat, type DatasetChecks, TRAINING_METHODS } from './dataset-format.js';
 import { HubError, hubRepoIdPattern } from './hub-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 
@@ -222,16 +223,20 @@ const inspectInput = z.object({
     .max(MAX_ROWS)
     .default(3)
     .describe('How many first rows to show (0–20, default 3)'),
+  method: z
+    .enum(TRAINING_METHODS)
+    .optional()
+    .describe('Training method to check the columns for (sft, dpo, grpo, kto, reward, classification)'),
 });
 
 export function createInspectDatasetTool(
   viewer: DatasetViewer,
-  options: { hasToken: boolean },
+  options: { hasToken: boolean; checks?: DatasetChecks },
 ): ToolDefinition {
   return defineTool({
     name: 'inspect_dataset',
     description:
-      'Look inside a Hugging Face dataset before writing the loading code: its configs and splits, row counts, features (columns) with types, and the first rows (long cells cut). Explains gated or private datasets. Use search_datasets first to find the id.',
+      'Look inside a Hugging Face dataset before writing the loading code: its configs and splits, row counts, features (columns) with types, and the first rows (long cells cut). With `method` (sft, dpo, grpo, kto, reward, classification) it checks the columns that method needs and says what is missing and which columns could be mapped; the launch card shows that verdict. Explains gated or private datasets. Use search_datasets first to find the id.',
     kind: 'read',
     input: inspectInput,
     async execute(input, context) {
@@ -274,6 +279,20 @@ export function createInspectDatasetTool(
                 .join(' | ')}`,
             );
           }
+        }
+        if (input.method !== undefined) {
+          // /info has the full feature types; the first rows' list is the fallback.
+          const features = info?.dataset_info.features;
+          const columns =
+            features === undefined || features === null
+              ? first.features.map((feature) => ({
+                  name: feature.name,
+                  type: describeFeatureType(feature.type),
+                }))
+              : Object.entries(features).map(([name, type]) => ({ name, type: describeFeatureType(type) }));
+          const verdict = checkDatasetFormat(input.dataset, input.method, columns);
+          lines.push(...verdict.lines);
+          await options.checks?.record(context.threadId, verdict.summary);
         }
         lines.push(
           `(More: rows up to ${MAX_ROWS}; other splits with split=…${configs.length > 1 ? ', other configs with config=…' : ''}. Cells over ${MAX_CELL_CHARS} characters are cut.)`,

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { type FakeHubServer, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled } from '../helpers/flow.js';
+import { toolResults } from '../helpers/tool-results.js';
 import {
   type ScriptedLlmServer,
   type ScriptedToolCall,
@@ -32,27 +33,6 @@ async function until<T>(
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   throw new Error(`timed out waiting for ${what}`);
-}
-
-/** A tool result as the model gets it: inside its `<tool-result-NONCE tool="…">` boundary (issue 10 item 7). */
-const TOOL_RESULT_BOUNDARY = /^<(tool-result-[0-9a-f]{12}) tool="[^"]*">\n([\s\S]*)\n<\/\1>$/;
-
-/** The content of every tool result the model was sent, by tool call id, with its boundary checked and removed. */
-function toolResults(llm: ScriptedLlmServer): Map<string, string> {
-  const results = new Map<string, string>();
-  for (const request of llm.requests) {
-    const messages = (request.body.messages ?? []) as Array<Record<string, unknown>>;
-    for (const message of messages) {
-      if (message.role === 'tool' && typeof message.tool_call_id === 'string') {
-        const content = String(message.content);
-        const inner = TOOL_RESULT_BOUNDARY.exec(content)?.[2];
-        if (inner === undefined)
-          throw new Error(`tool result outside its boundary: ${content.slice(0, 120)}`);
-        results.set(message.tool_call_id, inner);
-      }
-    }
-  }
-  return results;
 }
 
 const approveAction = (message: PlaygroundMessage | undefined) =>

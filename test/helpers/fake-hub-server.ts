@@ -26,6 +26,103 @@ const gsm8kFeatures = [
   { feature_idx: 1, name: 'answer', type: { dtype: 'string', _type: 'Value' } },
 ];
 
+const conversation = [
+  { content: { dtype: 'string', _type: 'Value' }, role: { dtype: 'string', _type: 'Value' } },
+];
+const text = { dtype: 'string', _type: 'Value' };
+
+/**
+ * More datasets for the format checks, with the features their dataset cards publish (datasets-server
+ * `/info` shape: `dataset_info.features` keyed by column; a list of structs is written `[{...}]`, as the
+ * viewer answers for `List` features), one config and a train split each.
+ */
+const DATASET_FIXTURES: Record<
+  string,
+  { config: string; rows: number; features: Record<string, unknown>; row: Record<string, unknown> }
+> = {
+  // Preference pairs as whole conversations: DPO's implicit prompt.
+  'trl-lib/ultrafeedback_binarized': {
+    config: 'default',
+    rows: 62135,
+    features: {
+      chosen: conversation,
+      rejected: conversation,
+      score_chosen: { dtype: 'float64', _type: 'Value' },
+      score_rejected: { dtype: 'float64', _type: 'Value' },
+    },
+    row: {
+      chosen: [
+        { content: 'hi', role: 'user' },
+        { content: 'hello', role: 'assistant' },
+      ],
+      rejected: [
+        { content: 'hi', role: 'user' },
+        { content: 'go away', role: 'assistant' },
+      ],
+      score_chosen: 8,
+      score_rejected: 2,
+    },
+  },
+  // Preference pairs as plain text with the dialogue inside: no prompt column.
+  'Anthropic/hh-rlhf': {
+    config: 'default',
+    rows: 160800,
+    features: { chosen: text, rejected: text },
+    row: { chosen: '\n\nHuman: hi\n\nAssistant: hello', rejected: '\n\nHuman: hi\n\nAssistant: go away' },
+  },
+  'HuggingFaceH4/no_robots': {
+    config: 'default',
+    rows: 9500,
+    features: { prompt: text, prompt_id: text, messages: conversation, category: text },
+    row: { prompt: 'hi', prompt_id: 'a1', messages: [{ content: 'hi', role: 'user' }], category: 'Chat' },
+  },
+};
+
+function datasetFixture(url: URL, dataset: string, response: ServerResponse): boolean {
+  const fixture = DATASET_FIXTURES[dataset];
+  if (fixture === undefined) return false;
+  if (url.pathname === '/splits') {
+    sendJson(response, 200, {
+      splits: [{ dataset, config: fixture.config, split: 'train' }],
+      pending: [],
+      failed: [],
+    });
+  } else if (url.pathname === '/info') {
+    sendJson(response, 200, {
+      dataset_info: {
+        description: '',
+        config_name: fixture.config,
+        features: fixture.features,
+        splits: {
+          train: {
+            name: 'train',
+            num_bytes: fixture.rows * 900,
+            num_examples: fixture.rows,
+            dataset_name: dataset,
+          },
+        },
+      },
+      partial: false,
+    });
+  } else if (url.pathname === '/first-rows') {
+    sendJson(response, 200, {
+      dataset,
+      config: fixture.config,
+      split: 'train',
+      features: Object.entries(fixture.features).map(([name, type], index) => ({
+        feature_idx: index,
+        name,
+        type,
+      })),
+      rows: [{ row_idx: 0, row: fixture.row, truncated_cells: [] }],
+      truncated: false,
+    });
+  } else {
+    sendJson(response, 404, { error: `no route ${url.pathname}` });
+  }
+  return true;
+}
+
 export const MODEL_SIZES: Record<string, number> = {
   // Published sizes (safetensors totals on the Hub).
   'Qwen/Qwen2.5-0.5B': 494_032_768,
@@ -87,6 +184,7 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
         'Access to dataset someone/gated-accepted-needed is restricted. You must be authenticated and accept the conditions (gated dataset).',
     });
   }
+  if (dataset !== null && datasetFixture(url, dataset, response)) return;
   if (dataset !== 'openai/gsm8k') {
     return sendJson(response, 404, {
       error:
