@@ -74,3 +74,16 @@ export const llmBudgetEnvironment = {
   SHEPHERD_LLM_BUDGET_USD_THREAD: z.coerce.number().positive().default(5),
   SHEPHERD_LLM_BUDGET_USD_PERSON_DAY: z.coerce.number().positive().optional(),
 };
+
+/** $/Mtok in and out by model; the thread cap (raised by `budget +N`); the optional daily cap. */
+export function llmBudgetSettings(environment: {
+  SHEPHERD_LLM_PRICES: Record<string, LlmPrice>;
+  SHEPHERD_LLM_BUDGET_USD_THREAD: number;
+  SHEPHERD_LLM_BUDGET_USD_PERSON_DAY?: number | undefined;
+}) {
+  return {
+    prices: environment.SHEPHERD_LLM_PRICES,
+    budgetUsdThread: environment.SHEPHERD_LLM_BUDGET_USD_THREAD,
+    budgetUsdPersonDay: environment.SHEPHERD_LLM_BUDGET_USD_PERSON_DAY,
+  };
+}

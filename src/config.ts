@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
-import { llmBudgetEnvironment } from './config-llm-budget.js';
+import { llmBudgetEnvironment, llmBudgetSettings } from './config-llm-budget.js';
 import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './config-redis-auth.js';
 import { researchEnvironment, researchSettings } from './config-research.js';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
@@ -219,10 +219,7 @@ function agentSettings(environment: Environment) {
       maxToolRounds: environment.SHEPHERD_MAX_TOOL_ROUNDS,
       /** Models a thread may switch to (`model <name>`); the default model is always allowed. */
       models: [...new Set([environment.SHEPHERD_LLM_MODEL, ...environment.SHEPHERD_LLM_MODELS])],
-      /** $/Mtok in and out by model; the thread cap (raised by `budget +N`); the optional daily cap. */
-      prices: environment.SHEPHERD_LLM_PRICES,
-      budgetUsdThread: environment.SHEPHERD_LLM_BUDGET_USD_THREAD,
-      budgetUsdPersonDay: environment.SHEPHERD_LLM_BUDGET_USD_PERSON_DAY,
+      ...llmBudgetSettings(environment),
     },
     session: {
       maxFollowTurns: environment.SHEPHERD_MAX_FOLLOW_TURNS,

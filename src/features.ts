@@ -21,14 +21,14 @@ import type { AlertService } from './monitor/alert-service.js';
 import type { ActionRouter } from './queue/chat-intake.js';
 import { createControlQueue, createControlWorker, mergeControlHandlers } from './queue/control-worker.js';
 import type { InboxItem } from './queue/turn-inbox.js';
-import { createResearchStore } from './research/research-store.js';
+import { createResearchStore, type ResearchStore } from './research/research-store.js';
 import type { Executor } from './runs/executor.js';
 import type { RunFollows } from './runs/run-follows.js';
 import type { RunOperations } from './runs/run-operations.js';
 import type { LlmBudget } from './spend/llm-budget.js';
 import type { SweepService } from './sweeps/sweep-service.js';
 import { createSweepStore } from './sweeps/sweep-store.js';
-import { createMemoryNotes } from './tools/memory-tool.js';
+import { createMemoryNotes, type MemoryNotes } from './tools/memory-tool.js';
 import type { Plans } from './tools/plan-tool.js';
 import type { Playbooks } from './tools/playbooks.js';
 import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
@@ -126,18 +126,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;
-  const help = createHelpFeature(base, {
-    memoryNotes,
-    researchStore,
-    datasetChecks: operations.datasetChecks,
-  });
-  const commands = createCommandsFeature(base, {
-    operations: operations.operations,
-    helpText: help.helpText,
-    postChart: monitor.postChart,
-    watching: operations.watching,
-    alertRules: monitor.alertRules,
-  });
+  const { help, commands } = createHelpAndCommands(base, { memoryNotes, researchStore, operations, monitor });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
   const features: Feature[] = [
     help,
@@ -151,7 +140,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     commands,
   ];
   registerActions(features, dependencies.actions);
-
   return {
     tools: createToolRegistry(features.flatMap((feature) => feature.tools)),
     runs: runs.runs,
@@ -161,6 +149,43 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     follows: runs.follows,
     playbooks: help.playbooks,
     plans: help.plans,
+    ...spine(features, dependencies, controlQueue),
+  };
+}
+
+/** The lookups (help, Hub, research) and the commands that read the other features. */
+function createHelpAndCommands(
+  base: FeatureBase,
+  parts: {
+    memoryNotes: MemoryNotes;
+    researchStore: ResearchStore;
+    operations: ReturnType<typeof createOperationsFeature>;
+    monitor: ReturnType<typeof createMonitorFeature>;
+  },
+) {
+  const { operations, monitor } = parts;
+  const help = createHelpFeature(base, {
+    memoryNotes: parts.memoryNotes,
+    researchStore: parts.researchStore,
+    datasetChecks: operations.datasetChecks,
+  });
+  const commands = createCommandsFeature(base, {
+    operations: operations.operations,
+    helpText: help.helpText,
+    postChart: monitor.postChart,
+    watching: operations.watching,
+    alertRules: monitor.alertRules,
+  });
+  return { help, commands };
+}
+
+/** The control queue, the command router and the workers' lifecycle: what every feature shares. */
+function spine(
+  features: readonly Feature[],
+  dependencies: FeatureDependencies,
+  controlQueue: Queue,
+): Pick<Features, 'controlQueue' | 'commands' | 'startWorkers' | 'stop'> {
+  return {
     controlQueue,
     commands: { tryHandle: (threadId, item) => tryCommands(features, threadId, item) },
     ...lifecycle(features, dependencies, controlQueue),

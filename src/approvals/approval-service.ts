@@ -10,6 +10,7 @@ import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
 import { rejectReasonOf } from './approval-forms.js';
+import { researchSourcesFor } from './approval-sources.js';
 import { type ApprovalPolicy, checkDecision, isAutoApproved } from './approval-policy.js';
 import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 
@@ -133,15 +134,6 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     return { limitUsd: options.budget.limitUsd, leftUsd };
   }
 
-  async function basedOnFor(input: ApprovalRequest): Promise<string[]> {
-    const scriptCard = input.kind === 'start' || input.kind === 'script-change';
-    if (!scriptCard || input.origin !== 'agent' || options.basedOn === undefined) return [];
-    return options.basedOn(input.meta.threadId).catch((error: unknown) => {
-      logger.warn({ err: error, threadId: input.meta.threadId }, 'research sources not read for the card');
-      return [];
-    });
-  }
-
   async function requestSweep(input: SweepApprovalRequest) {
     const budget = await budgetNow();
     const approval = await store.create(
@@ -171,7 +163,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     const costUsd = estimateRunCostUsd({ ...input.meta, gpus }, options.gpuHourUsd);
     const warnings = [...(input.meta.placementNotes ?? []), ...(input.warnings ?? [])];
     const budget = await budgetNow();
-    const basedOn = await basedOnFor(input);
+    const basedOn = await researchSourcesFor(input, options.basedOn, logger);
     const approval = await store.create(
       {
         kind: input.kind,

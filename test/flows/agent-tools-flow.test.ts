@@ -4,13 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { type FakeHubServer, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled } from '../helpers/flow.js';
-import { toolResults } from '../helpers/tool-results.js';
 import {
   type ScriptedLlmServer,
   type ScriptedToolCall,
   type Step,
   startScriptedOpenAi,
 } from '../helpers/scripted-llm/index.js';
+import { toolResults } from '../helpers/tool-results.js';
 
 /*
  * The agent's run tools and "check before spending", black-box through the playground API with the
