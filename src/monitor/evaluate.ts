@@ -14,6 +14,7 @@ import {
   observeTrends,
   type Raise,
 } from './observe.js';
+import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';
 import type { RollingLimits } from './rolling-stats.js';
@@ -50,6 +51,8 @@ export interface TickContext {
   gpu?: { utilisation: number[] | undefined } | undefined;
   /** The last bytes of output.log, read by the shell when `needsCrashLog` said so. */
   crashLogTail?: string | undefined;
+  /** New lines of the run's alerts.jsonl (`shepherd.alert`). */
+  scriptAlertLines?: readonly string[] | undefined;
 }
 
 export interface Evaluation {
@@ -64,6 +67,8 @@ export interface Evaluation {
   metricsReset: boolean;
   /** The stall detector wants the run's stacks (a hang dump) before it alerts; the shell asks for them. */
   dumpStacks: boolean;
+  /** Unreadable alerts.jsonl lines this tick (the shell logs them). */
+  scriptAlertsSkipped: number;
 }
 
 const SEVERITY: Record<IncidentKind, Incident['severity']> = {
@@ -79,6 +84,7 @@ const SEVERITY: Record<IncidentKind, Incident['severity']> = {
   grad_norm: 'warning',
   idle_gpu: 'warning',
   rule: 'warning',
+  script_alert: 'warning',
 };
 
 const ended = (state: ProcessState) => state.kind === 'exited' || state.kind === 'signaled';
@@ -112,12 +118,12 @@ export function evaluate(
   state.ticks++;
   state.firstTickAt ??= now;
   const fresh: Incident[] = [];
-  const raise: Raise = (kind, key, fields) => {
+  const raise: Raise = (kind, key, fields, severity) => {
     fresh.push({
       id: `${runId}:${key}#${episodeCount(state.episodes, key)}`,
       runId,
       kind,
-      severity: SEVERITY[kind],
+      severity: severity ?? SEVERITY[kind],
       at: now,
       launch: state.launch ?? context.meta.launchCount,
       ...fields,
@@ -146,6 +152,7 @@ export function evaluate(
   observeTrends(state, context, raise);
   const dumpStacks = observeStall(state, processState, now, context, raise);
   observeExtras(state, accepted, processState, metrics.more, now, context, raise);
+  const scriptAlertsSkipped = observeScriptAlerts(state, context, raise);
   // The process end only once the metrics are drained, so the summary is final.
   if (ended(processState) && !metrics.more && !log.more) observeEnd(state, processState, now, context, raise);
 
@@ -157,6 +164,7 @@ export function evaluate(
     malformed,
     metricsReset: metrics.reset,
     dumpStacks,
+    scriptAlertsSkipped,
   };
   if (incoming.derivedText !== undefined) evaluation.derivedText = incoming.derivedText;
   return evaluation;

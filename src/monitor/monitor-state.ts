@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
+import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
 import type { PrintedMetricsState } from './printed-metrics.js';
 import {
@@ -29,6 +30,8 @@ export interface MonitorState {
   stallDump?: { askedAt: number; how?: string; log: string };
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
   launch?: number;
+  /** `shepherd.alert` titles and when each was last posted (detectors/script-alert.ts). */
+  scriptAlerts?: ScriptAlertBook;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

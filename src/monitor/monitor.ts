@@ -104,6 +104,7 @@ interface TickInputs {
   state: MonitorState;
   metricsChunk: TailChunk;
   logChunk: TailChunk;
+  alertsChunk: TailChunk;
   context: TickContext;
 }
 
@@ -142,10 +143,11 @@ export function createMonitor(options: MonitorOptions): Monitor {
 
   /** The state (our cached copy when Redis still holds the revision we wrote) and the file cursors. */
   async function readState(runId: string) {
-    const [metricsCursor, logCursor, revision] = await redis.hmget(
+    const [metricsCursor, logCursor, alertsCursor, revision] = await redis.hmget(
       stateKey(runId),
       'cursor:metrics',
       'cursor:log',
+      'cursor:alerts',
       'rev',
     );
     // Reuse our own parsed copy when Redis still holds the revision we wrote (the usual case with one
@@ -156,7 +158,12 @@ export function createMonitor(options: MonitorOptions): Monitor {
       cached !== undefined && revision !== null && cached.revision === revision
         ? cached.state
         : await loadState(runId);
-    return { state, metricsCursor: parseCursor(metricsCursor), logCursor: parseCursor(logCursor) };
+    return {
+      state,
+      metricsCursor: parseCursor(metricsCursor),
+      logCursor: parseCursor(logCursor),
+      alertsCursor: parseCursor(alertsCursor),
+    };
   }
 
   /** The GPU utilisation for the idle-GPU detector: absent when not watched, undefined when not alive. */
@@ -167,18 +174,30 @@ export function createMonitor(options: MonitorOptions): Monitor {
   }
 
   async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
-    const { state, metricsCursor, logCursor } = await readState(runId);
+    const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
     const runDir = options.runDir(meta);
     const logPath = join(runDir, RUN_FILES.output);
     const policy = await options.policy?.load(runId);
     const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
     const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
+    const alertsChunk = await readNewLines(join(runDir, RUN_FILES.alerts), alertsCursor, maxBytes);
     const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)
       : undefined;
-    const context = { meta, runId, detectors, limits, printedMetrics, policy, gpu, crashLogTail };
-    return { state, metricsChunk, logChunk, context };
+    const scriptAlertLines = alertsChunk.lines;
+    const context = {
+      meta,
+      runId,
+      detectors,
+      limits,
+      printedMetrics,
+      policy,
+      gpu,
+      crashLogTail,
+      scriptAlertLines,
+    };
+    return { state, metricsChunk, logChunk, alertsChunk, context };
   }
 
   function logEvaluation(runId: string, evaluation: Evaluation): void {
@@ -186,6 +205,12 @@ export function createMonitor(options: MonitorOptions): Monitor {
       options.logger?.info(
         { runId },
         'metrics.jsonl was replaced or truncated; reading it again from the start',
+      );
+    }
+    if (evaluation.scriptAlertsSkipped > 0) {
+      options.logger?.warn(
+        { runId, skipped: evaluation.scriptAlertsSkipped },
+        'unreadable alerts.jsonl lines skipped (not written by shepherd.alert?)',
       );
     }
     const { malformed } = evaluation;
@@ -204,12 +229,13 @@ export function createMonitor(options: MonitorOptions): Monitor {
     evaluation: Evaluation,
     now: number,
   ): Promise<Incident[]> {
-    const { state, metricsChunk, logChunk } = inputs;
+    const { state, metricsChunk, logChunk, alertsChunk } = inputs;
     const transaction = redis.multi();
     const newRevision = `${process.pid}.${++revisionCounter}.${now}`;
     const fields: Record<string, string> = { state: serialiseMonitorState(state), rev: newRevision };
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
+    if (alertsChunk.cursor !== undefined) fields['cursor:alerts'] = JSON.stringify(alertsChunk.cursor);
     transaction.hset(stateKey(runId), fields);
     // A run retired with a TTL (paused, failed) that ticks again keeps its state for good.
     transaction.persist(stateKey(runId));
@@ -268,7 +294,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
         lastMetrics: { ...rolling.lastMetrics },
         lastStep: rolling.lastStep,
       }),
-      backlog: metricsChunk.more || logChunk.more,
+      backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more,
     };
   }
 

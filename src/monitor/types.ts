@@ -20,7 +20,9 @@ export type IncidentKind =
   | 'throughput'
   | 'grad_norm'
   | 'idle_gpu'
-  | 'rule';
+  | 'rule'
+  /** `shepherd.alert(…)` from the script itself. */
+  | 'script_alert';
 
 export type IncidentSeverity = 'info' | 'warning' | 'critical';
 

@@ -17,6 +17,8 @@ export const RUN_FILES = {
   checkpoints: 'checkpoints.jsonl',
   exitStatus: 'exit_status.json',
   finish: 'finish.json',
+  /** One JSON line per `shepherd.alert(…)` the script raised (not its suppressed repeats). */
+  alerts: 'alerts.jsonl',
   /** Folder of the checkpoints Shepherd pinned for a fix's resume (see checkpoint-pins). */
   pinned: '.shepherd/pinned',
   /** One JSON line per process that imported the helper: the pids that dump their stacks on SIGUSR2. */
