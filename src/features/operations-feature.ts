@@ -69,6 +69,7 @@ export function createOperationsFeature(
     access,
     workspace: config.workspace,
     environments: config.runs.environments,
+    runEnvironment: base.runEnvironment,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
     python: config.runs.python,

@@ -2,6 +2,7 @@ import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { findTrackerLinks } from '../runs/tracker-links.js';
 import { type AlertPolicy, isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';
@@ -53,6 +54,8 @@ export interface TickContext {
   crashLogTail?: string | undefined;
   /** New lines of the run's alerts.jsonl (`shepherd.alert`). */
   scriptAlertLines?: readonly string[] | undefined;
+  /** Look for tracker links in the new output.log lines (SHEPHERD_TRACKER_LINKS). */
+  trackerLinks?: boolean;
 }
 
 export interface Evaluation {
@@ -69,6 +72,8 @@ export interface Evaluation {
   dumpStacks: boolean;
   /** Unreadable alerts.jsonl lines this tick (the shell logs them). */
   scriptAlertsSkipped: number;
+  /** New tracker links were found (`state.links`): the shell writes them for `status`. */
+  linksFound: boolean;
 }
 
 const SEVERITY: Record<IncidentKind, Incident['severity']> = {
@@ -127,11 +132,14 @@ export function evaluate(
       at: now,
       launch: state.launch ?? context.meta.launchCount,
       ...fields,
+      ...(state.links === undefined || context.trackerLinks !== true ? {} : { links: state.links }),
     });
   };
 
   startOver(state, metrics, log);
   collectDumpLines(state, log.lines);
+  const links = context.trackerLinks === true ? findTrackerLinks(log.lines, state.links) : undefined;
+  if (links !== undefined) state.links = links;
   const incoming = context.printedMetrics.collect({
     runId,
     state,
@@ -165,6 +173,7 @@ export function evaluate(
     metricsReset: metrics.reset,
     dumpStacks,
     scriptAlertsSkipped,
+    linksFound: links !== undefined,
   };
   if (incoming.derivedText !== undefined) evaluation.derivedText = incoming.derivedText;
   return evaluation;

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
 import type { PrintedMetricsState } from './printed-metrics.js';
@@ -32,6 +33,8 @@ export interface MonitorState {
   launch?: number;
   /** `shepherd.alert` titles and when each was last posted (detectors/script-alert.ts). */
   scriptAlerts?: ScriptAlertBook;
+  /** Links to the run in its trackers, found in output.log (runs/tracker-links.ts). */
+  links?: TrackerLinks;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

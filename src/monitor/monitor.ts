@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
@@ -50,6 +51,8 @@ export interface MonitorOptions {
   gpuProbe?: GpuProbe;
   /** Hang dumps: asks a stalled run for its stacks (into output.log); how, or undefined when it cannot. */
   dumpStacks?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Look for tracker links (W&B, MLflow…) in output.log (SHEPHERD_TRACKER_LINKS; default on). */
+  trackerLinks?: boolean;
 }
 
 export interface TickResult {
@@ -196,6 +199,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
       gpu,
       crashLogTail,
       scriptAlertLines,
+      trackerLinks: options.trackerLinks ?? true,
     };
     return { state, metricsChunk, logChunk, alertsChunk, context };
   }
@@ -280,6 +284,8 @@ export function createMonitor(options: MonitorOptions): Monitor {
     logEvaluation(runId, evaluation);
     if (evaluation.dumpStacks) await askForStacks(meta, state);
     await printedMetrics.writeDerived(state, options.runDir(meta), evaluation.derivedText);
+    if (evaluation.linksFound && state.links !== undefined)
+      await writeTrackerLinks(options.runDir(meta), state.links);
     const incidents = await commit(runId, inputs, evaluation, now);
     for (const incident of evaluation.incidents)
       options.logger?.info({ runId, incident: incident.id }, incident.summary);

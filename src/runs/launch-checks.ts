@@ -3,6 +3,7 @@ import { commandWarnings, formatCommand } from './command-launch.js';
 import { describeEnvironment } from './run-environments.js';
 import type { RunOperationsOptions } from './run-operations.js';
 import type { RunMeta } from './run-types.js';
+import { trackerWarnings } from './tracker-credentials.js';
 
 /** The checks every launch, resume and script change passes before a card: compiles, pre-flight, card lines. */
 export interface LaunchChecks {
@@ -18,7 +19,10 @@ export interface LaunchChecks {
     script: string,
     config: Record<string, unknown> | undefined,
   ): Promise<string | undefined>;
-  launchDetails(meta: RunMeta): { command?: string; environment?: string; warnings?: string[] };
+  launchDetails(
+    meta: RunMeta,
+    script: string,
+  ): { command?: string; environment?: string; warnings?: string[] };
 }
 
 export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks {
@@ -51,8 +55,9 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
     },
 
     /** Card lines for how a run starts: the exact command, the environment, warnings. */
-    launchDetails(meta) {
+    launchDetails(meta, script) {
       const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
+      const reaching = { ...options.runEnvironment, ...spec?.env };
       return {
         ...(meta.command === undefined ? {} : { command: formatCommand(meta.command) }),
         ...(meta.environmentName === undefined
@@ -61,7 +66,7 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
               environment:
                 spec === undefined ? meta.environmentName : describeEnvironment(meta.environmentName, spec),
             }),
-        warnings: commandWarnings(meta),
+        warnings: [...commandWarnings(meta), ...trackerWarnings(script, reaching)],
       };
     },
   };

@@ -65,7 +65,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
         origin: input.origin,
         preflight,
         memory,
-        ...checks.launchDetails(meta),
+        ...checks.launchDetails(meta, input.script),
         toolCall: input.toolCall,
       }),
     );

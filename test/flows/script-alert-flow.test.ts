@@ -12,9 +12,17 @@ import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted
 /*
  * `shepherd.alert(...)` from a real training process: the alert card is posted once into the run's thread
  * with the run's chart, its repeat within wait_duration is not, and without Shepherd the alert is printed.
+ * The W&B line the script prints at start puts the run's W&B link on its cards, in `status` and on its page.
  */
 
+// What wandb.init prints (wandb/sdk/wandb_run.py `_header_run_info`), colours included.
+const WANDB_URL = 'https://wandb.ai/team/proj/runs/abc123';
 const SCRIPT = `import math, time, shepherd
+try:
+    import wandb
+except ImportError:
+    wandb = None
+print("wandb: \\U0001F680 View run \\x1b[33mglad-sun-3\\x1b[0m at: \\x1b[34m\\x1b[4m${WANDB_URL}\\x1b[0m", flush=True)
 for step in range(1, 41):
     shepherd.log_metrics(step=step, loss=3.0 / math.sqrt(1 + step / 10.0), accuracy=0.1)
     if step in (5, 10):
@@ -59,6 +67,8 @@ describe('alerts raised by the script', () => {
       30_000,
     );
     const card = cardsTitled(launch, 'alerting')[0];
+    // No SHEPHERD_RUN_ENV_WANDB_API_KEY and no WANDB_MODE=offline here: the card says so.
+    expect(card?.card?.text).toMatch(/imports wandb, but no W&B key reaches the run/);
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
 
@@ -74,6 +84,9 @@ describe('alerts raised by the script', () => {
     expect(alerts[0]?.card?.actions?.map((action) => action.label)).toContain('Acknowledge');
     const chart = alerts[0]?.card?.imageUrl ?? alerts[0]?.images?.[0];
     expect(await fetchesPng(shepherd.url, chart)).toBe(true);
+    const wandb = { label: 'W&B', value: WANDB_URL };
+    expect(alerts[0]?.card?.fields).toContainEqual(wandb);
+    expect(cardsTitled(messages, 'alerting finished')[0]?.card?.fields).toContainEqual(wandb);
 
     const runDir = join(shepherd.dataDir, 'runs');
     const runId = readdirSync(runDir)[0] ?? '';
@@ -84,6 +97,17 @@ describe('alerts raised by the script', () => {
       .trim()
       .split('\n');
     expect(records).toHaveLength(1);
+
+    const page = await fetch(`${shepherd.url}/api/runs/${runId}`);
+    expect(page.status).toBe(200);
+    expect(((await page.json()) as { run: { trackers: unknown[] } }).run.trackers).toEqual([wandb]);
+    await shepherd.reply(threadId, '@shepherd status alerting', 'alice');
+    const status = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((message) => message.text.includes('trackers:')),
+    );
+    expect(botMessages(status).find((message) => message.text.includes('trackers:'))?.text).toContain(
+      `trackers: W&B ${WANDB_URL}`,
+    );
   }, 150_000);
 
   it('prints the alert when the script runs without Shepherd', () => {
