@@ -62,8 +62,8 @@ describe('Event scalars', () => {
     expect(at('train/loss')).toEqual([0, 1, 2, 3, 4].map((step) => [step, 2 - 0.25 * step]));
     const accuracy = at('eval/accuracy');
     expect(accuracy.map(([step]) => step)).toEqual([0, 1, 2, 3, 4]);
-    accuracy.forEach(([step, value]) => expect(value).toBeCloseTo(0.5 + 0.1 * (step ?? 0), 6));
-    at('lr').forEach(([step, value]) => expect(value).toBe(1e-3 / ((step ?? 0) + 1)));
+    for (const [step, value] of accuracy) expect(value).toBeCloseTo(0.5 + 0.1 * (step ?? 0), 6);
+    for (const [step, value] of at('lr')) expect(value).toBe(1e-3 / ((step ?? 0) + 1));
     expect(at('half/loss')).toEqual([0, 1, 2, 3, 4].map((step) => [step, 1.5]));
     // The file_version, graph_def and number-less values are not scalars.
     expect(scalars.filter(([, name]) => name === 'sample')).toEqual([]);

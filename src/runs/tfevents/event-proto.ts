@@ -11,7 +11,7 @@
  * Everything else (graphs, histograms, images, the file_version record) is skipped by wire type.
  */
 
-export interface EventScalars {
+interface EventScalars {
   step: number;
   wallTime: number;
   /** Tag → value, for the scalars of this event. */
@@ -56,8 +56,7 @@ class Reader {
       // Read the length first: `position += varint()` would add to the position before the varint.
       const length = this.varint();
       this.position += length;
-    }
-    else if (wireType === 5) this.position += 4;
+    } else if (wireType === 5) this.position += 4;
     else throw new RangeError(`wire type ${wireType}`);
     if (this.position > this.end) throw new RangeError('field past the end');
   }
