@@ -2,6 +2,7 @@ import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { EventPoint } from '../runs/tfevents/event-files.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
 import { type AlertPolicy, isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
@@ -56,6 +57,8 @@ export interface TickContext {
   scriptAlertLines?: readonly string[] | undefined;
   /** Look for tracker links in the new output.log lines (SHEPHERD_TRACKER_LINKS). */
   trackerLinks?: boolean;
+  /** Points new in the run's TensorBoard event files (the shell reads them). */
+  eventPoints?: readonly EventPoint[] | undefined;
 }
 
 export interface Evaluation {
@@ -146,6 +149,7 @@ export function evaluate(
     helperLines: metrics.lines,
     logLines: log.lines,
     logReset: log.reset,
+    ...(context.eventPoints === undefined ? {} : { eventPoints: context.eventPoints }),
   });
   const { accepted, malformed } = observePoints(
     state,

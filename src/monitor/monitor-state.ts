@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
+import type { EventCursors } from '../runs/tfevents/event-files.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
@@ -35,6 +36,8 @@ export interface MonitorState {
   scriptAlerts?: ScriptAlertBook;
   /** Links to the run in its trackers, found in output.log (runs/tracker-links.ts). */
   links?: TrackerLinks;
+  /** Cursors of the run's TensorBoard event files (runs/tfevents/event-files.ts). */
+  tfevents?: EventCursors;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

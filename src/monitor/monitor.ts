@@ -6,6 +6,7 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { readEventPoints } from '../runs/tfevents/event-files.js';
 import { writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
@@ -108,6 +109,8 @@ interface TickInputs {
   metricsChunk: TailChunk;
   logChunk: TailChunk;
   alertsChunk: TailChunk;
+  /** More event-file data waits beyond the per-tick cap. */
+  eventsMore: boolean;
   context: TickContext;
 }
 
@@ -176,6 +179,19 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
   }
 
+  /**
+   * TensorBoard event files under the run directory, from the cursors kept in the state (committed with
+   * it). Not read once the helper's metrics.jsonl is the source: it wins.
+   */
+  async function readEvents(runId: string, runDir: string, state: MonitorState) {
+    if (state.printed?.helper === true) return { points: [], more: false };
+    state.tfevents ??= {};
+    const read = await readEventPoints(runDir, state.tfevents, maxBytes);
+    for (const problem of read.corrupt)
+      options.logger?.warn({ runId, problem }, 'a TensorBoard event file is corrupt; it is read no further');
+    return read;
+  }
+
   async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
     const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
     const runDir = options.runDir(meta);
@@ -184,6 +200,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
     const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
     const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
     const alertsChunk = await readNewLines(join(runDir, RUN_FILES.alerts), alertsCursor, maxBytes);
+    const events = await readEvents(runId, runDir, state);
     const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)
@@ -200,8 +217,9 @@ export function createMonitor(options: MonitorOptions): Monitor {
       crashLogTail,
       scriptAlertLines,
       trackerLinks: options.trackerLinks ?? true,
+      eventPoints: events.points,
     };
-    return { state, metricsChunk, logChunk, alertsChunk, context };
+    return { state, metricsChunk, logChunk, alertsChunk, eventsMore: events.more, context };
   }
 
   function logEvaluation(runId: string, evaluation: Evaluation): void {
@@ -300,7 +318,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
         lastMetrics: { ...rolling.lastMetrics },
         lastStep: rolling.lastStep,
       }),
-      backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more,
+      backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more || inputs.eventsMore,
     };
   }
 
