@@ -156,6 +156,7 @@ const environmentSchema = z.object({
     }
   }),
   SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
+  SHEPHERD_TRACKER_LINKS: z.enum(['on', 'off']).default('on'),
   SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
   SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 
@@ -294,6 +295,7 @@ function monitorSettings(environment: Environment) {
       /** Regex source with named groups for printed metric lines no built-in format reads. */
       metricPattern: environment.SHEPHERD_METRIC_PATTERN,
       plateauMaxAlerts: environment.SHEPHERD_PLATEAU_MAX_ALERTS,
+      trackerLinks: environment.SHEPHERD_TRACKER_LINKS === 'on',
       idleGpuMin: environment.SHEPHERD_IDLE_GPU_MIN,
       nvidiaSmi: environment.SHEPHERD_NVIDIA_SMI,
     },

@@ -3,6 +3,7 @@ import { type Config, loadConfig } from '../config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { redisAnswers } from '../redis.js';
+import { scrubRunEnvironment } from '../runs/run-environment.js';
 import { userFacingError } from '../runs/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
@@ -78,6 +79,7 @@ export async function main(
     case 'doctor': {
       const report = await runDoctor(config, {
         environment: { PATH: environment.PATH, SLURM_CONF: environment.SLURM_CONF },
+        runEnvironment: scrubRunEnvironment(environment),
       });
       io.out(`${formatDoctorTable(report)}\n`);
       return report.failed ? 1 : 0;

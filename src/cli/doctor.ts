@@ -1,9 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import type { Config } from '../config.js';
+import { passedTrackerVariables, TRACKER_VARIABLES } from '../runs/tracker-credentials.js';
 import { checkDisk, checkGpus, checkPython, checkSlurm, type ProbeEnvironment } from './check-local.js';
 import { checkRedis } from './check-redis.js';
 import { checkDiscord, checkLlm, checkSlack, manifestBotScopes } from './check-services.js';
-import type { CheckOutcome } from './doctor-types.js';
+import { type CheckOutcome, outcome } from './doctor-types.js';
 
 interface DoctorOptions {
   /** PATH (and SLURM_CONF) for the local probes: python, nvidia-smi, sinfo. */
@@ -12,6 +13,8 @@ interface DoctorOptions {
   /** Path of the Slack app manifest whose scopes the token must have. */
   manifestPath?: string;
   nvidiaSmi?: string;
+  /** What training processes inherit (scrubbed): which tracker variables reach runs. */
+  runEnvironment?: ProbeEnvironment;
 }
 
 interface DoctorReport {
@@ -36,9 +39,18 @@ export async function runDoctor(config: Config, options: DoctorOptions): Promise
     checkGpus(config.runs.gpus, options.environment, options.nvidiaSmi),
     checkSlurm(config, options.environment),
     checkDisk(config.dataDir),
+    [checkTrackerVariables(options.runEnvironment ?? {})],
   ]);
   const results = groups.flat();
   return { results, failed: results.some((result) => result.status === 'fail') };
+}
+
+/** Names only: which tracker variables runs get (`SHEPHERD_RUN_ENV_<NAME>`, or `WANDB_MODE` passed through). */
+function checkTrackerVariables(environment: ProbeEnvironment): CheckOutcome {
+  const passed = passedTrackerVariables(environment);
+  const missing = TRACKER_VARIABLES.filter((name) => !passed.includes(name));
+  const detail = `passed to runs: ${passed.length === 0 ? 'none' : passed.join(', ')}; not passed: ${missing.length === 0 ? 'none' : missing.join(', ')}`;
+  return outcome('tracker variables', 'ok', detail);
 }
 
 const MARK: Record<CheckOutcome['status'], string> = { ok: 'ok', warn: 'warn', fail: 'FAIL', skip: 'skip' };

@@ -140,6 +140,7 @@ function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPol
     logger: base.logger.child({ component: 'monitor' }),
     ...definedOnly({ metricPattern: pattern === undefined ? undefined : compileMetricPattern(pattern) }),
     policy,
+    trackerLinks: config.monitor.trackerLinks,
     gpuProbe: createNvidiaSmiProbe({ command: config.monitor.nvidiaSmi, environment: base.runEnvironment }),
     dumpStacks: (meta) => runs.dumpStacks(meta),
   });

@@ -75,6 +75,7 @@ export function createOperationsFeature(
     access,
     workspace: config.workspace,
     environments: config.runs.environments,
+    runEnvironment: base.runEnvironment,
     defaultEnvironment: config.runs.defaultEnvironment,
     confirmStop: watching.confirmStop,
     checkpoints: runs.checkpoints,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { Card } from '../bot/chat-adapter.js';
 import { codeBlock } from '../code-block.js';
 import { definedOnly } from '../defined-only.js';
+import { trackerLinkLines } from '../runs/tracker-links.js';
 import type { Incident } from './types.js';
 
 /** The alert card: what is stored for it, its buttons, and the card before and after a decision. */
@@ -73,6 +74,7 @@ export function alertCard(input: AlertCardInput): Card {
   const fields = [{ label: 'Run', value: alert.runName }];
   if (incident.step !== undefined) fields.push({ label: 'Step', value: String(incident.step) });
   if (incident.crashClass !== undefined) fields.push({ label: 'Class', value: incident.crashClass });
+  for (const link of trackerLinkLines(incident.links)) fields.push(link);
   if (checkpointStep !== undefined && incident.severity !== 'info') {
     fields.push({ label: 'Last checkpoint', value: `step ${checkpointStep}` });
   }

@@ -20,6 +20,7 @@ export const MUTABLE_DETECTORS = [
   'grad_norm',
   'idle_gpu',
   'rule',
+  'script_alert',
 ] as const;
 type MutableDetector = (typeof MUTABLE_DETECTORS)[number];
 
@@ -47,6 +48,7 @@ export function normaliseDetector(text: string): MutableDetector | undefined {
     .replace(/^idle_gpus$/, 'idle_gpu')
     .replace(/^gradnorm$/, 'grad_norm')
     .replace(/^rules$/, 'rule')
+    .replace(/^(?:script|script_alerts|alerts)$/, 'script_alert')
     .replace(/^overfit$/, 'overfitting');
   return (MUTABLE_DETECTORS as readonly string[]).includes(name) ? (name as MutableDetector) : undefined;
 }

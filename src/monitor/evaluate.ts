@@ -2,6 +2,8 @@ import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { EventPoint } from '../runs/tfevents/event-files.js';
+import { findTrackerLinks } from '../runs/tracker-links.js';
 import { type AlertPolicy, isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';
@@ -14,6 +16,7 @@ import {
   observeTrends,
   type Raise,
 } from './observe.js';
+import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';
 import type { RollingLimits } from './rolling-stats.js';
@@ -50,6 +53,12 @@ export interface TickContext {
   gpu?: { utilisation: number[] | undefined } | undefined;
   /** The last bytes of output.log, read by the shell when `needsCrashLog` said so. */
   crashLogTail?: string | undefined;
+  /** New lines of the run's alerts.jsonl (`shepherd.alert`). */
+  scriptAlertLines?: readonly string[] | undefined;
+  /** Look for tracker links in the new output.log lines (SHEPHERD_TRACKER_LINKS). */
+  trackerLinks?: boolean;
+  /** Points new in the run's TensorBoard event files (the shell reads them). */
+  eventPoints?: readonly EventPoint[] | undefined;
 }
 
 export interface Evaluation {
@@ -64,6 +73,10 @@ export interface Evaluation {
   metricsReset: boolean;
   /** The stall detector wants the run's stacks (a hang dump) before it alerts; the shell asks for them. */
   dumpStacks: boolean;
+  /** Unreadable alerts.jsonl lines this tick (the shell logs them). */
+  scriptAlertsSkipped: number;
+  /** New tracker links were found (`state.links`): the shell writes them for `status`. */
+  linksFound: boolean;
 }
 
 const SEVERITY: Record<IncidentKind, Incident['severity']> = {
@@ -80,6 +93,7 @@ const SEVERITY: Record<IncidentKind, Incident['severity']> = {
   idle_gpu: 'warning',
   rule: 'warning',
   eval_failed: 'critical',
+  script_alert: 'warning',
 };
 
 const ended = (state: ProcessState) => state.kind === 'exited' || state.kind === 'signaled';
@@ -113,26 +127,30 @@ export function evaluate(
   state.ticks++;
   state.firstTickAt ??= now;
   const fresh: Incident[] = [];
-  const raise: Raise = (kind, key, fields) => {
+  const raise: Raise = (kind, key, fields, severity) => {
     fresh.push({
       id: `${runId}:${key}#${episodeCount(state.episodes, key)}`,
       runId,
       kind,
-      severity: SEVERITY[kind],
+      severity: severity ?? SEVERITY[kind],
       at: now,
       launch: state.launch ?? context.meta.launchCount,
       ...fields,
+      ...(state.links === undefined || context.trackerLinks !== true ? {} : { links: state.links }),
     });
   };
 
   startOver(state, metrics, log);
   collectDumpLines(state, log.lines);
+  const links = context.trackerLinks === true ? findTrackerLinks(log.lines, state.links) : undefined;
+  if (links !== undefined) state.links = links;
   const incoming = context.printedMetrics.collect({
     runId,
     state,
     helperLines: metrics.lines,
     logLines: log.lines,
     logReset: log.reset,
+    ...(context.eventPoints === undefined ? {} : { eventPoints: context.eventPoints }),
   });
   const { accepted, malformed } = observePoints(
     state,
@@ -147,6 +165,7 @@ export function evaluate(
   observeTrends(state, context, raise);
   const dumpStacks = observeStall(state, processState, now, context, raise);
   observeExtras(state, accepted, processState, metrics.more, now, context, raise);
+  const scriptAlertsSkipped = observeScriptAlerts(state, context, raise);
   // The process end only once the metrics are drained, so the summary is final.
   if (ended(processState) && !metrics.more && !log.more) observeEnd(state, processState, now, context, raise);
 
@@ -158,6 +177,8 @@ export function evaluate(
     malformed,
     metricsReset: metrics.reset,
     dumpStacks,
+    scriptAlertsSkipped,
+    linksFound: links !== undefined,
   };
   if (incoming.derivedText !== undefined) evaluation.derivedText = incoming.derivedText;
   return evaluation;

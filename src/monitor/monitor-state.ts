@@ -1,5 +1,8 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
+import type { EventCursors } from '../runs/tfevents/event-files.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
+import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
 import type { PrintedMetricsState } from './printed-metrics.js';
 import {
@@ -29,6 +32,12 @@ export interface MonitorState {
   stallDump?: { askedAt: number; how?: string; log: string };
   /** Launch whose metrics were read last; a newer launch re-arms the detectors. */
   launch?: number;
+  /** `shepherd.alert` titles and when each was last posted (detectors/script-alert.ts). */
+  scriptAlerts?: ScriptAlertBook;
+  /** Links to the run in its trackers, found in output.log (runs/tracker-links.ts). */
+  links?: TrackerLinks;
+  /** Cursors of the run's TensorBoard event files (runs/tfevents/event-files.ts). */
+  tfevents?: EventCursors;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

@@ -6,6 +6,8 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { readEventPoints } from '../runs/tfevents/event-files.js';
+import { writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
@@ -50,6 +52,8 @@ export interface MonitorOptions {
   gpuProbe?: GpuProbe;
   /** Hang dumps: asks a stalled run for its stacks (into output.log); how, or undefined when it cannot. */
   dumpStacks?: (meta: RunMeta) => Promise<string | undefined>;
+  /** Look for tracker links (W&B, MLflow…) in output.log (SHEPHERD_TRACKER_LINKS; default on). */
+  trackerLinks?: boolean;
 }
 
 export interface TickResult {
@@ -104,6 +108,9 @@ interface TickInputs {
   state: MonitorState;
   metricsChunk: TailChunk;
   logChunk: TailChunk;
+  alertsChunk: TailChunk;
+  /** More event-file data waits beyond the per-tick cap. */
+  eventsMore: boolean;
   context: TickContext;
 }
 
@@ -142,10 +149,11 @@ export function createMonitor(options: MonitorOptions): Monitor {
 
   /** The state (our cached copy when Redis still holds the revision we wrote) and the file cursors. */
   async function readState(runId: string) {
-    const [metricsCursor, logCursor, revision] = await redis.hmget(
+    const [metricsCursor, logCursor, alertsCursor, revision] = await redis.hmget(
       stateKey(runId),
       'cursor:metrics',
       'cursor:log',
+      'cursor:alerts',
       'rev',
     );
     // Reuse our own parsed copy when Redis still holds the revision we wrote (the usual case with one
@@ -156,7 +164,12 @@ export function createMonitor(options: MonitorOptions): Monitor {
       cached !== undefined && revision !== null && cached.revision === revision
         ? cached.state
         : await loadState(runId);
-    return { state, metricsCursor: parseCursor(metricsCursor), logCursor: parseCursor(logCursor) };
+    return {
+      state,
+      metricsCursor: parseCursor(metricsCursor),
+      logCursor: parseCursor(logCursor),
+      alertsCursor: parseCursor(alertsCursor),
+    };
   }
 
   /** The GPU utilisation for the idle-GPU detector: absent when not watched, undefined when not alive. */
@@ -166,19 +179,47 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
   }
 
+  /**
+   * TensorBoard event files under the run directory, from the cursors kept in the state (committed with
+   * it). Not read once the helper's metrics.jsonl is the source: it wins.
+   */
+  async function readEvents(runId: string, runDir: string, state: MonitorState) {
+    if (state.printed?.helper === true) return { points: [], more: false };
+    state.tfevents ??= {};
+    const read = await readEventPoints(runDir, state.tfevents, maxBytes);
+    for (const problem of read.corrupt)
+      options.logger?.warn({ runId, problem }, 'a TensorBoard event file is corrupt; it is read no further');
+    return read;
+  }
+
   async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
-    const { state, metricsCursor, logCursor } = await readState(runId);
+    const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
     const runDir = options.runDir(meta);
     const logPath = join(runDir, RUN_FILES.output);
     const policy = await options.policy?.load(runId);
     const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
     const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
+    const alertsChunk = await readNewLines(join(runDir, RUN_FILES.alerts), alertsCursor, maxBytes);
+    const events = await readEvents(runId, runDir, state);
     const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)
       : undefined;
-    const context = { meta, runId, detectors, limits, printedMetrics, policy, gpu, crashLogTail };
-    return { state, metricsChunk, logChunk, context };
+    const scriptAlertLines = alertsChunk.lines;
+    const context = {
+      meta,
+      runId,
+      detectors,
+      limits,
+      printedMetrics,
+      policy,
+      gpu,
+      crashLogTail,
+      scriptAlertLines,
+      trackerLinks: options.trackerLinks ?? true,
+      eventPoints: events.points,
+    };
+    return { state, metricsChunk, logChunk, alertsChunk, eventsMore: events.more, context };
   }
 
   function logEvaluation(runId: string, evaluation: Evaluation): void {
@@ -186,6 +227,12 @@ export function createMonitor(options: MonitorOptions): Monitor {
       options.logger?.info(
         { runId },
         'metrics.jsonl was replaced or truncated; reading it again from the start',
+      );
+    }
+    if (evaluation.scriptAlertsSkipped > 0) {
+      options.logger?.warn(
+        { runId, skipped: evaluation.scriptAlertsSkipped },
+        'unreadable alerts.jsonl lines skipped (not written by shepherd.alert?)',
       );
     }
     const { malformed } = evaluation;
@@ -204,12 +251,13 @@ export function createMonitor(options: MonitorOptions): Monitor {
     evaluation: Evaluation,
     now: number,
   ): Promise<Incident[]> {
-    const { state, metricsChunk, logChunk } = inputs;
+    const { state, metricsChunk, logChunk, alertsChunk } = inputs;
     const transaction = redis.multi();
     const newRevision = `${process.pid}.${++revisionCounter}.${now}`;
     const fields: Record<string, string> = { state: serialiseMonitorState(state), rev: newRevision };
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
+    if (alertsChunk.cursor !== undefined) fields['cursor:alerts'] = JSON.stringify(alertsChunk.cursor);
     transaction.hset(stateKey(runId), fields);
     // A run retired with a TTL (paused, failed) that ticks again keeps its state for good.
     transaction.persist(stateKey(runId));
@@ -254,6 +302,8 @@ export function createMonitor(options: MonitorOptions): Monitor {
     logEvaluation(runId, evaluation);
     if (evaluation.dumpStacks) await askForStacks(meta, state);
     await printedMetrics.writeDerived(state, options.runDir(meta), evaluation.derivedText);
+    if (evaluation.linksFound && state.links !== undefined)
+      await writeTrackerLinks(options.runDir(meta), state.links);
     const incidents = await commit(runId, inputs, evaluation, now);
     for (const incident of evaluation.incidents)
       options.logger?.info({ runId, incident: incident.id }, incident.summary);
@@ -268,7 +318,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
         lastMetrics: { ...rolling.lastMetrics },
         lastStep: rolling.lastStep,
       }),
-      backlog: metricsChunk.more || logChunk.more,
+      backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more || inputs.eventsMore,
     };
   }
 

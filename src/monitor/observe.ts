@@ -23,14 +23,20 @@ import type { MonitorState } from './monitor-state.js';
 import { plannedStepsOf } from './printed-metrics.js';
 import { addPoint, chartSeries } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
-import type { IncidentKind } from './types.js';
+import type { IncidentKind, IncidentSeverity } from './types.js';
 
 /**
  * The detector steps of one tick (evaluate.ts runs them in order): each reads the state, advances its
  * episodes and calls `raise` when an episode begins. No I/O.
  */
 
-export type Raise = (kind: IncidentKind, key: string, fields: IncidentText) => void;
+/** Raise an incident; `severity` overrides the kind's default (a script alert's level). */
+export type Raise = (
+  kind: IncidentKind,
+  key: string,
+  fields: IncidentText,
+  severity?: IncidentSeverity,
+) => void;
 export type AcceptedPoint = MetricPoint & { step: number };
 
 /** Per point: launch re-arming, non-finite values and loss spikes, then the point joins the windows. */

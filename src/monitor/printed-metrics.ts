@@ -7,6 +7,7 @@ import {
   type StdoutParser,
   type StdoutParseState,
 } from '../runs/stdout-metrics/stdout-parser.js';
+import type { EventPoint } from '../runs/tfevents/event-files.js';
 import type { MonitorState } from './monitor-state.js';
 import { addPoint, createRollingState, type RollingLimits } from './rolling-stats.js';
 
@@ -24,18 +25,57 @@ export interface PrintedMetricsState extends StdoutParseState {
   counted: number;
   /** Committed size of stdout-metrics.jsonl. */
   derivedBytes: number;
+  /** TensorBoard event files gave points: they are the source (output.log is no longer parsed). */
+  events?: boolean;
 }
 
 interface IncomingPoint {
   line: string;
   parsed: ReturnType<typeof parseMetricLine>;
-  source: 'helper' | 'stdout';
+  source: MetricsSource;
 }
 
-type MetricsSource = 'helper' | 'stdout';
+type MetricsSource = 'helper' | 'events' | 'stdout';
 
 export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?: Logger }) {
   const parser: StdoutParser = createStdoutParser(definedOnly({ pattern: options.pattern }));
+
+  /**
+   * Once the run's event files give a point, they are the source: points taken from output.log so far are
+   * dropped (as for the helper) and the derived file is written again from the event points. Returns
+   * undefined while they gave none.
+   */
+  function collectEvents(
+    runId: string,
+    state: MonitorState,
+    eventPoints: readonly EventPoint[],
+    points: IncomingPoint[],
+  ): { points: IncomingPoint[]; derivedText?: string } | undefined {
+    const printed = state.printed;
+    if (printed === undefined || (printed.events !== true && eventPoints.length === 0)) return undefined;
+    let rewrite = false;
+    if (printed.events !== true) {
+      printed.events = true;
+      printed.derivedBytes = 0;
+      printed.counted = 0;
+      rewrite = true;
+      if (state.rolling.points > 0) {
+        state.rolling = createRollingState();
+        delete state.extras;
+        options.logger?.info(
+          { runId },
+          'the run writes TensorBoard event files: their points replace those read from output.log',
+        );
+      }
+    }
+    let text = '';
+    for (const point of eventPoints) {
+      text += formatDerivedLine(point.step, point.metrics, 'tfevents');
+      points.push({ line: '', parsed: { ok: true, point: { ...point } }, source: 'events' });
+    }
+    printed.counted += eventPoints.length;
+    return definedOnly({ points, derivedText: text !== '' || rewrite ? text : undefined });
+  }
 
   return {
     /**
@@ -48,6 +88,8 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
       helperLines: readonly string[];
       logLines: readonly string[];
       logReset: boolean;
+      /** Points new in the run's TensorBoard event files (precedence: helper, event files, output.log). */
+      eventPoints?: readonly EventPoint[];
     }): { points: IncomingPoint[]; progressStep?: number; derivedText?: string } {
       const { state } = input;
       const points: IncomingPoint[] = [];
@@ -71,6 +113,8 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
         }
       }
       if (printed.helper) return { points };
+      const fromEvents = collectEvents(input.runId, state, input.eventPoints ?? [], points);
+      if (fromEvents !== undefined) return fromEvents;
 
       let rewrite = false;
       if (input.logReset) {
@@ -121,6 +165,7 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
 export function metricsSourceOf(state: MonitorState): MetricsSource | undefined {
   if (state.printed === undefined) return undefined;
   if (state.printed.helper) return 'helper';
+  if (state.printed.events === true) return 'events';
   return state.printed.counted > 0 ? 'stdout' : undefined;
 }
 

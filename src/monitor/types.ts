@@ -1,4 +1,5 @@
 import type { Config } from '../config.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { CrashClass } from './detectors/crash.js';
 import type { GradNormSettings } from './detectors/grad-norm.js';
 import type { IdleGpuSettings } from './detectors/idle-gpu.js';
@@ -22,7 +23,9 @@ export type IncidentKind =
   | 'idle_gpu'
   | 'rule'
   /** The run's `--eval` command failed after training completed (reported like a crash). */
-  | 'eval_failed';
+  | 'eval_failed'
+  /** `shepherd.alert(…)` from the script itself. */
+  | 'script_alert';
 
 export type IncidentSeverity = 'info' | 'warning' | 'critical';
 
@@ -48,6 +51,8 @@ export interface Incident {
   signal?: string;
   /** An infrastructure failure after the automatic relaunches ran out: one line per retry (no triage). */
   retries?: string[];
+  /** Links to the run in its trackers (W&B, MLflow…), shown on the card. */
+  links?: TrackerLinks;
   /** Launch of the run the incident belongs to (a fix relaunches; detectors re-arm per launch). */
   launch?: number;
   /** Epoch ms when it was raised. */

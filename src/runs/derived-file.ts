@@ -17,9 +17,16 @@ function formatValue(value: number): string {
   return Number.isNaN(value) ? 'NaN' : value > 0 ? 'Infinity' : '-Infinity';
 }
 
-/** One metrics line: `{"step": 10, "source": "stdout", "loss": 0.52}`; NaN/Infinity as Python writes them. */
-export function formatDerivedLine(step: number, metrics: Record<string, number>): string {
-  let line = `{"step": ${formatValue(step)}, "source": "stdout"`;
+/**
+ * One metrics line: `{"step": 10, "source": "stdout", "loss": 0.52}`; NaN/Infinity as Python writes them.
+ * `source` is `tfevents` for points read from TensorBoard event files.
+ */
+export function formatDerivedLine(
+  step: number,
+  metrics: Record<string, number>,
+  source: 'stdout' | 'tfevents' = 'stdout',
+): string {
+  let line = `{"step": ${formatValue(step)}, "source": "${source}"`;
   for (const [name, value] of Object.entries(metrics))
     line += `, ${JSON.stringify(name)}: ${formatValue(value)}`;
   return `${line}}\n`;

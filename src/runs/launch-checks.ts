@@ -4,6 +4,7 @@ import { commandWarnings, formatCommand } from './command-launch.js';
 import { describeEnvironment } from './run-environments.js';
 import type { RunOperationsOptions } from './run-operations.js';
 import type { RunMeta } from './run-types.js';
+import { trackerWarnings } from './tracker-credentials.js';
 
 /** The checks every launch, resume and script change passes before a card: compiles, pre-flight, card lines. */
 export interface LaunchChecks {
@@ -19,7 +20,10 @@ export interface LaunchChecks {
     script: string,
     config: Record<string, unknown> | undefined,
   ): Promise<string | undefined>;
-  launchDetails(meta: RunMeta): { command?: string; environment?: string; warnings?: string[] };
+  launchDetails(
+    meta: RunMeta,
+    script: string,
+  ): { command?: string; environment?: string; warnings?: string[] };
 }
 
 export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks {
@@ -52,7 +56,7 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
     },
 
     /** Card lines for how a run starts: the exact command, the environment, warnings. */
-    launchDetails(meta) {
+    launchDetails(meta, script) {
       const spec = meta.environmentName === undefined ? undefined : environments[meta.environmentName];
       const training = meta.command === undefined ? undefined : formatCommand(meta.command);
       // The approver sees the evaluation too: it runs on the same GPUs, after training exits 0.
@@ -60,6 +64,7 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
         meta.evalCommand === undefined
           ? training
           : `${training ?? 'python -u train.py'}\n# then, after exit 0, in the run directory:\n${meta.evalCommand}`;
+      const reaching = { ...options.runEnvironment, ...spec?.env };
       return {
         ...definedOnly({ command }),
         ...(meta.environmentName === undefined
@@ -68,7 +73,7 @@ export function createLaunchChecks(options: RunOperationsOptions): LaunchChecks 
               environment:
                 spec === undefined ? meta.environmentName : describeEnvironment(meta.environmentName, spec),
             }),
-        warnings: commandWarnings(meta),
+        warnings: [...commandWarnings(meta), ...trackerWarnings(script, reaching)],
       };
     },
   };

@@ -77,7 +77,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
       requester: actor,
       scriptExcerpt: script,
       origin,
-      ...checks.launchDetails(meta),
+      ...checks.launchDetails(meta, script),
       ...definedOnly({ toolCall }),
     });
     return autoApproved

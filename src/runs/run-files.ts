@@ -25,6 +25,8 @@ export const RUN_FILES = {
   evalResults: 'eval_results.jsonl',
   /** The final model directory `shepherd.save_model` named. */
   model: 'model.json',
+  /** One JSON line per `shepherd.alert(…)` the script raised (not its suppressed repeats). */
+  alerts: 'alerts.jsonl',
   /** Folder of the checkpoints Shepherd pinned for a fix's resume (see checkpoint-pins). */
   pinned: '.shepherd/pinned',
   /** One JSON line per process that imported the helper: the pids that dump their stacks on SIGUSR2. */

@@ -154,7 +154,7 @@ export function createRunForks(options: RunOperationsOptions, checks: LaunchChec
         origin: 'command' as const,
         reason: `fork of ${parent.name} (${parent.id}) from ${from}`,
         changes,
-        ...checks.launchDetails(meta),
+        ...checks.launchDetails(meta, script),
       }),
     );
     return autoApproved

@@ -67,7 +67,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
         preflight,
         memory,
         datasetCheck,
-        ...checks.launchDetails(meta),
+        ...checks.launchDetails(meta, input.script),
         toolCall: input.toolCall,
       }),
     );

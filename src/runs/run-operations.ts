@@ -130,6 +130,8 @@ export interface RunOperationsOptions {
   datasetCheck?: (threadId: string) => Promise<string | undefined>;
   /** `SHEPHERD_ENVIRONMENTS` and `SHEPHERD_DEFAULT_ENV`. */
   environments?: Environments;
+  /** What training processes inherit (scrubbed; `SHEPHERD_RUN_ENV_*` as their names): tracker warnings. */
+  runEnvironment?: Readonly<Record<string, string | undefined>>;
   defaultEnvironment?: string | undefined;
   /** `SHEPHERD_PYTHON`, for `run <script.py> --cwd DIR` (a command run of that script). */
   python?: string;

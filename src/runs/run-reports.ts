@@ -9,6 +9,7 @@ import type { GpuAllocator } from './gpu-allocator.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunStore } from './run-store.js';
 import { isLaunched, type RunMeta } from './run-types.js';
+import { readTrackerLinks, type TrackerLinks } from './tracker-links.js';
 
 interface ResumeInfo {
   step: number | null;
@@ -27,6 +28,8 @@ export interface RunStatusReport {
   resume: ResumeInfo | undefined;
   /** Executor's view, for runs that have a process or job. */
   process?: ProcessState;
+  /** Links to the run in its trackers, as the monitor found them in output.log. */
+  trackerLinks?: TrackerLinks;
 }
 
 export interface ClusterReport extends ClusterInfo {
@@ -81,12 +84,14 @@ export function createRunReports(options: RunReportsOptions): RunReports {
     const meta = await store.findRun(run);
     const directory = store.runDir(meta.id);
     const metricsFile = await metricsFileOf(directory);
-    const [lastMetrics, logTail, resumeInfo] = await Promise.all([
+    const [lastMetrics, logTail, resumeInfo, trackerLinks] = await Promise.all([
       readLastMetrics(metricsFile.path, 5),
       tailLines(path.join(directory, RUN_FILES.output), 20),
       readResume(store, meta.id),
+      readTrackerLinks(directory),
     ]);
     const report: RunStatusReport = { meta, lastMetrics, logTail, resume: resumeInfo };
+    if (trackerLinks !== undefined) report.trackerLinks = trackerLinks;
     if (metricsFile.source === 'stdout' && lastMetrics.length > 0) report.metricsSource = 'stdout';
     if (isLaunched(meta.status)) {
       const state = (await executor.poll([meta])).get(meta.id);

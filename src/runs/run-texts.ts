@@ -5,6 +5,7 @@ import { formatCommand } from './command-launch.js';
 import { BACKEND_LABELS, type BackendKind } from './executor.js';
 import type { ClusterReport, RunStatusReport } from './run-reports.js';
 import type { RunMeta } from './run-types.js';
+import { trackerLinkLines } from './tracker-links.js';
 
 /** The sentences run actions answer with: one line per run, a status report, the cluster. */
 
@@ -67,6 +68,9 @@ export function statusText(report: RunStatusReport): string {
   if (report.resume?.step !== undefined && report.resume.step !== null) {
     lines.push(`last checkpoint: step ${report.resume.step}`);
   }
+  const links = trackerLinkLines(report.trackerLinks);
+  if (links.length > 0)
+    lines.push(`trackers: ${links.map((link) => `${link.label} ${link.value}`).join(' · ')}`);
   if (report.meta.exitCode !== undefined) lines.push(`exit code: ${report.meta.exitCode}`);
   lines.push(...modelLines(report.meta));
   if (report.logTail.length > 0)

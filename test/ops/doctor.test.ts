@@ -120,6 +120,10 @@ describe('shepherd doctor', () => {
         PATH: process.env.PATH,
         REDIS_URL: `redis://127.0.0.1:${closedPort}`,
         SHEPHERD_LLM_BASE_URL: llm.url,
+        SHEPHERD_RUN_ENV_WANDB_API_KEY: 'wandb-key-never-printed',
+        WANDB_MODE: 'offline',
+        // Not passed: the bot's own keys never reach a run.
+        HF_TOKEN: 'hf_bot_own_token',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -131,5 +135,9 @@ describe('shepherd doctor', () => {
     expect(code).toBe(1);
     expect(stdout).toMatch(/FAIL\s+redis\s+cannot reach/);
     expect(stdout).toMatch(/ok\s+llm\s/);
+    expect(stdout).toMatch(
+      /ok\s+tracker variables\s+passed to runs: WANDB_API_KEY, WANDB_MODE; not passed: HF_TOKEN, MLFLOW_TRACKING_URI, MLFLOW_TRACKING_TOKEN/,
+    );
+    expect(stdout).not.toContain('wandb-key-never-printed');
   });
 });

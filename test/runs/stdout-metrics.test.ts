@@ -96,6 +96,44 @@ describe('printed metric formats', () => {
     }
   });
 
+  describe('coloured and decorated output', () => {
+    const green = (text: string) => `\x1b[32m${text}\x1b[0m`;
+    const bold = (text: string) => `\x1b[1m${text}\x1b[22m`;
+
+    it('reads a coloured step and loss (the step is not a running count)', () => {
+      const [point, ...rest] = parseOne(`${bold('step')} 10 | ${green('loss')} ${green('0.5')}`);
+      expect(rest).toEqual([]);
+      expect(point?.step).toBe(10);
+      expect(point?.metrics).toEqual({ loss: 0.5 });
+      expect(parseOne(`\x1b[1;36mstep=20\x1b[0m loss=\x1b[31m0.25\x1b[0m`)[0]).toMatchObject({
+        step: 20,
+        metrics: { loss: 0.25 },
+      });
+    });
+
+    it('reads a coloured Trainer dict', () => {
+      const line = green("{'loss': 0.4321, 'grad_norm': 1.23, 'learning_rate': 5e-05, 'epoch': 0.42}");
+      const [point] = parseOne(line);
+      expect(point?.format).toBe('python-dict');
+      expect(point?.metrics).toEqual({ loss: 0.4321, grad_norm: 1.23, learning_rate: 5e-5, epoch: 0.42 });
+    });
+
+    it('follows a Rich progress bar redrawn with \\r and erase-line codes, then its metric line', () => {
+      const parser = createStdoutParser();
+      const state = createStdoutParseState();
+      // Rich's live display: `\r\x1b[2K` before each redraw, the bar and columns coloured.
+      const rich = (n: number) =>
+        `\r\x1b[2K\x1b[35mTraining\x1b[0m \x1b[38;2;249;38;114m━━━━━━\x1b[0m\x1b[38;5;237m━━━━\x1b[0m ` +
+        `\x1b[32m${n}/200\x1b[0m [\x1b[33m0:00:01\x1b[0m]`;
+      const chunk = `${rich(30)}${rich(31)}\r\x1b[2K${green("{'loss': 0.75}")}`;
+      const { points } = parser.parseLines([chunk], state);
+      expect(points.map((point) => [point.step, point.metrics])).toEqual([[31, { loss: 0.75 }]]);
+      expect(state.plannedSteps).toBe(200);
+      // The bar alone moving on is progress, colours and all.
+      expect(parser.parseLines([`${rich(40)}${rich(41)}`], state).progressStep).toBe(41);
+    });
+  });
+
   it('takes the step from the line, else the tqdm bar, else a running count', () => {
     const parser = createStdoutParser();
     const state = createStdoutParseState();

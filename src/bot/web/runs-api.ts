@@ -6,6 +6,7 @@ import type { Logger } from '../../logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tail.js';
 import { RUN_FILES } from '../../runs/run-files.js';
 import { type RunMeta, runActionsFor } from '../../runs/run-types.js';
+import { readTrackerLinks, trackerLinkLines } from '../../runs/tracker-links.js';
 import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
 import { nameRefusal } from './reserved-names.js';
 import type { WebEventHub } from './web-events.js';
@@ -225,7 +226,10 @@ export function createWebRunsRoutes(options: {
     const meta = await findRun(decodePathPart(match[1], 'run'));
     const part = match[2];
     if (method === 'GET' && part === undefined) {
-      sendJson(response, 200, { run: { ...(await runRow(meta)), checkpoints: await checkpoints(meta) } });
+      const trackers = trackerLinkLines(await readTrackerLinks(source.runDir(meta.id)));
+      sendJson(response, 200, {
+        run: { ...(await runRow(meta)), checkpoints: await checkpoints(meta), trackers },
+      });
     } else if (method === 'GET' && part === 'metrics') {
       sendJson(response, 200, await metrics(meta, url));
     } else if (method === 'GET' && part === 'log') {

@@ -11,6 +11,7 @@ Shepherd puts this directory on PYTHONPATH of every run, so a script does ``impo
     shepherd.save_model("out/final", base_model="gpt2") # the final model directory (Push to Hub)
     shepherd.log_eval(accuracy=0.91, eval_loss=0.3)     # evaluation results (from an --eval command)
     shepherd.preflight()                                # True during Shepherd's CPU pre-flight
+    shepherd.alert("Low accuracy", "acc 0.1 < 0.5")     # an alert card in the run's thread (like wandb.alert)
 
 Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, checkpoints, clean pause):
 
@@ -36,6 +37,7 @@ Files in $SHEPHERD_RUN_DIR:
                  "wallTime": true when ended by the signal Slurm sends before the job's time limit.
   model.json     last save_model(): {"path" (absolute), "info", "step", "ts"}, written atomically.
   eval_results.jsonl  {"ts", "<name>": <number>, ...} per log_eval() call.
+  alerts.jsonl   {"ts", "title", "text", "level", "step", "wait"} per alert() that was not a repeat.
   .shepherd/stack-signal.jsonl  {"pid", "signal"} per process that imported this module.
 
 Hang dumps: on import (under Shepherd) every thread's stack is written to stderr (output.log) on SIGUSR2,
@@ -59,6 +61,7 @@ import time
 import traceback
 
 __all__ = [
+    "alert",
     "config",
     "finish",
     "log",
@@ -92,6 +95,8 @@ _stop_callbacks = []
 _stopping = False
 _finished = False
 _preflight_logged = 0
+_alerted = {}
+_ALERT_LEVELS = ("info", "warn", "error")
 
 
 def _preflight_steps():
@@ -210,6 +215,56 @@ def log_metrics(step=None, **metrics):
     handle.write(text + "\n")
     handle.flush()
     _count_preflight_step()
+
+
+def _seconds(value):
+    # wait_duration as wandb.alert takes it: seconds, or a datetime.timedelta.
+    total = getattr(value, "total_seconds", None)
+    if callable(total):
+        return float(total())
+    return float(value)
+
+
+def alert(title, text="", level="warn", wait_duration=300):
+    """Post an alert card into the run's thread (as wandb.alert / trackio.alert do).
+
+    ``level`` is "info", "warn" or "error". The same ``title`` again within ``wait_duration`` seconds
+    (a number or a timedelta; default 5 minutes) is not posted. Without Shepherd the alert is printed.
+    Returns True when the alert was recorded, False when it was a suppressed repeat.
+    """
+    title = str(title).strip()
+    if not title:
+        _warn("alert() needs a title; alert skipped")
+        return False
+    level = str(level).lower()
+    if level == "warning":
+        level = "warn"
+    if level not in _ALERT_LEVELS:
+        _warn("alert level {!r} is not one of info, warn, error; using warn".format(level))
+        level = "warn"
+    try:
+        wait = max(0.0, _seconds(wait_duration))
+    except (TypeError, ValueError):
+        _warn("alert wait_duration {!r} is not a number of seconds; using 300".format(wait_duration))
+        wait = 300.0
+    now = time.monotonic()
+    last = _alerted.get(title)
+    if last is not None and now - last < wait:
+        return False
+    _alerted[title] = now
+    text = "" if text is None else str(text)
+    if _RUN_DIR is None:
+        print("[shepherd] alert ({}): {}{}".format(level, title, ": " + text if text else ""), flush=True)
+        return True
+    record = {"ts": round(time.time(), 3), "title": title, "text": text, "level": level,
+              "step": _last_step, "wait": wait}
+    try:
+        with open(os.path.join(_RUN_DIR, "alerts.jsonl"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, default=str) + "\n")
+    except OSError as error:
+        _warn("could not record the alert {!r}: {}".format(title, error))
+        return False
+    return True
 
 
 def _count_preflight_step():

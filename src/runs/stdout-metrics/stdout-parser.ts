@@ -1,3 +1,4 @@
+import { stripVTControlCharacters } from 'node:util';
 import { customPatternFormat } from './custom-pattern.js';
 import { jsonLineFormat } from './json-line.js';
 import { keyValueFormat } from './key-value.js';
@@ -100,7 +101,10 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
 
   return {
     formats,
-    /** Read complete lines (each may hold `\r`-separated updates) into points, updating `state`. */
+    /**
+     * Read complete lines (each may hold `\r`-separated redraws and ANSI escape codes) into points,
+     * updating `state`.
+     */
     parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
       const points: StdoutPoint[] = [];
       let barMoved = false;
@@ -130,7 +134,10 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
           return;
         }
       };
-      for (const line of lines) {
+      for (const raw of lines) {
+        // Colour and cursor codes (rich, colorama, loguru) glue to names and numbers: drop them first.
+        // Only lines that hold an escape pay for it; output.log keeps its bytes.
+        const line = raw.indexOf('\x1b') === -1 ? raw : stripVTControlCharacters(raw);
         if (line.indexOf('\r') === -1) readSegment(line);
         else for (const segment of line.split('\r')) readSegment(segment);
       }

@@ -130,6 +130,18 @@ function renderHeader(run: RunRow): HTMLElement {
   add('Step', run.step === undefined ? '—' : String(run.step));
   add('Requested by', run.requester);
   if (run.statusReason) add('Why', run.statusReason);
+  for (const tracker of run.trackers ?? []) {
+    if (!/^https?:\/\//.test(tracker.value)) {
+      add(tracker.label, make('code', null, tracker.value));
+      continue;
+    }
+    const link = make('a', 'tracker-link', tracker.value);
+    link.href = tracker.value;
+    link.target = '_blank';
+    link.rel = 'noopener noreferrer';
+    link.dataset.testid = 'run-tracker-link';
+    add(tracker.label, link);
+  }
   if (run.thread.href !== undefined) {
     const link = make('a', 'thread-jump', 'open the thread');
     link.href = run.thread.href;

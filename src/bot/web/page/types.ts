@@ -62,6 +62,8 @@ export interface RunRow {
   lossMetric?: string;
   loss?: MetricValue[];
   checkpoints?: { step: number; checkpoint: string | null; ts?: number }[];
+  /** Links to the run in its trackers (W&B, MLflow…): a URL, or the command that opens the dashboard. */
+  trackers?: { label: string; value: string }[];
 }
 
 export interface MetricsResponse {

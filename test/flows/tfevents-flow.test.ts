@@ -1,0 +1,90 @@
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled, fetchesPng } from '../helpers/flow.js';
+import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
+import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+
+/*
+ * A script that logs only to TensorBoard event files and prints nothing: the monitor reads the live file
+ * tick by tick, and the NaN the writer puts at step 50 becomes a NaN alert card with a chart. Each record is
+ * written in two halves with a pause between, so ticks meet torn records.
+ */
+
+const WRITER = fileURLToPath(new URL('../fixtures/tfevents/tfevents_writer.py', import.meta.url));
+const script = (workspace: string) => `import math, os, sys, time
+sys.path.insert(0, ${JSON.stringify(workspace)})
+from tfevents_writer import EventWriter, event, scalar_value, tfrecord
+# Under the run directory (the working directory of a script run), as SummaryWriter("runs/exp1") does.
+writer = EventWriter(os.path.join(os.environ["SHEPHERD_RUN_DIR"], "runs", "exp1"))
+for step in range(1, 81):
+    loss = float("nan") if step >= 50 else 3.0 / math.sqrt(1 + step / 10.0)
+    data = tfrecord(event(step=step, values=[scalar_value("train/loss", loss)]))
+    writer._file.write(data[:7]); writer.flush(); time.sleep(0.01)
+    writer._file.write(data[7:]); writer.flush(); time.sleep(0.02)
+writer.close()
+`;
+
+describe('metrics from TensorBoard event files', () => {
+  let llm: ScriptedLlmServer;
+  let workspace: string;
+  let shepherd: TestApp;
+  const prefix = uniquePrefix('tfevents-flow');
+
+  beforeAll(async () => {
+    llm = await startScriptedOpenAi({ fallback: { text: 'not json at all' } });
+    workspace = mkdtempSync(join(tmpdir(), 'shepherd-workspace-'));
+    writeFileSync(join(workspace, 'tb_train.py'), script(workspace));
+    copyFileSync(WRITER, join(workspace, 'tfevents_writer.py'));
+    shepherd = await startTestApp({
+      prefix,
+      environment: {
+        SHEPHERD_LLM_BASE_URL: llm.url,
+        SHEPHERD_WORKSPACE: workspace,
+        SHEPHERD_MONITOR_INTERVAL_S: '0.25',
+        SHEPHERD_APPROVERS: 'bob',
+      },
+    });
+  });
+  afterAll(async () => {
+    await shepherd.stop();
+    await llm.close();
+    await deleteKeysWithPrefix(prefix);
+    rmSync(workspace, { recursive: true, force: true });
+  });
+
+  it('alerts on the NaN at step 50 of a live event file, with a chart', async () => {
+    const threadId = await shepherd.mention('run tb_train.py --gpus 0', 'alice');
+    const launch = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'tb').length > 0,
+      30_000,
+    );
+    const card = cardsTitled(launch, 'tb')[0];
+    const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
+
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'non-finite metric').length > 0,
+      90_000,
+    );
+    const alert = cardsTitled(messages, 'non-finite metric')[0];
+    expect(alert?.card?.title).toMatch(/non-finite metric at step 50$/);
+    expect(alert?.card?.text).toMatch(/train\/loss became NaN/);
+    expect(await fetchesPng(shepherd.url, alert?.card?.imageUrl ?? alert?.images?.[0])).toBe(true);
+
+    // The points are in the derived metrics file, marked as read from event files, each step once.
+    const runDir = join(shepherd.dataDir, 'runs');
+    const runId = readdirSync(runDir)[0] ?? '';
+    const derived = readFileSync(join(runDir, runId, 'stdout-metrics.jsonl'), 'utf8')
+      .trim()
+      .split('\n');
+    const steps = derived.map((line) => Number(/"step": (\d+)/.exec(line)?.[1]));
+    expect(derived[0]).toContain('"source": "tfevents"');
+    expect(steps.slice(0, 50)).toEqual(Array.from({ length: 50 }, (_, index) => index + 1));
+  }, 150_000);
+});
