@@ -3,13 +3,13 @@ import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
 import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
 import { llmBudgetEnvironment, llmBudgetSettings } from './config-llm-budget.js';
+import { monitorEnvironment } from './config-monitor.js';
 import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './config-redis-auth.js';
 import { researchEnvironment, researchSettings } from './config-research.js';
 import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
 import { checkApproverList, requirePlaygroundToken } from './config-security.js';
 import { ConfigError } from './errors.js';
 import { parseEnvironments } from './runs/run-environments.js';
-import { compileMetricPattern } from './runs/stdout-metrics/custom-pattern.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).
@@ -147,16 +147,8 @@ const environmentSchema = z.object({
   SHEPHERD_DIVERGENCE_MIN_RISE: positiveNumber.default(0.5),
   SHEPHERD_PLATEAU_WINDOW: positiveInt.default(200),
   SHEPHERD_PLATEAU_MIN_IMPROVEMENT: positiveNumber.default(0.01),
-  SHEPHERD_METRIC_PATTERN: optionalString.superRefine((value, context) => {
-    if (value === undefined) return;
-    try {
-      compileMetricPattern(value);
-    } catch (error) {
-      context.addIssue({ code: 'custom', message: error instanceof Error ? error.message : String(error) });
-    }
-  }),
+  ...monitorEnvironment,
   SHEPHERD_PLATEAU_MAX_ALERTS: z.coerce.number().int().min(0).default(1),
-  SHEPHERD_TRACKER_LINKS: z.enum(['on', 'off']).default('on'),
   SHEPHERD_IDLE_GPU_MIN: positiveNumber.default(15),
   SHEPHERD_NVIDIA_SMI: z.string().min(1).default('nvidia-smi'),
 

@@ -10,8 +10,8 @@ import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
 import { rejectReasonOf } from './approval-forms.js';
-import { researchSourcesFor } from './approval-sources.js';
 import { type ApprovalPolicy, checkDecision, isAutoApproved } from './approval-policy.js';
+import { researchSourcesFor } from './approval-sources.js';
 import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 
 /**
