@@ -242,7 +242,11 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     expect(readme).toMatch(/- Script sha256: [0-9a-f]{64}\n/);
     expect(readme).toMatch(/- Created: \S+; started: \S+; ended: \S+; pushed: \S+/);
     // The card is resolved with the outcome; `status` shows the URL.
-    const resolved = (await shepherd.messages(threadId)).find((message) => message.id === card.id);
+    // The card's edit is its own post, which may land after the URL line: wait for it.
+    const edited = await shepherd.waitForMessages(threadId, (all) =>
+      all.some((message) => message.id === card.id && message.card?.resolved !== undefined),
+    );
+    const resolved = edited.find((message) => message.id === card.id);
     expect(resolved?.card?.resolved).toMatch(/^Approved by bob; pushed to http/);
     expect(after.some((message) => /Pushed tiny-sft to test-org\/tiny-sft: 100%/.test(message.text))).toBe(
       true,
@@ -311,7 +315,11 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     );
     expect(botSaid(messages, /📦 .*forbidden-org/)).toBe(false);
     expect(existsSync(join(hub.repos.root, 'forbidden-org'))).toBe(false);
-    const resolved = messages.find((message) => message.id === card.id);
+    // The card's edit is enqueued after the error line: wait for it.
+    const edited = await shepherd.waitForMessages(threadId, (all) =>
+      all.some((message) => message.id === card.id && message.card?.resolved !== undefined),
+    );
+    const resolved = edited.find((message) => message.id === card.id);
     expect(resolved?.card?.resolved).toMatch(/the push failed: the Hub answered 403/);
   }, 60_000);
 
