@@ -42,10 +42,30 @@ export interface RunsRuntime extends RunsFacade {
   schedules: RunSchedules;
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
+  /** Waits for the launch records still being written (on stop). */
+  settleLaunchRecords(): Promise<void>;
 }
 
 /** Bound on a launch's environment probe (pip freeze, torch import, nvidia-smi); it never delays the start. */
 const LAUNCH_PROBE_TIMEOUT_MS = 60_000;
+
+/** What each launch records (`launch-records/`), probed with the run's own interpreter. */
+function launchCaptureFor(
+  config: Config,
+  store: RunStore,
+  inherited: Readonly<Record<string, string | undefined>>,
+  logger: Logger,
+) {
+  return createLaunchCapture({
+    runDir: store.runDir,
+    python: config.runs.python,
+    environments: config.runs.environments,
+    inherited,
+    container: config.localContainer,
+    timeoutMs: LAUNCH_PROBE_TIMEOUT_MS,
+    logger: logger.child({ component: 'launch-capture' }),
+  });
+}
 
 /** An executor with its card description (the local executor knows nothing of prices). */
 function withPlacement(executor: Executor, placement: NonNullable<Executor['placement']>): Executor {
@@ -188,15 +208,7 @@ export async function createRunsRuntime(options: {
     runDir: store.runDir,
     pinMaxBytes: Math.round(config.runs.pinMaxGb * 1e9),
   });
-  const launchCapture = createLaunchCapture({
-    runDir: store.runDir,
-    python: config.runs.python,
-    environments: config.runs.environments,
-    inherited: options.environment,
-    container: config.localContainer,
-    timeoutMs: LAUNCH_PROBE_TIMEOUT_MS,
-    logger: logger.child({ component: 'launch-capture' }),
-  });
+  const launchCapture = launchCaptureFor(config, store, options.environment, logger);
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
     afterLaunch: launchCapture.capture,
@@ -222,6 +234,7 @@ export async function createRunsRuntime(options: {
     executor,
     gpus,
     checkpoints,
+    settleLaunchRecords: launchCapture.settle,
     schedules: createRunSchedules({
       store,
       scheduled:

@@ -87,6 +87,7 @@ export async function createRunsFeature(
     access,
     actions: [],
     close: async () => {
+      await runs.settleLaunchRecords();
       await runs.executor.close?.();
     },
     controlHandlers: {

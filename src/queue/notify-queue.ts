@@ -186,6 +186,23 @@ interface NotifyWorkerOptions {
   concurrency?: number;
 }
 
+/**
+ * KEYS pause, release, places, done; ARGV pause ms (0: none to start), job id, keep ms. Starts the pause
+ * when asked (a new one empties the line), then gives the job the next place: one step, so no post that
+ * sees the pause can take a place in between.
+ */
+const HOLD_SCRIPT = `
+local pause_ms = tonumber(ARGV[1])
+if pause_ms > 0 and redis.call('SET', KEYS[1], '1', 'PX', pause_ms, 'NX') then
+  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+end
+local place = redis.call('INCR', KEYS[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[2], place)
+redis.call('PEXPIRE', KEYS[3], ARGV[3])
+return place
+`;
+
 /** How often a released post looks whether the post held before it has gone out. */
 const RELEASE_POLL_MS = 25;
 
@@ -204,18 +221,30 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   const placesKey = (threadId: string) => channelKey('places', threadId);
   const doneKey = (threadId: string) => channelKey('done', threadId);
 
-  /** Hold the job until `atMs` with the next place in the channel's line. */
-  async function hold(threadId: string, job: Job, token: string | undefined, atMs: number, keepMs: number) {
-    const [[, place] = []] = (await redis
-      .multi()
-      .incr(releaseKey(threadId))
-      .pexpire(releaseKey(threadId), keepMs)
-      .exec()) ?? [[null, 1]];
-    await redis
-      .multi()
-      .hset(placesKey(threadId), job.id ?? '', String(place ?? 1))
-      .pexpire(placesKey(threadId), keepMs)
-      .exec();
+  /**
+   * Hold the job until `atMs` with the next place in the channel's line. `pauseMs` (the post that met the
+   * 429) also starts the pause, and a new pause a new line, in the same script: a post that sees the pause
+   * can only take its place after this one.
+   */
+  async function hold(
+    threadId: string,
+    job: Job,
+    token: string | undefined,
+    atMs: number,
+    keepMs: number,
+    pauseMs = 0,
+  ): Promise<never> {
+    await redis.eval(
+      HOLD_SCRIPT,
+      4,
+      pauseKey(threadId),
+      releaseKey(threadId),
+      placesKey(threadId),
+      doneKey(threadId),
+      String(pauseMs),
+      job.id ?? '',
+      String(keepMs),
+    );
     await job.moveToDelayed(atMs, token);
     throw new DelayedError();
   }
@@ -281,10 +310,14 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
           );
           const retryAfterMs = Math.max(1, Math.round(error.retryAfterMs));
           // A new pause starts a new line; posts meeting the same pause join the line behind this one.
-          const fresh = await redis.set(pauseKey(data.threadId), '1', 'PX', retryAfterMs, 'NX');
-          if (fresh === 'OK')
-            await redis.del(releaseKey(data.threadId), placesKey(data.threadId), doneKey(data.threadId));
-          await hold(data.threadId, job, token, Date.now() + retryAfterMs, retryAfterMs + 60_000);
+          await hold(
+            data.threadId,
+            job,
+            token,
+            Date.now() + retryAfterMs,
+            retryAfterMs + 60_000,
+            retryAfterMs,
+          );
         }
         await turnTaken(data.threadId, job, place);
         // createJobWorker fails a final error at once and logs every failure; anything else is retried.

@@ -225,12 +225,20 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     await writeLaunchRecord(runDir, { ...record, ...(await probe(meta, runDir)) });
   }
 
+  // Captures under way: stopping waits for them, so none writes into a run directory being removed.
+  const underWay = new Set<Promise<void>>();
   return {
     /** Starts the capture of this launch and returns at once; failures are logged, never thrown. */
     capture(meta: RunMeta): void {
-      captureNow(meta).catch((error: unknown) =>
+      const capturing = captureNow(meta).catch((error: unknown) =>
         options.logger.warn({ runId: meta.id, err: error }, 'could not record the launch environment'),
       );
+      underWay.add(capturing);
+      void capturing.finally(() => underWay.delete(capturing));
+    },
+    /** Resolves when every capture started so far has finished (each is bounded by `timeoutMs`). */
+    async settle(): Promise<void> {
+      await Promise.all(underWay);
     },
   };
 }

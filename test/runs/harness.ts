@@ -42,6 +42,7 @@ export async function createHarness(environment: Record<string, string> = {}): P
     ...environment,
   });
   const connections: Redis[] = [];
+  const runtimes: RunsRuntime[] = [];
   const logger = createLogger('silent');
 
   async function build() {
@@ -57,6 +58,7 @@ export async function createHarness(environment: Record<string, string> = {}): P
         events.push(event);
       },
     });
+    runtimes.push(runtime);
     return { runtime, events };
   }
 
@@ -79,6 +81,8 @@ export async function createHarness(environment: Record<string, string> = {}): P
           // already gone
         }
       }
+      // Launch records are written beside a run's start: let them finish before the directory goes.
+      for (const runtime of runtimes) await runtime.settleLaunchRecords();
       for (const connection of connections) connection.disconnect();
       await deleteKeysWithPrefix(prefix);
       await rm(dataDir, { recursive: true, force: true });
