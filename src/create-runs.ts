@@ -42,8 +42,8 @@ export interface RunsRuntime extends RunsFacade {
   schedules: RunSchedules;
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
-  /** Waits for the launch records still being written (on stop). */
-  settleLaunchRecords(): Promise<void>;
+  /** Waits for the launch records still being written (on stop), at most `waitMs` when given. */
+  settleLaunchRecords(waitMs?: number): Promise<void>;
 }
 
 /** Bound on a launch's environment probe (pip freeze, torch import, nvidia-smi); it never delays the start. */

@@ -34,6 +34,9 @@ interface RunsFeature extends Feature {
   access: RunAccess;
 }
 
+/** How long stopping waits for launch records still being written. */
+const LAUNCH_RECORD_STOP_WAIT_MS = 250;
+
 /** Runs: the runtime (store, executor, launcher), follows, who may change a run, the periodic refresh. */
 export async function createRunsFeature(
   base: FeatureBase,
@@ -87,7 +90,8 @@ export async function createRunsFeature(
     access,
     actions: [],
     close: async () => {
-      await runs.settleLaunchRecords();
+      // Records nearly written are finished; a slow environment probe does not hold the shutdown.
+      await runs.settleLaunchRecords(LAUNCH_RECORD_STOP_WAIT_MS);
       await runs.executor.close?.();
     },
     controlHandlers: {

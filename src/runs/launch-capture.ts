@@ -236,9 +236,19 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
       underWay.add(capturing);
       void capturing.finally(() => underWay.delete(capturing));
     },
-    /** Resolves when every capture started so far has finished (each is bounded by `timeoutMs`). */
-    async settle(): Promise<void> {
-      await Promise.all(underWay);
+    /**
+     * Resolves when every capture started so far has finished (each is bounded by `timeoutMs`), or after
+     * `waitMs`: a stopping bot does not hold its shutdown for a slow `pip freeze`.
+     */
+    async settle(waitMs = Number.POSITIVE_INFINITY): Promise<void> {
+      const all = Promise.all(underWay).then(() => undefined);
+      if (!Number.isFinite(waitMs)) return all;
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, waitMs);
+      });
+      await Promise.race([all, waited]);
+      clearTimeout(timer);
     },
   };
 }
