@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
-import { cardsTitled, fetchesPng } from '../helpers/flow.js';
+import { approvalCard, cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -58,14 +58,8 @@ describe('metrics from TensorBoard event files', () => {
 
   it('alerts on the NaN at step 50 of a live event file, with a chart', async () => {
     const threadId = await shepherd.mention('run tb_train.py --gpus 0', 'alice');
-    const launch = await shepherd.waitForMessages(
-      threadId,
-      (all) => cardsTitled(all, 'tb').length > 0,
-      30_000,
-    );
-    const card = cardsTitled(launch, 'tb')[0];
-    const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
-    expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
+    const { card, approve } = await approvalCard(shepherd, threadId, 'tb');
+    expect((await shepherd.click(threadId, card.id, approve, 'bob')).status).toBe(200);
 
     const messages = await shepherd.waitForMessages(
       threadId,

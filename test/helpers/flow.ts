@@ -1,10 +1,26 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { PlaygroundMessage } from './app-harness.js';
+import type { PlaygroundMessage, TestApp } from './app-harness.js';
 
 /** Messages whose card title contains `titlePart`, in thread order. */
 export function cardsTitled(messages: PlaygroundMessage[], titlePart: string): PlaygroundMessage[] {
   return messages.filter((message) => message.card?.title?.includes(titlePart));
+}
+
+/** Waits for the thread's approval card (titled with `titlePart`, if given) and returns it with its Approve id. */
+export async function approvalCard(
+  app: TestApp,
+  threadId: string,
+  titlePart = '',
+): Promise<{ card: PlaygroundMessage; approve: string }> {
+  const isCard = (message: PlaygroundMessage) =>
+    (message.card?.title?.includes(titlePart) ?? false) &&
+    (message.card?.actions?.some((action) => action.label === 'Approve') ?? false);
+  const messages = await app.waitForMessages(threadId, (all) => all.some(isCard), 30_000);
+  const card = messages.find(isCard);
+  const approve = card?.card?.actions?.find((action) => action.label === 'Approve')?.actionId;
+  if (card === undefined || approve === undefined) throw new Error(`no approval card in ${threadId}`);
+  return { card, approve };
 }
 
 /** The steps logged to a run's metrics.jsonl, in file order. */

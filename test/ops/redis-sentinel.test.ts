@@ -8,6 +8,7 @@ import { ensureRedis } from '../../src/ensure-redis.js';
 import { createLogger } from '../../src/logger.js';
 import { redisAnswers } from '../../src/redis.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { approvalCard } from '../helpers/flow.js';
 import { freePort } from '../helpers/free-port.js';
 import { removeTree } from '../helpers/processes.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -94,11 +95,11 @@ describe('Redis Sentinel failover', () => {
 
     // A run that goes on through the failover, and a card that is approved during it.
     const steadyThread = await shepherd.mention('run steady.py --gpus 0');
-    const steadyCard = await approvalCard(steadyThread);
-    expect((await shepherd.click(steadyThread, steadyCard.id, steadyCard.approve, 'bob')).status).toBe(200);
+    const { card: steadyCard, approve: steadyApprove } = await approvalCard(shepherd, steadyThread);
+    expect((await shepherd.click(steadyThread, steadyCard.id, steadyApprove, 'bob')).status).toBe(200);
     await shepherd.waitForMessages(steadyThread, (all) => botSaid(all, /steady is running/) === 1, 60_000);
     const quickThread = await shepherd.mention('run quick.py --gpus 0');
-    const quickCard = await approvalCard(quickThread);
+    const { card: quickCard, approve: quickApprove } = await approvalCard(shepherd, quickThread);
     // Writes the replica has not received are lost with the primary (docs/operations.md): make sure
     // everything so far reached it, so that what the test checks is the failover, not that window.
     await cluster.waitForReplica();
@@ -106,8 +107,8 @@ describe('Redis Sentinel failover', () => {
     cluster.primary.kill('SIGKILL');
     // Two approvers click while no primary answers; the clicks wait for the promoted replica.
     const clicks = [
-      shepherd.click(quickThread, quickCard.id, quickCard.approve, 'bob'),
-      shepherd.click(quickThread, quickCard.id, quickCard.approve, 'carol'),
+      shepherd.click(quickThread, quickCard.id, quickApprove, 'bob'),
+      shepherd.click(quickThread, quickCard.id, quickApprove, 'carol'),
     ];
     // Keep posting, without waiting on earlier posts, until the sentinels have promoted the replica.
     const failedOver = waitUntil(
@@ -170,19 +171,6 @@ describe('Redis Sentinel failover', () => {
     expect(botSaid(quick, /quick is running/)).toBe(1);
     expect(alerts(await shepherd.messages(steadyThread))).toHaveLength(1);
   }, 180_000);
-
-  /** The approval card a `run` command posted in the thread, and its Approve button. */
-  async function approvalCard(threadId: string): Promise<{ id: string; approve: string }> {
-    const messages = await shepherd.waitForMessages(threadId, (all) =>
-      botMessages(all).some((message) => message.card?.actions?.some((action) => action.label === 'Approve')),
-    );
-    const card = botMessages(messages).find((message) =>
-      message.card?.actions?.some((action) => action.label === 'Approve'),
-    );
-    const approve = card?.card?.actions?.find((action) => action.label === 'Approve')?.actionId;
-    if (card === undefined || approve === undefined) throw new Error(`no approval card in ${threadId}`);
-    return { id: card.id, approve };
-  }
 });
 
 function botSaid(messages: PlaygroundMessage[], pattern: RegExp): number {
