@@ -59,28 +59,31 @@ const cardSchema = z.object({
 });
 export type CardPayload = z.infer<typeof cardSchema>;
 
+/**
+ * Every outbound post carries its place in the sender's order (`order`, see notify-queue): posts held by a
+ * channel's rate-limit pause go out by it, not by which worker happened to pick them up first.
+ */
+const notifyBase = { v: z.literal(1), threadId, order: z.number().int().nonnegative().optional() };
 export const notifyJob = z.discriminatedUnion('op', [
-  z.object({ v: z.literal(1), op: z.literal('post'), threadId, text: z.string() }),
-  z.object({ v: z.literal(1), op: z.literal('edit'), threadId, messageId: z.string(), text: z.string() }),
-  z.object({ v: z.literal(1), op: z.literal('card'), threadId, card: cardSchema }),
+  z.object({ ...notifyBase, op: z.literal('post'), text: z.string() }),
+  z.object({ ...notifyBase, op: z.literal('edit'), messageId: z.string(), text: z.string() }),
+  z.object({ ...notifyBase, op: z.literal('card'), card: cardSchema }),
   z.object({
-    v: z.literal(1),
+    ...notifyBase,
     op: z.literal('update-card'),
-    threadId,
     messageId: z.string(),
     card: cardSchema,
   }),
   z.object({
-    v: z.literal(1),
+    ...notifyBase,
     op: z.literal('upload'),
-    threadId,
     filename: z.string(),
     contentType: z.string(),
     dataBase64: base64,
     title: z.string().optional(),
     comment: z.string().optional(),
   }),
-  z.object({ v: z.literal(1), op: z.literal('ephemeral'), threadId, userId: z.string(), text: z.string() }),
+  z.object({ ...notifyBase, op: z.literal('ephemeral'), userId: z.string(), text: z.string() }),
 ]);
 export type NotifyJob = z.infer<typeof notifyJob>;
 

@@ -61,6 +61,16 @@ function payloadToCard(payload: CardPayload): Card {
   return card;
 }
 
+let lastOrder = 0;
+/**
+ * Increasing within this process, and by time across processes: Date.now() in microsecond units, bumped by
+ * one when two posts share a millisecond. Posts from two processes have no order of their own to keep.
+ */
+function nextOrder(): number {
+  lastOrder = Math.max(Date.now() * 1000, lastOrder + 1);
+  return lastOrder;
+}
+
 const onceJobId = (key: string) => `post-${createHash('sha256').update(key).digest('hex').slice(0, 32)}`;
 
 interface QueueNotifierOptions {
@@ -95,7 +105,8 @@ export function createQueueNotifier(options: QueueNotifierOptions): QueueNotifie
   const ready = events.waitUntilReady();
 
   async function send(raw: NotifyJob, jobId?: string): Promise<unknown> {
-    const data = redactNotifyJob(raw);
+    // Stamped before any await: the order of the calls, which concurrent workers could not recover.
+    const data = { ...redactNotifyJob(raw), order: nextOrder() };
     await ready;
     if (jobId !== undefined) {
       // A keyed post whose earlier job gave up is tried again as that same job, never as a second post.
@@ -187,23 +198,21 @@ interface NotifyWorkerOptions {
 }
 
 /**
- * KEYS pause, release, places, done; ARGV pause ms (0: none to start), job id, keep ms. Starts the pause
- * when asked (a new one empties the line), then gives the job the next place: one step, so no post that
- * sees the pause can take a place in between.
+ * KEYS pause, line; ARGV pause ms (0: none to start), job id, keep ms, order. Starts the pause when asked
+ * (a new one empties the line), then puts the job in the line by its order: one step, so no post that sees
+ * the pause can join the line before the post that met the 429.
  */
 const HOLD_SCRIPT = `
 local pause_ms = tonumber(ARGV[1])
 if pause_ms > 0 and redis.call('SET', KEYS[1], '1', 'PX', pause_ms, 'NX') then
-  redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+  redis.call('DEL', KEYS[2])
 end
-local place = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('HSET', KEYS[3], ARGV[2], place)
-redis.call('PEXPIRE', KEYS[3], ARGV[3])
-return place
+return 1
 `;
 
-/** How often a released post looks whether the post held before it has gone out. */
+/** How often a held post looks whether the posts before it in the line have gone out. */
 const RELEASE_POLL_MS = 25;
 
 export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
@@ -214,20 +223,18 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   const channelKey = (kind: string, threadId: string) =>
     `${options.prefix}:notify-${kind}:${channelOf(threadId)}`;
   const pauseKey = (threadId: string) => channelKey('pause', threadId);
-  // Posts held by a pause get places 1, 2, 3… (`release` counts them, `places` maps job id → place) and go
-  // out strictly one after another: place k waits until `done` reaches k − 1. Order within a thread is kept
-  // however busy the workers are.
-  const releaseKey = (threadId: string) => channelKey('release', threadId);
-  const placesKey = (threadId: string) => channelKey('places', threadId);
-  const doneKey = (threadId: string) => channelKey('done', threadId);
+  // Posts held by a pause wait in the channel's line (a sorted set scored by the order their senders made
+  // them in) and go out strictly one after another, lowest order first, however busy the workers are.
+  const lineKey = (threadId: string) => channelKey('line', threadId);
+  // Jobs from before `order` existed fall back to their enqueue time.
+  const orderOf = (data: NotifyJob, job: Job) => data.order ?? job.timestamp * 1000;
 
   /**
-   * Hold the job until `atMs` with the next place in the channel's line. `pauseMs` (the post that met the
-   * 429) also starts the pause, and a new pause a new line, in the same script: a post that sees the pause
-   * can only take its place after this one.
+   * Hold the job until `atMs` in the channel's line. `pauseMs` (the post that met the 429) also starts the
+   * pause, and a new pause a new line, in the same script.
    */
   async function hold(
-    threadId: string,
+    data: NotifyJob,
     job: Job,
     token: string | undefined,
     atMs: number,
@@ -236,69 +243,57 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
   ): Promise<never> {
     await redis.eval(
       HOLD_SCRIPT,
-      4,
-      pauseKey(threadId),
-      releaseKey(threadId),
-      placesKey(threadId),
-      doneKey(threadId),
+      2,
+      pauseKey(data.threadId),
+      lineKey(data.threadId),
       String(pauseMs),
       job.id ?? '',
       String(keepMs),
+      String(orderOf(data, job)),
     );
     await job.moveToDelayed(atMs, token);
     throw new DelayedError();
   }
 
   /**
-   * While the channel is paused the job waits (no call, no attempt spent) until after the pause; a job
-   * released after one waits for the post held before it. Returns its place, if it had one.
+   * While the channel is paused the job waits (no call, no attempt spent) until after the pause; then the
+   * line goes out in order. Returns whether the job was in the line.
    */
-  async function waitYourTurn(
-    threadId: string,
-    job: Job,
-    token: string | undefined,
-  ): Promise<number | undefined> {
-    const pausedMs = await redis.pttl(pauseKey(threadId));
-    if (pausedMs > 0) await hold(threadId, job, token, Date.now() + pausedMs, pausedMs + 60_000);
-    const [[, placeText] = [], [, doneText] = [], [, lineText] = []] =
+  async function waitYourTurn(data: NotifyJob, job: Job, token: string | undefined): Promise<boolean> {
+    const pausedMs = await redis.pttl(pauseKey(data.threadId));
+    if (pausedMs > 0) await hold(data, job, token, Date.now() + pausedMs, pausedMs + 60_000);
+    const [[, score] = [], [, first] = []] =
       (await redis
         .multi()
-        .hget(placesKey(threadId), job.id ?? '')
-        .get(doneKey(threadId))
-        .get(releaseKey(threadId))
+        .zscore(lineKey(data.threadId), job.id ?? '')
+        .zrange(lineKey(data.threadId), 0, 0)
         .exec()) ?? [];
-    const done = Number(doneText ?? 0);
-    if (placeText === null || placeText === undefined) {
-      // Posts held by a pause are still going out: a new one joins the end of the line, not its front.
-      if (Number(lineText ?? 0) > done) await hold(threadId, job, token, Date.now(), 60_000);
-      return undefined;
+    const head = (first as string[] | undefined)?.[0];
+    if (score === null || score === undefined) {
+      // Posts held by a pause are still going out: a new one joins the line, not its front.
+      if (head !== undefined) await hold(data, job, token, Date.now(), 60_000);
+      return false;
     }
-    const place = Number(placeText);
-    if (done < place - 1) {
+    if (head !== job.id) {
       await job.moveToDelayed(Date.now() + RELEASE_POLL_MS, token);
       throw new DelayedError();
     }
-    return place;
+    return true;
   }
 
-  /** The held post at `place` has had its turn (sent, or failed once): the next one may go. */
-  async function turnTaken(threadId: string, job: Job, place: number | undefined): Promise<void> {
-    if (place === undefined) return;
-    await redis
-      .multi()
-      .hdel(placesKey(threadId), job.id ?? '')
-      .set(doneKey(threadId), String(place), 'PX', 3_600_000)
-      .exec();
+  /** The held post has had its turn (sent, or failed once): the next one in the line may go. */
+  async function turnTaken(data: NotifyJob, job: Job, held: boolean): Promise<void> {
+    if (held) await redis.zrem(lineKey(data.threadId), job.id ?? '');
   }
 
   return createJobWorker(
     QUEUE_NAMES.notify,
     notifyJob,
     async (data, job, token) => {
-      const place = await waitYourTurn(data.threadId, job, token);
+      const held = await waitYourTurn(data, job, token);
       try {
         const result = await performNotify(options.adapters, data);
-        await turnTaken(data.threadId, job, place);
+        await turnTaken(data, job, held);
         return result;
       } catch (error) {
         if (error instanceof RateLimitedError) {
@@ -309,17 +304,10 @@ export function createNotifyWorker(options: NotifyWorkerOptions): Worker {
             'platform rate limit; waiting',
           );
           const retryAfterMs = Math.max(1, Math.round(error.retryAfterMs));
-          // A new pause starts a new line; posts meeting the same pause join the line behind this one.
-          await hold(
-            data.threadId,
-            job,
-            token,
-            Date.now() + retryAfterMs,
-            retryAfterMs + 60_000,
-            retryAfterMs,
-          );
+          // A new pause starts a new line; posts meeting the same pause join it by their order.
+          await hold(data, job, token, Date.now() + retryAfterMs, retryAfterMs + 60_000, retryAfterMs);
         }
-        await turnTaken(data.threadId, job, place);
+        await turnTaken(data, job, held);
         // createJobWorker fails a final error at once and logs every failure; anything else is retried.
         throw error;
       }

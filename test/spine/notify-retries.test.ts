@@ -147,3 +147,72 @@ describe('notify queue retries', () => {
     }
   });
 });
+
+describe('notify queue order through a rate-limit pause', () => {
+  let redis: Redis;
+  let prefix: string;
+  const closers: Array<() => Promise<void>> = [];
+
+  beforeAll(() => {
+    redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+  });
+  afterAll(async () => {
+    for (const close of closers.reverse()) await close();
+    await deleteKeysWithPrefix(prefix);
+    redis.disconnect();
+  });
+
+  it('sends posts held by a pause in the order they were made, with two busy workers', async () => {
+    // Issue 26 §5: places in the line used to follow which worker reached Redis first, so under load
+    // "order 4" went before "order 3". Two workers on their own connections race for every held post.
+    prefix = uniquePrefix('notify-order');
+    const texts: string[] = [];
+    let limited = false;
+    const adapter: ChatAdapter = {
+      platform: 'slack',
+      start: async () => undefined,
+      stop: async () => undefined,
+      async postMessage(_threadId, text) {
+        if (!limited) {
+          limited = true;
+          throw new RateLimitedError('slack', 1500);
+        }
+        texts.push(text);
+        return { messageId: `msg-${texts.length}` };
+      },
+      editMessage: async () => undefined,
+      postCard: async () => ({ messageId: 'card' }),
+      updateCard: async () => undefined,
+      upload: async () => ({ messageId: 'file' }),
+    };
+    const notifier = createQueueNotifier({ connection: redis, prefix, waitTimeoutMs: 30_000 });
+    closers.push(() => notifier.close());
+    for (let index = 0; index < 2; index += 1) {
+      const connection = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+      const worker = createNotifyWorker({
+        connection,
+        prefix,
+        adapters: (platform) => (platform === 'slack' ? adapter : undefined),
+        logger: createLogger('silent'),
+        concurrency: 8,
+      });
+      closers.push(async () => {
+        await worker.close();
+        connection.disconnect();
+      });
+    }
+    const thread = 'slack:C9:1700000000.000900';
+    const first = notifier.post(thread, 'order 0');
+    // The rest are made once the first met the 429 and was put back to wait (as in the Slack flow).
+    const queue = new Queue(QUEUE_NAMES.notify, { connection: redis, prefix });
+    closers.push(() => queue.close());
+    const deadline = Date.now() + 10_000;
+    while ((await queue.getDelayedCount()) === 0) {
+      if (Date.now() > deadline) throw new Error('the first post was never put back after its 429');
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const rest = Array.from({ length: 30 }, (_, index) => notifier.post(thread, `order ${index + 1}`));
+    await Promise.all([first, ...rest]);
+    expect(texts).toEqual(Array.from({ length: 31 }, (_, index) => `order ${index}`));
+  });
+});
