@@ -8,6 +8,7 @@ import { createModelReady, type ModelReady } from '../hub/model-ready.js';
 import { MODEL_ACTIONS } from '../hub/model-ready-card.js';
 import { parsePushCommand } from '../hub/push-command.js';
 import { defineTool } from '../tools/registry.js';
+import { runReference } from '../tools/run-reference.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface HubFeature extends Feature {
@@ -15,7 +16,7 @@ interface HubFeature extends Feature {
 }
 
 const pushInput = z.object({
-  run: z.string().min(1).max(100).describe('Run name or id of a completed run that saved a model'),
+  run: runReference('Run name or id of a completed run that saved a model'),
   repo: z
     .string()
     .max(200)

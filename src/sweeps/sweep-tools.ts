@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import { defineTool, type ToolDefinition } from '../tools/registry.js';
+import { runReference } from '../tools/run-reference.js';
 import type { CompareRuns } from './compare-runs.js';
 import { parseGridEntry, type SweepSpec } from './sweep-grid.js';
 import type { SweepService } from './sweep-service.js';
@@ -92,7 +93,7 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
         'Post one chart of a metric for several runs overlaid on the step axis, and return a table of each run’s final and best value.',
       kind: 'read',
       input: z.object({
-        runs: z.array(z.string().min(1).max(100)).min(2).max(12).describe('Run names or ids'),
+        runs: z.array(runReference()).min(2).max(12).describe('Run names or ids'),
         metric: z.string().max(64).optional().describe('Metric (default loss)'),
         steps: z
           .object({ from: z.number().int().min(0), to: z.number().int().min(0) })

@@ -2,8 +2,7 @@ import { z } from 'zod';
 import { MUTABLE_DETECTORS } from '../monitor/alert-policy.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import { defineTool, type ToolDefinition } from './registry.js';
-
-const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
+import { runReference } from './run-reference.js';
 
 /** The agent's alert tools: the same operations as the `alert`, `alerts` and `mute` commands. */
 export function createAlertTools(operations: AlertRuleOperations): ToolDefinition[] {
@@ -14,7 +13,7 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
         'Add an alert rule to a run: Shepherd posts an alert with a chart once each time the condition becomes true. Examples of `when`: "eval_loss > 2.5", "reward < 0.2 for 100 steps", "step < 1000 at 2h" (checked once, 2 h after the start).',
       kind: 'write',
       input: z.object({
-        run: runReference,
+        run: runReference(),
         when: z
           .string()
           .min(3)
@@ -27,7 +26,7 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
       name: 'list_alert_rules',
       description: "List a run's alert rules and muted detectors.",
       kind: 'read',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       execute: (input) => operations.list(input.run),
     }),
     defineTool({
@@ -36,7 +35,7 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
         'Mute (or unmute) one detector on a run, e.g. when the team knows a plateau is expected. Muting is recorded with who asked.',
       kind: 'write',
       input: z.object({
-        run: runReference,
+        run: runReference(),
         detector: z.enum(MUTABLE_DETECTORS).describe('Which detector'),
         for: z
           .string()

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import type { ChartRequest } from '../notify/metrics-chart.js';
 import { defineTool } from './registry.js';
+import { runReference } from './run-reference.js';
 
 /** `show_metrics`: posts a chart of a run's metrics into the thread. */
 export function createShowMetricsTool(postChart: (request: ChartRequest) => Promise<string>) {
@@ -11,7 +12,7 @@ export function createShowMetricsTool(postChart: (request: ChartRequest) => Prom
       'Post a chart of a run’s metrics into the thread (downsampled, NaN points marked). Use it when someone asks how a run is going or wants to see a curve.',
     kind: 'read',
     input: z.object({
-      run: z.string().min(1).max(100).describe('The run id (r-…) or its name'),
+      run: runReference(),
       metrics: z
         .array(z.string().min(1).max(64))
         .max(8)

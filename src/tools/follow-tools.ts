@@ -3,8 +3,7 @@ import { ToolPolicyError } from '../errors.js';
 import { FOLLOW_EVENTS, type RunFollows } from '../runs/run-follows.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
-
-const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
+import { runReference } from './run-reference.js';
 
 /** Statuses after which none of the followed events can happen any more. */
 const OVER: ReadonlySet<RunMeta['status']> = new Set(['completed', 'stopped', 'rejected']);
@@ -25,7 +24,7 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
         'Come back to this thread when a run finishes, fails, raises an alert or stalls: you then get one note with the step, the loss and your `note`, and one turn to act (answer, or start the next step through approval). Offer it when someone says "when it is done…". Each event fires once per launch; following again replaces the earlier follow.',
       kind: 'write',
       input: z.object({
-        run: runReference,
+        run: runReference(),
         events: z
           .array(z.enum(FOLLOW_EVENTS))
           .min(1)
@@ -69,7 +68,7 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
       name: 'unfollow_run',
       description: 'Stop following a run (no more notes or turns for it in this thread).',
       kind: 'write',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       async execute(input) {
         const meta = await options.findRun(input.run);
         const removed = await follows.unfollow(meta.id);

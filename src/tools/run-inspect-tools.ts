@@ -6,6 +6,7 @@ import type { RunsFacade } from '../runs/runs-facade.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { parseRunFile, readLogFile, readScriptFile, summariseMetrics } from './run-file-reader.js';
+import { runReference } from './run-reference.js';
 import { applyEdits } from './script-edits.js';
 
 /**
@@ -14,10 +15,8 @@ import { applyEdits } from './script-edits.js';
  * Everything quoted from a run is redacted before the model sees it.
  */
 
-const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
-
 const readInput = z.object({
-  run: runReference,
+  run: runReference(),
   file: z
     .string()
     .min(1)
@@ -36,7 +35,7 @@ const readInput = z.object({
 });
 
 const editInput = z.object({
-  run: runReference,
+  run: runReference(),
   edits: z
     .array(
       z.object({
@@ -109,7 +108,7 @@ export function createRunInspectTools(options: {
       description:
         "List a run's checkpoints: step, path, time, the loss at that step, and whether it was healthy (outside a NaN or divergence episode). Use it to pick where a restart or a fix should continue from.",
       kind: 'read',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       async execute(input) {
         const meta = await runs.find(input.run);
         const all = await options.checkpoints(meta.id);

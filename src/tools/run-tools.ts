@@ -3,8 +3,7 @@ import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
 import type { RunOperations } from '../runs/run-operations.js';
 import { defineTool, type ToolDefinition } from './registry.js';
-
-const runReference = z.string().min(1).max(100).describe('The run id (r-…) or its name');
+import { runReference } from './run-reference.js';
 
 /** `--on` for the agent: which configured backend runs it; `get_cluster_info` lists them. */
 const backendArgument = z
@@ -131,7 +130,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'get_training_status',
       description: 'Status of one run: state, GPUs, last metrics and trend, last checkpoint, last log lines.',
       kind: 'read',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       execute: (input) => operations.status(input.run),
     }),
     defineTool({
@@ -139,7 +138,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       description:
         'Pause a run: it saves a checkpoint and stops, freeing its GPUs. Resume later continues from the checkpoint.',
       kind: 'write',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       execute: (input, context) => operations.pause(input.run, context.actor, context.threadId, 'agent'),
     }),
     defineTool({
@@ -147,7 +146,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       description:
         'Resume a paused (or failed) run from its last checkpoint. Runs with GPUs need a new approval.',
       kind: 'write',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       execute: (input, context) =>
         operations.resume(input.run, context.actor, context.threadId, 'agent', {
           name: 'resume_training',
@@ -158,7 +157,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'stop_training',
       description: 'Stop a run for good (it gets a chance to checkpoint first).',
       kind: 'write',
-      input: z.object({ run: runReference }),
+      input: z.object({ run: runReference() }),
       execute: (input, context) => operations.stop(input.run, context.actor, context.threadId, 'agent'),
     }),
     defineTool({
@@ -167,7 +166,7 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
         'Propose a new train.py for a run. The diff goes to the team on an approval card; once approved the old version is archived (train_vN.py) and the run restarts from its last checkpoint. Returns the unified diff.',
       kind: 'write',
       input: z.object({
-        run: runReference,
+        run: runReference(),
         script: z.string().min(1).describe('The complete new Python source of train.py'),
         reason: z.string().min(1).max(500).describe('Why the change is needed, shown on the card'),
       }),
