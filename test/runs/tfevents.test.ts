@@ -1,7 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { readEventPoints } from '../../src/runs/tfevents/event-files.js';
 import { decodeEventScalars } from '../../src/runs/tfevents/event-proto.js';
 import { crc32c, maskedCrc32c, readRecords } from '../../src/runs/tfevents/tfrecord.js';
 
@@ -75,5 +78,41 @@ describe('Event scalars', () => {
     const before = Buffer.from(fixture());
     execFileSync('/usr/bin/python3', [script], { cwd: FIXTURES });
     expect(Buffer.from(fixture()).equals(before)).toBe(true);
+  });
+});
+
+/** A TFRecord around `data`, framed as RecordWriter does. */
+function framed(data: Uint8Array): Uint8Array {
+  const header = Buffer.alloc(12);
+  header.writeUInt32LE(data.length, 0);
+  header.writeUInt32LE(maskedCrc32c(header, 0, 8), 8);
+  const footer = Buffer.alloc(4);
+  footer.writeUInt32LE(maskedCrc32c(data));
+  return Buffer.concat([header, data, footer]);
+}
+
+describe('Event files read in place', () => {
+  it('skips a whole event whose protobuf is cut short, even after a scalar of it decoded', async () => {
+    // Event{step: 99, summary{value{tag "bad", simple_value 1}, value{tag: length 9 but 2 bytes}}}: the
+    // framing checks out, the message does not. Before the in-place decoder this was skipped whole too.
+    const value = [0x0a, 0x03, 0x62, 0x61, 0x64, 0x15, 0x00, 0x00, 0x80, 0x3f];
+    const cut = [0x0a, 0x09, 0x78, 0x79];
+    const summary = [0x0a, value.length, ...value, 0x0a, cut.length, ...cut];
+    const event = new Uint8Array([0x10, 99, 0x2a, summary.length, ...summary]);
+    expect(decodeEventScalars(event)).toBeUndefined();
+    const root = mkdtempSync(join(tmpdir(), 'shepherd-tfevents-'));
+    try {
+      writeFileSync(
+        join(root, 'events.out.tfevents.1.test'),
+        Buffer.concat([fixture(), framed(event)]),
+      );
+      const { points, corrupt } = await readEventPoints(root, {}, 4 * 1024 * 1024);
+      expect(corrupt).toEqual([]);
+      expect(points.map((point) => point.step)).toEqual([0, 1, 2, 3, 4]);
+      expect(points.flatMap((point) => Object.keys(point.metrics))).not.toContain('bad');
+      expect(points[4]?.metrics['train/loss']).toBe(1);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

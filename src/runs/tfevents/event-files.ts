@@ -1,8 +1,8 @@
 import type { Dirent } from 'node:fs';
 import { open, readdir } from 'node:fs/promises';
 import path from 'node:path';
-import { decodeEventScalars } from './event-proto.js';
-import { readRecords } from './tfrecord.js';
+import { decodeEventInto, type ScalarSink } from './event-proto.js';
+import { scanRecords } from './tfrecord.js';
 
 /**
  * TensorBoard event files (`events.out.tfevents.*`) under a directory, read incrementally: each file has a
@@ -54,6 +54,53 @@ async function findEventFiles(root: string): Promise<string[]> {
   return found.sort();
 }
 
+/**
+ * Read buffers are reused: a fresh zero-filled 4 MiB buffer per file per tick cost more CPU (page faults,
+ * GC) than decoding it. A pool, not one buffer, because ticks of different runs read at the same time.
+ */
+const bufferPool: Buffer[] = [];
+function takeBuffer(size: number): Buffer {
+  const index = bufferPool.findIndex((buffer) => buffer.length >= size);
+  if (index >= 0) return bufferPool.splice(index, 1)[0] as Buffer;
+  return Buffer.allocUnsafeSlow(size);
+}
+function giveBack(buffer: Buffer): void {
+  if (bufferPool.length < 4) bufferPool.push(buffer);
+}
+
+/**
+ * Collects one event's scalars, kept only when the whole event decoded (a malformed event is skipped, as
+ * before), then appended to `points` where consecutive events of one step become one point.
+ */
+function pointSink(points: EventPoint[]): ScalarSink & { begin(): void; commit(): void } {
+  let pendingStep = 0;
+  const tags: string[] = [];
+  const values: number[] = [];
+  return {
+    begin() {
+      tags.length = 0;
+      values.length = 0;
+    },
+    step(step) {
+      pendingStep = step;
+    },
+    scalar(tag, value) {
+      tags.push(tag);
+      values.push(value);
+    },
+    commit() {
+      if (tags.length === 0) return;
+      let last = points.at(-1);
+      if (last === undefined || last.step !== pendingStep) {
+        last = { step: pendingStep, metrics: {} };
+        points.push(last);
+      }
+      for (let index = 0; index < tags.length; index++)
+        last.metrics[tags[index] as string] = values[index] as number;
+    },
+  };
+}
+
 /** Consecutive events of one step become one point (SummaryWriter writes one event per scalar). */
 function appendScalars(points: EventPoint[], step: number, scalars: Array<{ tag: string; value: number }>) {
   let last = points.at(-1);
@@ -86,12 +133,21 @@ async function readFile(
     if (cursor?.corrupt !== undefined && start === cursor.offset) return { cursor, more: false };
     const length = Math.min(size - start, maxBytes);
     if (length <= 0) return { cursor: { ino, offset: start }, more: false };
-    const buffer = new Uint8Array(length);
-    const { bytesRead } = await handle.read(buffer, 0, length, start);
-    const batch = readRecords(buffer.subarray(0, bytesRead));
-    for (const record of batch.records) {
-      const event = decodeEventScalars(record);
-      if (event !== undefined) appendScalars(points, event.step, event.scalars);
+    const buffer = takeBuffer(length);
+    let bytesRead: number;
+    let batch: ReturnType<typeof scanRecords>;
+    try {
+      ({ bytesRead } = await handle.read(buffer, 0, length, start));
+      // Records are decoded in place, before the pooled buffer goes back.
+      const data = buffer.subarray(0, bytesRead);
+      const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+      const sink = pointSink(points);
+      batch = scanRecords(data, view, (from, to) => {
+        sink.begin();
+        if (decodeEventInto(data, view, from, to, sink)) sink.commit();
+      });
+    } finally {
+      giveBack(buffer);
     }
     const next: EventFileCursor = { ino, offset: start + batch.consumed };
     if (batch.corrupt !== undefined) next.corrupt = batch.corrupt;

@@ -23,64 +23,68 @@ const DT_DOUBLE = 2;
 const DT_HALF = 19;
 const decoder = new TextDecoder();
 
-/** A cursor over one message's bytes; `fail` marks a malformed message (the record is skipped). */
-class Reader {
-  position: number;
-  constructor(
-    readonly bytes: Uint8Array,
-    readonly view: DataView,
-    start: number,
-    readonly end: number,
-  ) {
-    this.position = start;
-  }
+/*
+ * The decoder keeps its cursor in module state rather than in an object per message: a 100 MB event file
+ * holds millions of tiny messages, and a reader object (and DataView) for each was most of the garbage.
+ * Decoding is synchronous, so no two decodes share the cursor.
+ */
+let bytes: Uint8Array = new Uint8Array(0);
+let view = new DataView(bytes.buffer);
+let position = 0;
 
-  varint(): number {
-    let result = 0;
-    let shift = 0;
-    while (this.position < this.end) {
-      const byte = this.bytes[this.position++] as number;
-      // Past 2^53 precision is lost, but steps and lengths never get there.
-      result += (byte & 0x7f) * 2 ** shift;
-      if (byte < 0x80) return result;
-      shift += 7;
-      if (shift > 63) break;
-    }
-    throw new RangeError('truncated varint');
-  }
+class MalformedEvent extends Error {}
+const malformed = new MalformedEvent('malformed event');
 
-  skip(wireType: number): void {
-    if (wireType === 0) this.varint();
-    else if (wireType === 1) this.position += 8;
-    else if (wireType === 2) {
-      // Read the length first: `position += varint()` would add to the position before the varint.
-      const length = this.varint();
-      this.position += length;
-    } else if (wireType === 5) this.position += 4;
-    else throw new RangeError(`wire type ${wireType}`);
-    if (this.position > this.end) throw new RangeError('field past the end');
+function varint(end: number): number {
+  let result = 0;
+  let shift = 0;
+  while (position < end) {
+    const byte = bytes[position++] as number;
+    // Past 2^53 precision is lost, but steps and lengths never get there.
+    result += (byte & 0x7f) * 2 ** shift;
+    if (byte < 0x80) return result;
+    shift += 7;
+    if (shift > 63) break;
   }
-
-  /** [start, end) of a length-delimited field. */
-  span(): [number, number] {
-    const length = this.varint();
-    const start = this.position;
-    this.position += length;
-    if (this.position > this.end) throw new RangeError('field past the end');
-    return [start, this.position];
-  }
+  throw malformed;
 }
 
-/** Tags are short and ASCII almost always: building the string by hand beats TextDecoder 5-fold. */
-function decodeTag(bytes: Uint8Array, from: number, to: number): string {
-  if (to - from > 64) return decoder.decode(bytes.subarray(from, to));
-  let text = '';
-  for (let index = from; index < to; index++) {
-    const code = bytes[index] as number;
-    if (code >= 0x80) return decoder.decode(bytes.subarray(from, to));
-    text += String.fromCharCode(code);
+function skip(wireType: number, end: number): void {
+  if (wireType === 0) varint(end);
+  else if (wireType === 1) position += 8;
+  else if (wireType === 2) {
+    // Read the length first: `position += varint()` would add to the position before the varint.
+    const length = varint(end);
+    position += length;
+  } else if (wireType === 5) position += 4;
+  else throw malformed;
+  if (position > end) throw malformed;
+}
+
+/** Moves past a length-delimited field; returns its end (its start is `position` before the move). */
+function spanEnd(end: number): number {
+  const length = varint(end);
+  const fieldEnd = position + length;
+  if (fieldEnd > end) throw malformed;
+  return fieldEnd;
+}
+
+/** The last tags seen: a file repeats a handful of tags, so most tags are found here without a new string. */
+const recentTags: string[] = [];
+const RECENT_TAGS = 32;
+
+function decodeTag(from: number, to: number): string {
+  const length = to - from;
+  for (const tag of recentTags) {
+    if (tag.length !== length) continue;
+    let index = 0;
+    while (index < length && tag.charCodeAt(index) === bytes[from + index]) index++;
+    if (index === length) return tag;
   }
-  return text;
+  const tag = decoder.decode(bytes.subarray(from, to));
+  if (recentTags.length >= RECENT_TAGS) recentTags.pop();
+  recentTags.unshift(tag);
+  return tag;
 }
 
 /** IEEE half precision to a number. */
@@ -94,96 +98,155 @@ function halfToNumber(bits: number): number {
 }
 
 /** A scalar tensor's value (the first element), or undefined for other types. */
-function tensorScalar(reader: Reader, start: number, end: number): number | undefined {
-  const tensor = new Reader(reader.bytes, reader.view, start, end);
+function tensorScalar(end: number): number | undefined {
   let dtype = 0;
   let value: number | undefined;
-  let content: [number, number] | undefined;
-  while (tensor.position < end) {
-    const key = tensor.varint();
-    const field = Math.floor(key / 8);
+  let contentFrom = -1;
+  let contentTo = -1;
+  while (position < end) {
+    const key = varint(end);
+    const field = key >>> 3;
     const wireType = key & 7;
-    if (field === 1 && wireType === 0) dtype = tensor.varint();
-    else if (field === 4 && wireType === 2) content = tensor.span();
-    else if (field === 5 && wireType === 2) {
-      const [from, to] = tensor.span();
-      if (to - from >= 4) value = tensor.view.getFloat32(from, true);
+    if (field === 1 && wireType === 0) dtype = varint(end);
+    else if (field === 4 && wireType === 2) {
+      const to = spanEnd(end);
+      contentFrom = position;
+      contentTo = to;
+      position = to;
+    } else if (field === 5 && wireType === 2) {
+      const to = spanEnd(end);
+      if (to - position >= 4) value = view.getFloat32(position, true);
+      position = to;
     } else if (field === 5 && wireType === 5) {
-      value = tensor.view.getFloat32(tensor.position, true);
-      tensor.position += 4;
+      value = view.getFloat32(position, true);
+      position += 4;
     } else if (field === 6 && wireType === 2) {
-      const [from, to] = tensor.span();
-      if (to - from >= 8) value = tensor.view.getFloat64(from, true);
+      const to = spanEnd(end);
+      if (to - position >= 8) value = view.getFloat64(position, true);
+      position = to;
     } else if (field === 6 && wireType === 1) {
-      value = tensor.view.getFloat64(tensor.position, true);
-      tensor.position += 8;
+      value = view.getFloat64(position, true);
+      position += 8;
     } else if (field === 13 && wireType === 2) {
-      const [from] = tensor.span();
-      const inner = new Reader(tensor.bytes, tensor.view, from, tensor.position);
-      if (from < tensor.position) value = halfToNumber(inner.varint());
-    } else if (field === 13 && wireType === 0) value = halfToNumber(tensor.varint());
-    else tensor.skip(wireType);
+      const to = spanEnd(end);
+      if (position < to) value = halfToNumber(varint(to));
+      position = to;
+    } else if (field === 13 && wireType === 0) value = halfToNumber(varint(end));
+    else skip(wireType, end);
   }
   if (value !== undefined) return value;
-  if (content === undefined) return undefined;
-  const [from, to] = content;
-  if (dtype === DT_FLOAT && to - from >= 4) return tensor.view.getFloat32(from, true);
-  if (dtype === DT_DOUBLE && to - from >= 8) return tensor.view.getFloat64(from, true);
-  if (dtype === DT_HALF && to - from >= 2) return halfToNumber(tensor.view.getUint16(from, true));
+  if (contentFrom < 0) return undefined;
+  if (dtype === DT_FLOAT && contentTo - contentFrom >= 4) return view.getFloat32(contentFrom, true);
+  if (dtype === DT_DOUBLE && contentTo - contentFrom >= 8) return view.getFloat64(contentFrom, true);
+  if (dtype === DT_HALF && contentTo - contentFrom >= 2)
+    return halfToNumber(view.getUint16(contentFrom, true));
   return undefined;
 }
 
-function readValue(reader: Reader, start: number, end: number, into: EventScalars['scalars']): void {
-  const value = new Reader(reader.bytes, reader.view, start, end);
+/** One Summary.Value: calls `found` with its tag and number when it is a scalar. */
+function readValue(end: number, found: (tag: string, value: number) => void): void {
   let tag: string | undefined;
   let number: number | undefined;
-  while (value.position < end) {
-    const key = value.varint();
-    const field = Math.floor(key / 8);
+  while (position < end) {
+    const key = varint(end);
+    const field = key >>> 3;
     const wireType = key & 7;
     if (field === 1 && wireType === 2) {
-      const [from, to] = value.span();
-      tag = decodeTag(value.bytes, from, to);
+      const to = spanEnd(end);
+      tag = decodeTag(position, to);
+      position = to;
     } else if (field === 2 && wireType === 5) {
-      number = value.view.getFloat32(value.position, true);
-      value.position += 4;
+      number = view.getFloat32(position, true);
+      position += 4;
     } else if (field === 8 && wireType === 2) {
-      const [from, to] = value.span();
-      number ??= tensorScalar(value, from, to);
-    } else value.skip(wireType);
+      const to = spanEnd(end);
+      number ??= tensorScalar(to);
+      position = to;
+    } else skip(wireType, end);
   }
-  if (tag !== undefined && number !== undefined) into.push({ tag, value: number });
+  if (tag !== undefined && number !== undefined) found(tag, number);
+}
+
+// The event being decoded (module state, like the cursor: no closure per event).
+let currentSink: ScalarSink | undefined;
+let step = 0;
+let wallTime = 0;
+let announced = false;
+function found(tag: string, value: number): void {
+  if (!announced) {
+    currentSink?.step(step, wallTime);
+    announced = true;
+  }
+  currentSink?.scalar(tag, value);
+}
+
+/** Receives one event's scalars: `step` first (once per event that has any), then each tag and value. */
+export interface ScalarSink {
+  step(step: number, wallTime: number): void;
+  scalar(tag: string, value: number): void;
+}
+
+/**
+ * Decodes the Event in `source[start, end)` into `sink` without copying it. Returns false when it is not
+ * a valid Event (the record is skipped; scalars before the fault may have reached the sink).
+ */
+export function decodeEventInto(
+  source: Uint8Array,
+  sourceView: DataView,
+  start: number,
+  end: number,
+  sink: ScalarSink,
+): boolean {
+  bytes = source;
+  view = sourceView;
+  position = start;
+  currentSink = sink;
+  step = 0;
+  wallTime = 0;
+  announced = false;
+  try {
+    while (position < end) {
+      const key = varint(end);
+      const field = key >>> 3;
+      const wireType = key & 7;
+      if (field === 1 && wireType === 1) {
+        wallTime = view.getFloat64(position, true);
+        position += 8;
+      } else if (field === 2 && wireType === 0) step = varint(end);
+      else if (field === 5 && wireType === 2) {
+        const to = spanEnd(end);
+        while (position < to) {
+          const inner = varint(to);
+          if (inner === 0x0a) {
+            const valueEnd = spanEnd(to);
+            readValue(valueEnd, found);
+            position = valueEnd;
+          } else skip(inner & 7, to);
+        }
+      } else skip(wireType, end);
+    }
+  } catch (error) {
+    if (error instanceof MalformedEvent || error instanceof RangeError) return false;
+    throw error;
+  }
+  return true;
 }
 
 /** The scalars of one event record, or undefined when it has none (or is not a valid Event). */
 export function decodeEventScalars(record: Uint8Array): EventScalars | undefined {
-  const view = new DataView(record.buffer, record.byteOffset, record.byteLength);
-  const reader = new Reader(record, view, 0, record.length);
   const event: EventScalars = { step: 0, wallTime: 0, scalars: [] };
-  try {
-    while (reader.position < record.length) {
-      const key = reader.varint();
-      const field = Math.floor(key / 8);
-      const wireType = key & 7;
-      if (field === 1 && wireType === 1) {
-        event.wallTime = view.getFloat64(reader.position, true);
-        reader.position += 8;
-      } else if (field === 2 && wireType === 0) event.step = reader.varint();
-      else if (field === 5 && wireType === 2) {
-        const [from, to] = reader.span();
-        const summary = new Reader(record, view, from, to);
-        while (summary.position < to) {
-          const inner = summary.varint();
-          if (inner === 0x0a) {
-            const [valueFrom, valueTo] = summary.span();
-            readValue(summary, valueFrom, valueTo, event.scalars);
-          } else summary.skip(inner & 7);
-        }
-      } else reader.skip(wireType);
-    }
-  } catch {
-    // A malformed event: skipped, like a record without scalars.
-    return undefined;
-  }
-  return event.scalars.length === 0 ? undefined : event;
+  const valid = decodeEventInto(
+    record,
+    new DataView(record.buffer, record.byteOffset, record.byteLength),
+    0,
+    record.length,
+    {
+      step(step, wallTime) {
+        event.step = step;
+        event.wallTime = wallTime;
+      },
+      scalar: (tag, value) => event.scalars.push({ tag, value }),
+    },
+  );
+  return valid && event.scalars.length > 0 ? event : undefined;
 }

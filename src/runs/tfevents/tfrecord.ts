@@ -81,30 +81,37 @@ interface RecordBatch {
 }
 
 /**
- * The complete records at the start of `buffer`. A record cut short (the writer is still writing it, or
- * the read cap cut it) ends the batch without error: it is read once it is complete.
+ * Visits the complete records at the start of `buffer` as [start, end) of their data. A record cut short
+ * (the writer is still writing it, or the read cap cut it) ends the scan without error: it is read once it
+ * is complete.
  */
-export function readRecords(buffer: Uint8Array): RecordBatch {
-  const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-  const records: Uint8Array[] = [];
+export function scanRecords(
+  buffer: Uint8Array,
+  view: DataView,
+  visit: (start: number, end: number) => void,
+): Omit<RecordBatch, 'records'> {
   let offset = 0;
   while (buffer.length - offset >= 12) {
     const high = view.getUint32(offset + 4, true);
     const length = view.getUint32(offset, true);
     if (view.getUint32(offset + 8, true) !== maskedCrc32c(buffer, offset, offset + 8))
-      return { records, consumed: offset, corrupt: `bad length checksum at byte ${offset}` };
+      return { consumed: offset, corrupt: `bad length checksum at byte ${offset}` };
     if (high !== 0 || length > MAX_RECORD_BYTES)
-      return {
-        records,
-        consumed: offset,
-        corrupt: `record of ${high * 2 ** 32 + length} bytes at byte ${offset}`,
-      };
+      return { consumed: offset, corrupt: `record of ${high * 2 ** 32 + length} bytes at byte ${offset}` };
     const end = offset + 12 + length + 4;
     if (end > buffer.length) break;
     if (view.getUint32(end - 4, true) !== maskedCrc32c(buffer, offset + 12, end - 4))
-      return { records, consumed: offset, corrupt: `bad data checksum at byte ${offset}` };
-    records.push(buffer.subarray(offset + 12, end - 4));
+      return { consumed: offset, corrupt: `bad data checksum at byte ${offset}` };
+    visit(offset + 12, end - 4);
     offset = end;
   }
-  return { records, consumed: offset };
+  return { consumed: offset };
+}
+
+/** The complete records at the start of `buffer`, as views into it (see `scanRecords`). */
+export function readRecords(buffer: Uint8Array): RecordBatch {
+  const records: Uint8Array[] = [];
+  const view = new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
+  const scan = scanRecords(buffer, view, (start, end) => records.push(buffer.subarray(start, end)));
+  return { records, ...scan };
 }
