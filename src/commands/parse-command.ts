@@ -1,5 +1,5 @@
 import { definedOnly } from '../defined-only.js';
-import { setPlacementFlag } from '../runs/executor.js';
+import { setPlacementFlag } from '../runs/backends.js';
 import type { ForkRequest } from '../runs/run-forks.js';
 import type { RunFlags } from '../runs/run-operations.js';
 import { parseFork } from './parse-fork.js';

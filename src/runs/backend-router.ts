@@ -1,16 +1,14 @@
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import {
-  BACKEND_LABELS,
-  type BackendKind,
-  type ClusterInfo,
-  type Executor,
-  type LaunchRequest,
-  type LaunchResult,
-  type Placement,
-  type PlacementRequest,
-  type ProcessState,
-  parseBackendName,
+import { BACKEND_LABELS, type BackendKind, parseBackendName } from './backends.js';
+import type {
+  ClusterInfo,
+  Executor,
+  LaunchRequest,
+  LaunchResult,
+  Placement,
+  PlacementRequest,
+  ProcessState,
 } from './executor.js';
 import type { RunMeta } from './run-types.js';
 

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { BACKEND_LABELS } from './executor.js';
+import { BACKEND_LABELS } from './backends.js';
 import {
   type LaunchRecord,
   MAX_DIFF_CHARS,

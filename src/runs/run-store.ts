@@ -6,7 +6,7 @@ import type { Redis } from 'ioredis';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from './atomic-file.js';
-import type { BackendKind } from './executor.js';
+import type { BackendKind } from './backends.js';
 import { RUN_FILES } from './run-files.js';
 import { parseRunMeta } from './run-meta-schema.js';
 import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';

@@ -1,8 +1,8 @@
 import { codeBlock } from '../code-block.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
 import { backendOf } from './backend-router.js';
+import { BACKEND_LABELS, type BackendKind } from './backends.js';
 import { formatCommand } from './command-launch.js';
-import { BACKEND_LABELS, type BackendKind } from './executor.js';
 import type { ClusterReport, RunStatusReport } from './run-reports.js';
 import type { RunMeta } from './run-types.js';
 import { trackerLinkLines } from './tracker-links.js';

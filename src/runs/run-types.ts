@@ -1,4 +1,4 @@
-import type { BackendKind } from './executor.js';
+import type { BackendKind } from './backends.js';
 
 /** Run statuses and the transitions the status machine allows. */
 export const RUN_STATUSES = [

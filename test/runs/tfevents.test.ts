@@ -102,10 +102,7 @@ describe('Event files read in place', () => {
     expect(decodeEventScalars(event)).toBeUndefined();
     const root = mkdtempSync(join(tmpdir(), 'shepherd-tfevents-'));
     try {
-      writeFileSync(
-        join(root, 'events.out.tfevents.1.test'),
-        Buffer.concat([fixture(), framed(event)]),
-      );
+      writeFileSync(join(root, 'events.out.tfevents.1.test'), Buffer.concat([fixture(), framed(event)]));
       const { points, corrupt } = await readEventPoints(root, {}, 4 * 1024 * 1024);
       expect(corrupt).toEqual([]);
       expect(points.map((point) => point.step)).toEqual([0, 1, 2, 3, 4]);

@@ -1,5 +1,5 @@
-import type { RunOperations } from '../../runs/run-operations.js';
-import type { RunsFacade } from '../../runs/runs-facade.js';
+import type { RunOperations } from '../runs/run-operations.js';
+import type { RunsFacade } from '../runs/runs-facade.js';
 import type { WebRunsSource } from './runs-api.js';
 
 /** The runs API's view of the core: reads through the runs facade, changes through chat's operations. */

@@ -1,16 +1,16 @@
 import { join } from 'node:path';
 import { z } from 'zod';
-import { definedOnly } from '../../defined-only.js';
-import { BotError, RunError, ToolPolicyError } from '../../errors.js';
-import type { Logger } from '../../logger.js';
-import { parseMetricLine, readLastMetrics, tailLines } from '../../runs/file-tail.js';
-import { RUN_FILES } from '../../runs/run-files.js';
-import { type RunMeta, runActionsFor } from '../../runs/run-types.js';
-import { readTrackerLinks, trackerLinkLines } from '../../runs/tracker-links.js';
-import { type ChatUser, decodeThreadId } from '../chat-adapter.js';
-import { nameRefusal } from './reserved-names.js';
-import type { WebEventHub } from './web-events.js';
-import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } from './web-json.js';
+import { type ChatUser, decodeThreadId } from '../bot/chat-adapter.js';
+import { nameRefusal } from '../bot/web/reserved-names.js';
+import type { WebEventHub } from '../bot/web/web-events.js';
+import { decodePathPart, readJsonBody, sendJson, type WebRoute, WebRouteError } from '../bot/web/web-json.js';
+import { definedOnly } from '../defined-only.js';
+import { BotError, RunError, ToolPolicyError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { parseMetricLine, readLastMetrics, tailLines } from '../runs/file-tail.js';
+import { RUN_FILES } from '../runs/run-files.js';
+import { type RunMeta, runActionsFor } from '../runs/run-types.js';
+import { readTrackerLinks, trackerLinkLines } from '../runs/tracker-links.js';
 
 /*
  * The playground's runs API: the runs panel, a run's page (metrics, log tail, checkpoints) and its
