@@ -9,7 +9,10 @@ import { folderOf, packageName, readGraph, type SourceFileInfo } from './import-
  *     directly in src/ are shared ground and exempt;
  * (c) no file under a subfolder imports a composition root (src/app.ts, src/features.ts, src/main.ts);
  *     the CLI folder composes the app too, and src/features/ holds features.ts's per-feature factories, so they may;
- * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors.
+ * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors;
+ * (e) no two rooms (top-level folders under src/, subfolders counted in: src/bot/web is in src/bot) import
+ *     each other, so a subfolder cannot carry a cycle between rooms that (b) would not see;
+ * (f) no import cycle between files (type-only imports count: they tie the files' meaning together).
  */
 
 export interface BoundaryRules {
@@ -94,6 +97,75 @@ function folderCycleViolations(files: SourceFileInfo[], rules: BoundaryRules): s
   return found;
 }
 
+/** A file's room: the top-level folder under the source root (undefined for files directly in it). */
+function roomOf(path: string, rules: BoundaryRules): string | undefined {
+  if (!inside(path, rules.sourceRoot)) return undefined;
+  const rest = path.slice(rules.sourceRoot.length + 1);
+  const slash = rest.indexOf('/');
+  return slash === -1 ? undefined : `${rules.sourceRoot}/${rest.slice(0, slash)}`;
+}
+
+/** (e): every pair of rooms that import each other, with the files on both sides. */
+function roomCycleViolations(files: SourceFileInfo[], rules: BoundaryRules): string[] {
+  const edges = new Map<string, string[]>();
+  for (const file of files) {
+    const from = roomOf(file.path, rules);
+    for (const edge of file.imports) {
+      const to = edge.target === undefined ? undefined : roomOf(edge.target, rules);
+      if (from === undefined || to === undefined || to === from) continue;
+      const key = `${from}|${to}`;
+      edges.set(key, [...(edges.get(key) ?? []), `${file.path} → ${edge.target}`]);
+    }
+  }
+  const found: string[] = [];
+  for (const [key, pairs] of edges) {
+    const [from = '', to = ''] = key.split('|');
+    const back = edges.get(`${to}|${from}`);
+    if (back === undefined || from > to) continue;
+    // Files directly in both rooms on every edge: (b) already names this pair.
+    const direct = (pair: string) =>
+      pair.split(' → ').every((side) => folderOf(side) === from || folderOf(side) === to);
+    if ([...pairs, ...back].every(direct)) continue;
+    found.push(`rooms ${from} and ${to} import each other:\n    ${[...pairs, ...back].join('\n    ')}`);
+  }
+  return found;
+}
+
+/** (f): the strongly connected groups of files (Tarjan's algorithm), each named by its files in order. */
+function fileCycleViolations(graph: Map<string, SourceFileInfo>): string[] {
+  const order = new Map<string, number>();
+  const lowest = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[] = [];
+  const visit = (path: string): void => {
+    order.set(path, order.size);
+    lowest.set(path, order.get(path) ?? 0);
+    stack.push(path);
+    onStack.add(path);
+    for (const edge of graph.get(path)?.imports ?? []) {
+      const target = edge.target;
+      if (target === undefined || !graph.has(target)) continue;
+      if (!order.has(target)) {
+        visit(target);
+        lowest.set(path, Math.min(lowest.get(path) ?? 0, lowest.get(target) ?? 0));
+      } else if (onStack.has(target)) {
+        lowest.set(path, Math.min(lowest.get(path) ?? 0, order.get(target) ?? 0));
+      }
+    }
+    if (lowest.get(path) !== order.get(path)) return;
+    const group: string[] = [];
+    for (let member = stack.pop(); member !== undefined; member = stack.pop()) {
+      onStack.delete(member);
+      group.push(member);
+      if (member === path) break;
+    }
+    if (group.length > 1) found.push(`files import each other in a cycle: ${group.sort().join(', ')}`);
+  };
+  for (const path of graph.keys()) if (!order.has(path)) visit(path);
+  return found;
+}
+
 /** (c) and (d). */
 function doorViolations(files: SourceFileInfo[], rules: BoundaryRules): string[] {
   const found: string[] = [];
@@ -123,6 +195,8 @@ export function checkBoundaries(root: string, rules: BoundaryRules = SHEPHERD_RU
     ...portViolations(graph, rules),
     ...folderCycleViolations(files, rules),
     ...doorViolations(files, rules),
+    ...roomCycleViolations(files, rules),
+    ...fileCycleViolations(graph),
   ];
 }
 

@@ -21,7 +21,7 @@ import { lookupRunUser } from './runs/run-as-user.js';
 import { runEnvironmentSecrets } from './runs/run-environment.js';
 import type { RunEventHandler } from './runs/run-events.js';
 import { PYTHON_RUNTIME_DIR } from './runs/run-files.js';
-import type { RunSchedules } from './runs/run-operations.js';
+import type { RunSchedules } from './runs/run-operation-types.js';
 import { createRunService, type RunService } from './runs/run-service.js';
 import { createRunStore, type RunStore } from './runs/run-store.js';
 import { createRunsFacade, type RunsFacade } from './runs/runs-facade.js';

@@ -3,7 +3,7 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
 import { RunAccessError } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operations.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
 import { userFacingError } from '../runs/run-texts.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 

@@ -1,7 +1,7 @@
 import { definedOnly } from '../defined-only.js';
 import { setPlacementFlag } from '../runs/backends.js';
-import type { ForkRequest } from '../runs/run-forks.js';
-import type { RunFlags } from '../runs/run-operations.js';
+import type { ForkRequest } from '../runs/fork-config.js';
+import type { RunFlags } from '../runs/run-operation-types.js';
 import { parseFork } from './parse-fork.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so

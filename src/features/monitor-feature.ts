@@ -11,7 +11,7 @@ import { createRunWatcher } from '../monitor/watch-runs.js';
 import { createMetricsCharts } from '../notify/metrics-chart.js';
 import type { RunAccess } from '../runs/run-access.js';
 import type { RunFollows } from '../runs/run-follows.js';
-import type { RunOperations } from '../runs/run-operations.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { compileMetricPattern } from '../runs/stdout-metrics/custom-pattern.js';
 import { createAlertTools } from '../tools/alert-tools.js';

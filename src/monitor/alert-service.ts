@@ -12,7 +12,7 @@ import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { kindLabel } from '../runs/checkpoint-entries.js';
 import type { CheckpointHistory } from '../runs/checkpoint-history.js';
 import type { RunAccess } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operations.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';

@@ -8,7 +8,7 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import { redactedHead } from '../redact.js';
 import type { CheckpointHistory } from '../runs/checkpoint-history.js';
-import type { RunOperations } from '../runs/run-operations.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';

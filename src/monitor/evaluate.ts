@@ -2,9 +2,8 @@ import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
-import type { EventPoint } from '../runs/tfevents/event-files.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
-import { type AlertPolicy, isMuted } from './alert-policy.js';
+import { isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
@@ -18,10 +17,9 @@ import {
 } from './observe.js';
 import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
-import type { createPrintedMetricsReader } from './printed-metrics.js';
-import type { RollingLimits } from './rolling-stats.js';
+import type { TickContext } from './tick-context.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';
-import type { DetectorConfig, Incident, IncidentKind } from './types.js';
+import type { Incident, IncidentKind } from './types.js';
 
 /**
  * One monitor tick as a function of its inputs: the state, the lines new since the last tick, the
@@ -38,27 +36,6 @@ export interface NewLines {
   more: boolean;
   /** Lines skipped for being longer than the read cap. */
   oversized?: number;
-}
-
-export interface TickContext {
-  meta: RunMeta;
-  /** The run's id as the tick was asked for (defaults to `meta.id`). */
-  runId?: string;
-  detectors: DetectorConfig;
-  limits: RollingLimits;
-  printedMetrics: ReturnType<typeof createPrintedMetricsReader>;
-  /** People's rules and mutes of the run; absent = none. */
-  policy?: AlertPolicy | undefined;
-  /** GPU utilisation the shell probed this tick; absent = the idle-GPU detector is off. */
-  gpu?: { utilisation: number[] | undefined } | undefined;
-  /** The last bytes of output.log, read by the shell when `needsCrashLog` said so. */
-  crashLogTail?: string | undefined;
-  /** New lines of the run's alerts.jsonl (`shepherd.alert`). */
-  scriptAlertLines?: readonly string[] | undefined;
-  /** Look for tracker links in the new output.log lines (SHEPHERD_TRACKER_LINKS). */
-  trackerLinks?: boolean;
-  /** Points new in the run's TensorBoard event files (the shell reads them). */
-  eventPoints?: readonly EventPoint[] | undefined;
 }
 
 export interface Evaluation {

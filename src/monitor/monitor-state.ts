@@ -1,10 +1,10 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
+import type { StdoutParseState } from '../runs/stdout-metrics/stdout-parser.js';
 import type { EventCursors } from '../runs/tfevents/event-files.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
-import type { PrintedMetricsState } from './printed-metrics.js';
 import {
   createRollingState,
   decodeRollingState,
@@ -14,6 +14,18 @@ import {
 import type { ExtrasState } from './tick-extras.js';
 
 /** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */
+/** Where the printed-metrics reader (printed-metrics.ts) is in the run's sources. */
+interface PrintedMetricsState extends StdoutParseState {
+  /** metrics.jsonl has content: the helper is the source. */
+  helper: boolean;
+  /** Points from output.log fed to the rolling state so far. */
+  counted: number;
+  /** Committed size of stdout-metrics.jsonl. */
+  derivedBytes: number;
+  /** TensorBoard event files gave points: they are the source (output.log is no longer parsed). */
+  events?: boolean;
+}
+
 export interface MonitorState {
   v: 1;
   rolling: RollingState;

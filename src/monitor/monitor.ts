@@ -9,7 +9,7 @@ import type { RunMeta } from '../runs/run-types.js';
 import { readEventPoints } from '../runs/tfevents/event-files.js';
 import { writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
-import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
+import { type Evaluation, evaluate, needsCrashLog } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
 import { type MonitorState, parseMonitorState, serialiseMonitorState } from './monitor-state.js';
 import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
@@ -21,6 +21,7 @@ import {
   readNewLines,
   type TailChunk,
 } from './tail-reader.js';
+import type { TickContext } from './tick-context.js';
 import { watchesGpus } from './tick-extras.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './types.js';

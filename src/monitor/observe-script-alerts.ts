@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { readScriptAlerts } from './detectors/script-alert.js';
 import { observeEpisode } from './episodes.js';
-import type { TickContext } from './evaluate.js';
 import type { MonitorState } from './monitor-state.js';
 import { lossMetricNames, type Raise } from './observe.js';
+import type { TickContext } from './tick-context.js';
 
 /**
  * `shepherd.alert` records → incidents, through the same episodes (one incident id per alert) and mutes

@@ -2,12 +2,12 @@ import { redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { checkStall } from './detectors/stall.js';
 import { isEpisodeActive, observeEpisode } from './episodes.js';
-import type { TickContext } from './evaluate.js';
 import { stallText } from './incident-text.js';
 import type { MonitorState } from './monitor-state.js';
 import { lossMetricNames, type Raise } from './observe.js';
 import { medianStepIntervalMs } from './rolling-stats.js';
 import { describeFrames, mainThreadOf, parseStackDump, renderStackDump } from './stack-dump.js';
+import type { TickContext } from './tick-context.js';
 
 /**
  * The stall detector with its hang dump. A stall is a stall only after the stacks were asked for and no

@@ -8,7 +8,6 @@ import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkPlateau } from './detectors/plateau.js';
 import { isLossMetric } from './detectors/robust.js';
 import { isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
-import type { TickContext } from './evaluate.js';
 import {
   crashText,
   divergenceText,
@@ -23,6 +22,7 @@ import type { MonitorState } from './monitor-state.js';
 import { plannedStepsOf } from './printed-metrics.js';
 import { addPoint, chartSeries } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
+import type { TickContext } from './tick-context.js';
 import type { IncidentKind, IncidentSeverity } from './types.js';
 
 /**

@@ -2,11 +2,7 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { appendDerived, formatDerivedLine } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
-import {
-  createStdoutParser,
-  type StdoutParser,
-  type StdoutParseState,
-} from '../runs/stdout-metrics/stdout-parser.js';
+import { createStdoutParser, type StdoutParser } from '../runs/stdout-metrics/stdout-parser.js';
 import type { EventPoint } from '../runs/tfevents/event-files.js';
 import type { MonitorState } from './monitor-state.js';
 import { addPoint, createRollingState, type RollingLimits } from './rolling-stats.js';
@@ -17,17 +13,6 @@ import { addPoint, createRollingState, type RollingLimits } from './rolling-stat
  * detectors, rolling windows and charts. Once metrics.jsonl has any line the helper wins: output.log is no
  * longer parsed, and points already taken from it are dropped, so nothing is counted twice.
  */
-
-export interface PrintedMetricsState extends StdoutParseState {
-  /** metrics.jsonl has content: the helper is the source. */
-  helper: boolean;
-  /** Points from output.log fed to the rolling state so far. */
-  counted: number;
-  /** Committed size of stdout-metrics.jsonl. */
-  derivedBytes: number;
-  /** TensorBoard event files gave points: they are the source (output.log is no longer parsed). */
-  events?: boolean;
-}
 
 interface IncomingPoint {
   line: string;

@@ -8,12 +8,20 @@ import type { RunMeta } from './run-types.js';
  * command (a command has no other way to receive them).
  */
 
-export interface ForkSetting {
+interface ForkSetting {
   key: string;
   value: string;
 }
 
 const KEY = /^[A-Za-z_][\w.-]{0,63}$/;
+
+/** `fork <run> [--from-step N] [--set key=value …] [--name X] [--gpus N]` as parsed. */
+export interface ForkRequest {
+  fromStep?: number;
+  settings: ForkSetting[];
+  runName?: string;
+  gpus?: number;
+}
 
 /** `key=value` → a setting, or a sentence saying what is wrong with it. */
 export function parseSetting(text: string): ForkSetting | string {

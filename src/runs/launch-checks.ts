@@ -2,7 +2,7 @@ import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
 import { commandWarnings, formatCommand } from './command-launch.js';
 import { describeEnvironment } from './run-environments.js';
-import type { RunOperationsOptions } from './run-operations.js';
+import type { RunOperationsOptions } from './run-operation-types.js';
 import type { RunMeta } from './run-types.js';
 import { trackerWarnings } from './tracker-credentials.js';
 

@@ -9,7 +9,7 @@ import { refuseScriptEdit } from './command-script.js';
 import type { LaunchChecks } from './launch-checks.js';
 import type { RunChange, RunChangeVia } from './run-access.js';
 import { RUN_FILES } from './run-files.js';
-import type { RunOperations, RunOperationsOptions } from './run-operations.js';
+import type { RunOperations, RunOperationsOptions } from './run-operation-types.js';
 import type { RunMeta } from './run-types.js';
 import { checkMaxHours } from './time-limit.js';
 import { assertScriptSize } from './workspace-script.js';

@@ -5,11 +5,11 @@ import { definedOnly } from '../defined-only.js';
 import { errorMessage, RunError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
 import type { CheckpointEntry } from './checkpoint-entries.js';
-import { applySettings, type ForkSetting } from './fork-config.js';
+import { applySettings, type ForkRequest } from './fork-config.js';
 import type { LaunchChecks } from './launch-checks.js';
 import { plural } from './run-events.js';
 import { RUN_FILES } from './run-files.js';
-import type { RunOperationsOptions } from './run-operations.js';
+import type { RunOperationsOptions } from './run-operation-types.js';
 import type { RunMeta } from './run-types.js';
 
 /**
@@ -18,13 +18,6 @@ import type { RunMeta } from './run-types.js';
  * changes). The chosen checkpoint is copied into the fork's directory (`fork-checkpoint/`) and its
  * resume.json points at the copy, so the parent may go on writing or deleting its own checkpoints.
  */
-
-export interface ForkRequest {
-  fromStep?: number;
-  settings: ForkSetting[];
-  runName?: string;
-  gpus?: number;
-}
 
 const FORK_CHECKPOINT_DIR = 'fork-checkpoint';
 

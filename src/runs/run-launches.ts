@@ -5,7 +5,7 @@ import { definedOnly } from '../defined-only.js';
 import { prepareCommand, recordProvenance } from './command-launch.js';
 import type { LaunchChecks } from './launch-checks.js';
 import { pickEnvironment } from './run-environments.js';
-import type { LaunchInput, RunFlags, RunOperations, RunOperationsOptions } from './run-operations.js';
+import type { LaunchInput, RunFlags, RunOperations, RunOperationsOptions } from './run-operation-types.js';
 import { assertScriptSize, resolveWorkspaceScript } from './workspace-script.js';
 
 type RunLaunches = Pick<RunOperations, 'launch' | 'runCommand' | 'runWorkspaceScript'>;

@@ -3,7 +3,7 @@ import type { RunOverview, RunsDirectory } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { readLastMetrics } from './file-tail.js';
 import { RUN_FILES } from './run-files.js';
-import type { RunOperations } from './run-operations.js';
+import type { RunOperations } from './run-operation-types.js';
 import type { RunMeta } from './run-types.js';
 import type { RunsFacade } from './runs-facade.js';
 

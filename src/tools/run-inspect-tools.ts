@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
 import { redactSecrets } from '../redact.js';
-import type { RunOperations } from '../runs/run-operations.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';

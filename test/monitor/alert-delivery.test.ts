@@ -9,7 +9,7 @@ import { createAlertService } from '../../src/monitor/alert-service.js';
 import type { Monitor } from '../../src/monitor/monitor.js';
 import type { Incident } from '../../src/monitor/types.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
-import type { RunOperations } from '../../src/runs/run-operations.js';
+import type { RunOperations } from '../../src/runs/run-operation-types.js';
 import type { RunService } from '../../src/runs/run-service.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import type { RunsFacade } from '../../src/runs/runs-facade.js';

@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { AlertPolicy } from '../../src/monitor/alert-policy.js';
-import { evaluate, type NewLines, needsCrashLog, type TickContext } from '../../src/monitor/evaluate.js';
+import { evaluate, type NewLines, needsCrashLog } from '../../src/monitor/evaluate.js';
 import { createMonitorState, type MonitorState } from '../../src/monitor/monitor-state.js';
 import { createPrintedMetricsReader } from '../../src/monitor/printed-metrics.js';
 import { DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
+import type { TickContext } from '../../src/monitor/tick-context.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';

@@ -22,7 +22,10 @@ describe('check-boundaries', () => {
       'src/spend/report.ts': "import { store } from '../runs/run-store.js';\nexport const report = store;\n",
     });
     const violations = checkBoundaries(root, rules);
-    expect(violations).toHaveLength(4);
+    expect(violations).toHaveLength(5);
+    expect(violations).toContain(
+      'files import each other in a cycle: src/agent/loop.ts, src/tools/registry.ts',
+    );
     expect(violations).toContain(
       'port src/bot/chat-adapter.ts imports the package @slack/bolt (src/bot/chat-adapter.ts)',
     );
@@ -47,7 +50,8 @@ describe('check-boundaries', () => {
         "import { tool } from '../tools/registry.js';\nimport { shared } from '../shared.js';\nexport const loop = [tool, shared];\n",
       'src/tools/registry.ts': "import { shared } from '../shared.js';\nexport const tool = shared;\n",
       'src/shared.ts':
-        "import type { loop } from './agent/loop.js';\nexport const shared = 1;\nexport type L = typeof loop;\n",
+        "import type { Loop } from './agent/loop-types.js';\nexport const shared = 1;\nexport type L = Loop;\n",
+      'src/agent/loop-types.ts': 'export type Loop = number;\n',
       // Composition roots and runs/ itself may use the run store.
       'src/runs/run-store.ts': 'export const store = 1;\n',
       'src/runs/run-service.ts': "import { store } from './run-store.js';\nexport const service = store;\n",
@@ -67,6 +71,28 @@ describe('check-boundaries', () => {
       'folders src/bot and src/bot/web import each other:\n' +
         '    src/bot/chat-adapter.ts → src/bot/web/web-adapter.ts\n' +
         '    src/bot/web/web-adapter.ts → src/bot/chat-adapter.ts',
+      'files import each other in a cycle: src/bot/chat-adapter.ts, src/bot/web/web-adapter.ts',
+    ]);
+  });
+
+  it('counts subfolders in their room, and finds a cycle of files inside one folder', () => {
+    const root = tree({
+      // src/bot/web → src/runs and src/runs → src/bot: no two folders import each other, two rooms do.
+      'src/bot/chat-adapter.ts': 'export type Chat = { id: string };\n',
+      'src/bot/web/run-page.ts':
+        "import { meta } from '../../runs/run-meta.js';\nexport const page = meta;\n",
+      'src/runs/run-meta.ts':
+        "import type { Chat } from '../bot/chat-adapter.js';\nexport const meta = 1;\nexport type C = Chat;\n",
+      // A type-only cycle of three files inside src/monitor.
+      'src/monitor/evaluate.ts': "import type { B } from './observe.js';\nexport type A = B;\n",
+      'src/monitor/observe.ts': "import type { C } from './observe-stall.js';\nexport type B = C;\n",
+      'src/monitor/observe-stall.ts': "import type { A } from './evaluate.js';\nexport type C = A | 1;\n",
+    });
+    expect(checkBoundaries(root, rules)).toEqual([
+      'rooms src/bot and src/runs import each other:\n' +
+        '    src/bot/web/run-page.ts → src/runs/run-meta.ts\n' +
+        '    src/runs/run-meta.ts → src/bot/chat-adapter.ts',
+      'files import each other in a cycle: src/monitor/evaluate.ts, src/monitor/observe-stall.ts, src/monitor/observe.ts',
     ]);
   });
 });

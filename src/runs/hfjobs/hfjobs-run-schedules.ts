@@ -1,7 +1,7 @@
 import { RunError } from '../../errors.js';
 import { backendOf } from '../backend-router.js';
 import { BACKEND_LABELS } from '../backends.js';
-import type { RunSchedules } from '../run-operations.js';
+import type { RunSchedules } from '../run-operation-types.js';
 import type { RunStore } from '../run-store.js';
 import { checkSchedule, type HfScheduledJobs } from './hfjobs-scheduled-jobs.js';
 
