@@ -1,3 +1,4 @@
+import { compileMetricPattern } from '../config-metric-pattern.js';
 import type { RunsRuntime } from '../create-runs.js';
 import { definedOnly } from '../defined-only.js';
 import { ALERT_ACTIONS } from '../monitor/alert-card.js';
@@ -13,7 +14,6 @@ import type { RunAccess } from '../runs/run-access.js';
 import type { RunFollows } from '../runs/run-follows.js';
 import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunMeta } from '../runs/run-types.js';
-import { compileMetricPattern } from '../runs/stdout-metrics/custom-pattern.js';
 import { createAlertTools } from '../tools/alert-tools.js';
 import { createShowMetricsTool } from '../tools/chart-tool.js';
 import type { Feature, FeatureBase } from './feature.js';

@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import type { Environments } from '../config-environments.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -18,7 +19,6 @@ import {
   launchEnvironment,
   localLaunchPlan,
 } from './local-launch-plan.js';
-import type { Environments } from './run-environments.js';
 import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import type { RunMeta } from './run-types.js';
 

@@ -4,6 +4,7 @@ import { chmod, cp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import type { Environments } from '../config-environments.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { containerName, engineRemoveArgv } from './container-argv.js';
@@ -24,7 +25,6 @@ import {
   readProcessStat,
 } from './process-table.js';
 import { chownTree, type RunUser } from './run-as-user.js';
-import type { Environments } from './run-environments.js';
 import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
 import { appendRunFile } from './run-store.js';
 import type { RunMeta } from './run-types.js';

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import type { Environments } from '../config-environments.js';
 import { RunError } from '../errors.js';
 import {
   apptainerPrefix,
@@ -11,7 +12,7 @@ import {
 } from './container-argv.js';
 import type { LaunchRequest, Placement, PlacementRequest } from './executor.js';
 import type { RunUser } from './run-as-user.js';
-import { applyEnvironment, type Environments } from './run-environments.js';
+import { applyEnvironment } from './run-environments.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunMeta } from './run-types.js';
 

@@ -1,11 +1,11 @@
 /** The use-case layer's types, apart from its factory so its parts (launches, changes, forks, checks) import no cycle. */
 import type { ChatUser } from '../bot/chat-adapter.js';
+import type { Environments } from '../config-environments.js';
 import type { CheckpointHistory } from './checkpoint-history.js';
 import type { PreparedCommand } from './command-launch.js';
 import type { ForkRequest } from './fork-config.js';
 import type { RunAccess, RunChangeVia } from './run-access.js';
 import type { RunApprovals } from './run-approvals.js';
-import type { Environments } from './run-environments.js';
 import type { CreateRunRequest, RunService } from './run-service.js';
 import type { RunStore } from './run-store.js';
 import type { RunMeta } from './run-types.js';

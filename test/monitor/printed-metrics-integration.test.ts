@@ -6,6 +6,7 @@ import type { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compileMetricPattern } from '../../src/config-metric-pattern.js';
 import { createMonitor, type Monitor } from '../../src/monitor/monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from '../../src/monitor/monitor-scheduler.js';
 import { createMonitorWorker } from '../../src/monitor/monitor-worker.js';
@@ -13,7 +14,6 @@ import type { Incident } from '../../src/monitor/types.js';
 import { renderChart } from '../../src/notify/charts/render-chart.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
-import { compileMetricPattern } from '../../src/runs/stdout-metrics/custom-pattern.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

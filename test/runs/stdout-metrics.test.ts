@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.js';
+import { compileMetricPattern, MetricPatternError } from '../../src/config-metric-pattern.js';
 import { ConfigError } from '../../src/errors.js';
 import {
   appendDerived,
@@ -11,7 +12,6 @@ import {
   STDOUT_METRICS_FILE,
 } from '../../src/runs/derived-file.js';
 import { parseMetricLine } from '../../src/runs/file-tail.js';
-import { compileMetricPattern, MetricPatternError } from '../../src/runs/stdout-metrics/custom-pattern.js';
 import { createStdoutParser, createStdoutParseState } from '../../src/runs/stdout-metrics/stdout-parser.js';
 
 function parseOne(line: string, pattern?: RegExp) {
