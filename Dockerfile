@@ -1,13 +1,13 @@
 # Shepherd: one image for the bot (adapters) and the workers (agent turns, monitor, runs).
 # Build stage: the TypeScript compiler and dev dependencies stay here.
-FROM node:20-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run build
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 # python3 runs training scripts and the launcher; tini is PID 1 (signals forwarded, zombies reaped);
 # DejaVu gives the in-process chart renderer fonts, so axes and titles have text.
 RUN apt-get update \
@@ -16,7 +16,9 @@ RUN apt-get update \
 WORKDIR /app
 ENV NODE_ENV=production
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --no-audit --no-fund && npm cache clean --force
+# typescript is valibot's optional peer (Bull Board's validation; types only) and npm keeps it because it is
+# also a dev dependency here: nothing compiled needs it (23 MB).
+RUN npm ci --omit=dev --no-audit --no-fund && rm -rf node_modules/typescript && npm cache clean --force
 # Compiled JavaScript only (with the Python helper and the prompts the build copies next to it).
 COPY --from=build /app/dist/src ./dist/src
 COPY --from=build /app/dist/prompts ./dist/prompts

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import type { Redis } from 'ioredis';
@@ -308,8 +308,9 @@ export function createRunStore(options: RunStoreOptions): RunStore {
     const previous = await readFile(current, 'utf8');
     const archivedAs = `train_v${meta.scriptVersion}.py`;
     const nextVersion = meta.scriptVersion + 1;
-    // Order matters for crash safety: archive first (rename is atomic), then the new file, then meta.
-    await rename(current, path.join(directory, archivedAs));
+    // Archive by copy, then replace train.py atomically, then meta: train.py is never absent (a rename
+    // left a moment without it, which a reader could hit), and a crash in between only repeats the copy.
+    await copyFile(current, path.join(directory, archivedAs));
     await writeFileAtomic(current, source);
     const next: RunMeta = { ...meta, scriptVersion: nextVersion, updatedAt: now.toISOString() };
     await writeMeta(next);

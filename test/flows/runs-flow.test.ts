@@ -281,11 +281,16 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     expect(JSON.stringify(llm.requests.at(-2)?.body)).toMatch(/not valid JSON/);
 
     await shepherd.click(threadId, change?.id ?? '', change?.card?.actions?.[0]?.actionId ?? '', 'bob');
+    // The old script is archived first, then the new one written: wait for both (read in between, train.py
+    // is briefly absent; seen on Node 22 under load).
+    const runDirectory = join(shepherd.dataDir, 'runs', run.id);
     await until(
-      () => existsSync(join(shepherd.dataDir, 'runs', run.id, 'train_v1.py')) || undefined,
-      'train_v1.py',
+      () =>
+        (existsSync(join(runDirectory, 'train_v1.py')) && existsSync(join(runDirectory, 'train.py'))) ||
+        undefined,
+      'train_v1.py and the new train.py',
     );
-    expect(readFileSync(join(shepherd.dataDir, 'runs', run.id, 'train.py'), 'utf8')).toContain('lr=5e-4');
+    expect(readFileSync(join(runDirectory, 'train.py'), 'utf8')).toContain('lr=5e-4');
     const restarted = await until(async () => {
       const meta = await shepherd.app.features.runs.service.findRun('change-a');
       return meta.status === 'running' && meta.launchCount === 2 ? meta : undefined;
