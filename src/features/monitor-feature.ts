@@ -141,6 +141,12 @@ function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPol
     ...definedOnly({ metricPattern: pattern === undefined ? undefined : compileMetricPattern(pattern) }),
     policy,
     trackerLinks: config.monitor.trackerLinks,
+    // A named environment's `env` wins over what every run inherits, as at launch.
+    mlflowTrackingUri: (meta) =>
+      (meta.environmentName === undefined
+        ? undefined
+        : config.runs.environments[meta.environmentName]?.env?.MLFLOW_TRACKING_URI) ??
+      base.runEnvironment.MLFLOW_TRACKING_URI,
     gpuProbe: createNvidiaSmiProbe({ command: config.monitor.nvidiaSmi, environment: base.runEnvironment }),
     dumpStacks: (meta) => runs.dumpStacks(meta),
   });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
 import type { EventCursors } from '../runs/tfevents/event-files.js';
+import type { MlflowCursors } from '../runs/tfevents/mlflow-store.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
@@ -38,6 +39,8 @@ export interface MonitorState {
   links?: TrackerLinks;
   /** Cursors of the run's TensorBoard event files (runs/tfevents/event-files.ts). */
   tfevents?: EventCursors;
+  /** Cursors of the metric files of the run's MLflow file store (runs/tfevents/mlflow-store.ts). */
+  mlflow?: MlflowCursors;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

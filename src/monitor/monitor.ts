@@ -6,7 +6,6 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
-import { readEventPoints } from '../runs/tfevents/event-files.js';
 import { writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
@@ -22,6 +21,7 @@ import {
   type TailChunk,
 } from './tail-reader.js';
 import { watchesGpus } from './tick-extras.js';
+import { readTrackerFiles } from './tracker-files.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './types.js';
 
@@ -54,6 +54,8 @@ export interface MonitorOptions {
   dumpStacks?: (meta: RunMeta) => Promise<string | undefined>;
   /** Look for tracker links (W&B, MLflow…) in output.log (SHEPHERD_TRACKER_LINKS; default on). */
   trackerLinks?: boolean;
+  /** MLFLOW_TRACKING_URI as a run's environment sets it (a `file:` store is read too); absent = unset. */
+  mlflowTrackingUri?: (meta: RunMeta) => string | undefined;
 }
 
 export interface TickResult {
@@ -179,19 +181,6 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
   }
 
-  /**
-   * TensorBoard event files under the run directory, from the cursors kept in the state (committed with
-   * it). Not read once the helper's metrics.jsonl is the source: it wins.
-   */
-  async function readEvents(runId: string, runDir: string, state: MonitorState) {
-    if (state.printed?.helper === true) return { points: [], more: false };
-    state.tfevents ??= {};
-    const read = await readEventPoints(runDir, state.tfevents, maxBytes);
-    for (const problem of read.corrupt)
-      options.logger?.warn({ runId, problem }, 'a TensorBoard event file is corrupt; it is read no further');
-    return read;
-  }
-
   async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
     const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
     const runDir = options.runDir(meta);
@@ -200,7 +189,15 @@ export function createMonitor(options: MonitorOptions): Monitor {
     const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
     const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
     const alertsChunk = await readNewLines(join(runDir, RUN_FILES.alerts), alertsCursor, maxBytes);
-    const events = await readEvents(runId, runDir, state);
+    const events = await readTrackerFiles({
+      runId,
+      meta,
+      runDir,
+      state,
+      maxBytes,
+      mlflowTrackingUri: options.mlflowTrackingUri?.(meta),
+      logger: options.logger,
+    });
     const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)

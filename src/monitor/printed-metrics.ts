@@ -25,7 +25,7 @@ export interface PrintedMetricsState extends StdoutParseState {
   counted: number;
   /** Committed size of stdout-metrics.jsonl. */
   derivedBytes: number;
-  /** TensorBoard event files gave points: they are the source (output.log is no longer parsed). */
+  /** Event files (TensorBoard, MLflow's file store) gave points: they are the source, not output.log. */
   events?: boolean;
 }
 
@@ -64,14 +64,15 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
         delete state.extras;
         options.logger?.info(
           { runId },
-          'the run writes TensorBoard event files: their points replace those read from output.log',
+          'the run writes event files (TensorBoard or MLflow): their points replace those read from output.log',
         );
       }
     }
     let text = '';
     for (const point of eventPoints) {
-      text += formatDerivedLine(point.step, point.metrics, 'tfevents');
-      points.push({ line: '', parsed: { ok: true, point: { ...point } }, source: 'events' });
+      text += formatDerivedLine(point.step, point.metrics, point.source ?? 'tfevents');
+      const parsed = { step: point.step, metrics: point.metrics };
+      points.push({ line: '', parsed: { ok: true, point: parsed }, source: 'events' });
     }
     printed.counted += eventPoints.length;
     return definedOnly({ points, derivedText: text !== '' || rewrite ? text : undefined });
