@@ -14,6 +14,7 @@ import type { RunFollows } from '../runs/run-follows.js';
 import type { RunOperations } from '../runs/run-operations.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { compileMetricPattern } from '../runs/stdout-metrics/custom-pattern.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import { createAlertTools } from '../tools/alert-tools.js';
 import { createShowMetricsTool } from '../tools/chart-tool.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -35,6 +36,8 @@ interface MonitorFeatureDependencies {
   claimIncident(incident: Incident, meta: RunMeta): Promise<boolean>;
   /** Called once per alert posted, with the detector's kind (metrics). */
   onAlert?: (kind: string) => void;
+  /** The monitor found a run's first tracker links (its started card shows them). */
+  onTrackerLinks?: (runId: string, links: TrackerLinks) => Promise<void>;
   /** Takes the finish of a run that saved a model (the model-ready card); true when it did. */
   modelReady?: { onFinished(incident: Incident, meta: RunMeta): Promise<boolean> };
 }
@@ -101,6 +104,7 @@ export function createMonitorFeature(
     notifier,
     postChart,
     onRetired: (runId, keepMs) => alertPolicy.retire(runId, keepMs),
+    ...definedOnly({ onTrackerLinks: dependencies.onTrackerLinks }),
     logger,
   });
   return {

@@ -6,7 +6,7 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
-import { writeTrackerLinks } from '../runs/tracker-links.js';
+import { type TrackerLinks, writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog, type TickContext } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
@@ -68,6 +68,8 @@ export interface TickResult {
   backlog: boolean;
   /** The tick was skipped because another tick of the same run held the lock. */
   skipped?: boolean;
+  /** The run's tracker links, when this tick found new ones (for its started card). */
+  links?: TrackerLinks;
 }
 
 /** A tick that outlives this is presumed dead: its lease expires and the next tick may run. */
@@ -316,6 +318,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
         lastStep: rolling.lastStep,
       }),
       backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more || inputs.eventsMore,
+      ...definedOnly({ links: evaluation.linksFound ? state.links : undefined }),
     };
   }
 
