@@ -1,3 +1,4 @@
+import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
 import type { RunMeta } from '../runs/run-types.js';
@@ -7,7 +8,7 @@ import type { MonitorState } from './monitor-state.js';
 
 /**
  * The files trackers write, read each tick from cursors kept in the monitor state (committed with it):
- * TensorBoard event files under the run directory, and MLflow's file store (`mlruns/` under the run
+ * TensorBoard event files under the run directory (or its `--logdir`), and MLflow's file store (`mlruns/` under the run
  * directory, under a command run's working directory, or at a `file:` MLFLOW_TRACKING_URI). Both are
  * "event files" for precedence: not read once the helper's metrics.jsonl is the source (it wins).
  */
@@ -32,6 +33,17 @@ function mlflowStores(input: TrackerFilesInput): string[] {
   return [...new Set(stores)];
 }
 
+/**
+ * Where the event files are: the run's `--logdir` (checked inside the workspace at launch) while it still
+ * resolves to itself (a directory later swapped for a symlink is not followed), else the run directory.
+ */
+async function eventRoot(input: TrackerFilesInput): Promise<string | undefined> {
+  const logDir = input.meta.logDir;
+  if (logDir === undefined) return input.runDir;
+  const real = await realpath(logDir).catch(() => logDir);
+  return real === logDir ? logDir : undefined;
+}
+
 /** One point per step in step order; the TensorBoard point's values come first when both have a step. */
 function mergeByStep(first: EventPoint[], second: EventPoint[]): EventPoint[] {
   if (second.length === 0) return first;
@@ -51,7 +63,11 @@ export async function readTrackerFiles(
   const { state } = input;
   if (state.printed?.helper === true) return { points: [], more: false };
   state.tfevents ??= {};
-  const events = await readEventPoints(input.runDir, state.tfevents, input.maxBytes);
+  const root = await eventRoot(input);
+  const events =
+    root === undefined
+      ? { points: [], more: false, corrupt: [] }
+      : await readEventPoints(root, state.tfevents, input.maxBytes);
   for (const problem of events.corrupt)
     input.logger?.warn(
       { runId: input.runId, problem },
