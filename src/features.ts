@@ -123,6 +123,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     access: runs.access,
     follows: runs.follows,
     claimIncident: (incident, meta) => sweepsFeature.sweeps.onIncident(incident, meta),
+    onTrackerLinks: approvals.showTrackerLinks,
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
   watchRun = monitor.watchRun;

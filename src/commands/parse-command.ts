@@ -221,6 +221,8 @@ function parseRunFlags(
       command.env = value;
     } else if (key === '--cwd') {
       command.cwd = value;
+    } else if (key === '--logdir') {
+      command.logdir = value;
     } else if (key === '--eval') {
       if (value.trim() === '') return invalid('run', '--eval needs a command, e.g. --eval "python eval.py"');
       command.evalCommand = value;
@@ -234,7 +236,7 @@ function parseRunFlags(
     } else {
       return invalid(
         'run',
-        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --eval "CMD", --nodes N, --on BACKEND, --image I, --flavor F (then -- <command>)`,
+        `unknown option ${key}; use --gpus N, --name X, --hours H, --env E, --cwd DIR, --logdir DIR, --eval "CMD", --nodes N, --on BACKEND, --image I, --flavor F (then -- <command>)`,
       );
     }
   }

@@ -2,6 +2,7 @@ import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
 import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
+import { createRunCardLinks } from '../approvals/run-card-links.js';
 import type { RunsRuntime } from '../create-runs.js';
 import type { ResearchStore } from '../research/research-store.js';
 import type { SpendReports } from '../spend/spend-report.js';
@@ -9,6 +10,8 @@ import type { Feature, FeatureBase } from './feature.js';
 
 interface ApprovalsFeature extends Feature {
   approvals: ApprovalService;
+  /** The monitor found a run's first tracker links: they go onto its started (approval) card, once. */
+  showTrackerLinks: ReturnType<typeof createRunCardLinks>['show'];
 }
 
 /** Approval cards: the approve / reject buttons and the control job that applies a decision. */
@@ -57,8 +60,10 @@ export function createApprovalsFeature(
       ),
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
   });
+  const runCardLinks = createRunCardLinks({ redis, prefix, store, notifier, logger });
   return {
     approvals,
+    showTrackerLinks: runCardLinks.show,
     actions: [
       {
         verb: APPROVAL_ACTIONS.approve,
@@ -70,7 +75,12 @@ export function createApprovalsFeature(
         form: createRejectFormProvider({ store, policy, now: () => new Date() }),
       },
     ],
-    controlHandlers: { 'approval-decision': (job) => approvals.apply(job) },
+    controlHandlers: {
+      'approval-decision': async (job) => {
+        await approvals.apply(job);
+        await runCardLinks.settled(job.approvalId);
+      },
+    },
     tools: [],
     workers: [],
   };

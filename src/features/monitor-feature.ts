@@ -14,6 +14,7 @@ import type { RunAccess } from '../runs/run-access.js';
 import type { RunFollows } from '../runs/run-follows.js';
 import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunMeta } from '../runs/run-types.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import { createAlertTools } from '../tools/alert-tools.js';
 import { createShowMetricsTool } from '../tools/chart-tool.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -35,6 +36,8 @@ interface MonitorFeatureDependencies {
   claimIncident(incident: Incident, meta: RunMeta): Promise<boolean>;
   /** Called once per alert posted, with the detector's kind (metrics). */
   onAlert?: (kind: string) => void;
+  /** The monitor found a run's first tracker links (its started card shows them). */
+  onTrackerLinks?: (runId: string, links: TrackerLinks) => Promise<void>;
   /** Takes the finish of a run that saved a model (the model-ready card); true when it did. */
   modelReady?: { onFinished(incident: Incident, meta: RunMeta): Promise<boolean> };
 }
@@ -101,6 +104,7 @@ export function createMonitorFeature(
     notifier,
     postChart,
     onRetired: (runId, keepMs) => alertPolicy.retire(runId, keepMs),
+    ...definedOnly({ onTrackerLinks: dependencies.onTrackerLinks }),
     logger,
   });
   return {
@@ -141,6 +145,12 @@ function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPol
     ...definedOnly({ metricPattern: pattern === undefined ? undefined : compileMetricPattern(pattern) }),
     policy,
     trackerLinks: config.monitor.trackerLinks,
+    // A named environment's `env` wins over what every run inherits, as at launch.
+    mlflowTrackingUri: (meta) =>
+      (meta.environmentName === undefined
+        ? undefined
+        : config.runs.environments[meta.environmentName]?.env?.MLFLOW_TRACKING_URI) ??
+      base.runEnvironment.MLFLOW_TRACKING_URI,
     gpuProbe: createNvidiaSmiProbe({ command: config.monitor.nvidiaSmi, environment: base.runEnvironment }),
     dumpStacks: (meta) => runs.dumpStacks(meta),
   });

@@ -1,6 +1,7 @@
 import type { Card } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { type TrackerLinks, trackerLinkLines } from '../runs/tracker-links.js';
 import type { ModelSummary } from './model-summary.js';
 
 /** Buttons of the model-ready card (`<verb>:<run id>`); the action router keys on these. */
@@ -30,9 +31,15 @@ export function evalLine(summary: ModelSummary): string | undefined {
 
 /**
  * The finished card of a run that saved a model: metric (final and best), eval results, best checkpoint,
- * time and cost, the chart, and Push to Hub / Fork / Compare.
+ * time and cost, the run's tracker links (absent when SHEPHERD_TRACKER_LINKS=off), the chart, and
+ * Push to Hub / Fork / Compare.
  */
-export function modelReadyCard(meta: RunMeta, summary: ModelSummary, png: Uint8Array | undefined): Card {
+export function modelReadyCard(
+  meta: RunMeta,
+  summary: ModelSummary,
+  png: Uint8Array | undefined,
+  links?: TrackerLinks,
+): Card {
   const { metric } = summary;
   const lines = [`${meta.name} completed and saved its model: \`${meta.model?.path ?? '?'}\`.`];
   const evaluation = evalLine(summary);
@@ -54,6 +61,7 @@ export function modelReadyCard(meta: RunMeta, summary: ModelSummary, png: Uint8A
     { label: 'Wall time', value: formatWall(summary.wallMs) },
     { label: 'GPU-hours', value: summary.gpuHours.toFixed(2) },
     { label: 'Cost', value: `$${summary.costUsd.toFixed(2)}` },
+    ...trackerLinkLines(links),
   ];
   const image =
     png === undefined ? undefined : { png, filename: `${meta.name}-model.png`, alt: `${metric.name} chart` };

@@ -9,6 +9,7 @@ import { metricsFileOf } from '../runs/derived-file.js';
 import { readSavedModel } from '../runs/evaluation-files.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { HubPushService } from './hub-push-service.js';
 import { type MODEL_ACTIONS, modelReadyCard } from './model-ready-card.js';
 import { type ModelSummary, metricOf, summariseModel } from './model-summary.js';
@@ -23,7 +24,7 @@ type ModelVerb = keyof typeof MODEL_ACTIONS;
 export interface ModelReady {
   summarise(meta: RunMeta): Promise<ModelSummary>;
   /** Posts the card for a finish incident when the run saved a model; true when it did (the incident is taken). */
-  onFinished(incident: { id: string; kind: string }, meta: RunMeta): Promise<boolean>;
+  onFinished(incident: { id: string; kind: string; links?: TrackerLinks }, meta: RunMeta): Promise<boolean>;
   onAction(action: InboundAction, verb: ModelVerb, runId: string): Promise<ActionOutcome>;
 }
 
@@ -72,7 +73,10 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
     }
   }
 
-  async function onFinished(incident: { id: string; kind: string }, given: RunMeta): Promise<boolean> {
+  async function onFinished(
+    incident: { id: string; kind: string; links?: TrackerLinks },
+    given: RunMeta,
+  ): Promise<boolean> {
     if (incident.kind !== 'finished') return false;
     // The monitor may see the clean exit before the ending is recorded: read the run and its model afresh.
     const meta = await recorded(given);
@@ -83,7 +87,8 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
     await notifier.postCardOnce(
       `model-ready:${options.prefix}:${incident.id}`,
       meta.threadId,
-      modelReadyCard(meta, summary, png),
+      // The finished incident carries the links only while SHEPHERD_TRACKER_LINKS is on.
+      modelReadyCard(meta, summary, png, incident.links),
     );
     return true;
   }

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { MalformedBook } from '../runs/metric-line.js';
 import type { StdoutParseState } from '../runs/stdout-metrics/stdout-parser.js';
 import type { EventCursors } from '../runs/tfevents/event-files.js';
+import type { MlflowCursors } from '../runs/tfevents/mlflow-store.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
@@ -22,7 +23,7 @@ interface PrintedMetricsState extends StdoutParseState {
   counted: number;
   /** Committed size of stdout-metrics.jsonl. */
   derivedBytes: number;
-  /** TensorBoard event files gave points: they are the source (output.log is no longer parsed). */
+  /** Event files (TensorBoard, MLflow's file store) gave points: they are the source, not output.log. */
   events?: boolean;
 }
 
@@ -50,6 +51,8 @@ export interface MonitorState {
   links?: TrackerLinks;
   /** Cursors of the run's TensorBoard event files (runs/tfevents/event-files.ts). */
   tfevents?: EventCursors;
+  /** Cursors of the metric files of the run's MLflow file store (runs/tfevents/mlflow-store.ts). */
+  mlflow?: MlflowCursors;
 }
 
 export const LOG_TAIL_CHARS = 8 * 1024;

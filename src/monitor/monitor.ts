@@ -6,8 +6,7 @@ import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
-import { readEventPoints } from '../runs/tfevents/event-files.js';
-import { writeTrackerLinks } from '../runs/tracker-links.js';
+import { type TrackerLinks, writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
@@ -23,6 +22,7 @@ import {
 } from './tail-reader.js';
 import type { TickContext } from './tick-context.js';
 import { watchesGpus } from './tick-extras.js';
+import { readTrackerFiles } from './tracker-files.js';
 import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './types.js';
 
@@ -55,6 +55,8 @@ export interface MonitorOptions {
   dumpStacks?: (meta: RunMeta) => Promise<string | undefined>;
   /** Look for tracker links (W&B, MLflow…) in output.log (SHEPHERD_TRACKER_LINKS; default on). */
   trackerLinks?: boolean;
+  /** MLFLOW_TRACKING_URI as a run's environment sets it (a `file:` store is read too); absent = unset. */
+  mlflowTrackingUri?: (meta: RunMeta) => string | undefined;
 }
 
 export interface TickResult {
@@ -67,6 +69,8 @@ export interface TickResult {
   backlog: boolean;
   /** The tick was skipped because another tick of the same run held the lock. */
   skipped?: boolean;
+  /** The run's tracker links, when this tick found new ones (for its started card). */
+  links?: TrackerLinks;
 }
 
 /** A tick that outlives this is presumed dead: its lease expires and the next tick may run. */
@@ -180,19 +184,6 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
   }
 
-  /**
-   * TensorBoard event files under the run directory, from the cursors kept in the state (committed with
-   * it). Not read once the helper's metrics.jsonl is the source: it wins.
-   */
-  async function readEvents(runId: string, runDir: string, state: MonitorState) {
-    if (state.printed?.helper === true) return { points: [], more: false };
-    state.tfevents ??= {};
-    const read = await readEventPoints(runDir, state.tfevents, maxBytes);
-    for (const problem of read.corrupt)
-      options.logger?.warn({ runId, problem }, 'a TensorBoard event file is corrupt; it is read no further');
-    return read;
-  }
-
   async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
     const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
     const runDir = options.runDir(meta);
@@ -201,7 +192,15 @@ export function createMonitor(options: MonitorOptions): Monitor {
     const metricsChunk = await readNewLines(join(runDir, RUN_FILES.metrics), metricsCursor, maxBytes);
     const logChunk = await readNewLines(logPath, logCursor, maxBytes, { carriageReturns: true });
     const alertsChunk = await readNewLines(join(runDir, RUN_FILES.alerts), alertsCursor, maxBytes);
-    const events = await readEvents(runId, runDir, state);
+    const events = await readTrackerFiles({
+      runId,
+      meta,
+      runDir,
+      state,
+      maxBytes,
+      mlflowTrackingUri: options.mlflowTrackingUri?.(meta),
+      logger: options.logger,
+    });
     const gpu = await probeGpus(meta, processState);
     const crashLogTail = needsCrashLog(state, meta, processState, metricsChunk, logChunk)
       ? await readFileTail(logPath, CRASH_LOG_BYTES)
@@ -320,6 +319,7 @@ export function createMonitor(options: MonitorOptions): Monitor {
         lastStep: rolling.lastStep,
       }),
       backlog: metricsChunk.more || logChunk.more || inputs.alertsChunk.more || inputs.eventsMore,
+      ...definedOnly({ links: evaluation.linksFound ? state.links : undefined }),
     };
   }
 

@@ -49,14 +49,15 @@ export function createPrintedMetricsReader(options: { pattern?: RegExp; logger?:
         delete state.extras;
         options.logger?.info(
           { runId },
-          'the run writes TensorBoard event files: their points replace those read from output.log',
+          'the run writes event files (TensorBoard or MLflow): their points replace those read from output.log',
         );
       }
     }
     let text = '';
     for (const point of eventPoints) {
-      text += formatDerivedLine(point.step, point.metrics, 'tfevents');
-      points.push({ line: '', parsed: { ok: true, point: { ...point } }, source: 'events' });
+      text += formatDerivedLine(point.step, point.metrics, point.source ?? 'tfevents');
+      const parsed = { step: point.step, metrics: point.metrics };
+      points.push({ line: '', parsed: { ok: true, point: parsed }, source: 'events' });
     }
     printed.counted += eventPoints.length;
     return definedOnly({ points, derivedText: text !== '' || rewrite ? text : undefined });

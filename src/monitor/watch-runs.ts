@@ -7,6 +7,7 @@ import type { ChartRequest } from '../notify/metrics-chart.js';
 import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { AlertService } from './alert-service.js';
 import type { Monitor, TickResult } from './monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
@@ -34,6 +35,8 @@ export function createRunWatcher(options: {
   alerts: AlertService;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
+  /** A tick found the run's first tracker links (they go onto its started card). */
+  onTrackerLinks?: (runId: string, links: TrackerLinks) => Promise<void>;
   /** After a run's last tick: other per-run keys go too (`keepMs` 0) or get a TTL. */
   onRetired?: (runId: string, keepMs: number) => Promise<void>;
   logger: Logger;
@@ -153,6 +156,10 @@ export function createRunWatcher(options: {
           await options.onRetired?.(runId, 0);
         },
         onTick: async (result: TickResult, meta: RunMeta) => {
+          if (result.links !== undefined)
+            await options.onTrackerLinks?.(meta.id, result.links).catch((error: unknown) => {
+              logger.warn({ runId: meta.id, err: error }, 'could not put the tracker links on the run card');
+            });
           if (!ACTIVE_STATUSES.has(meta.status) && !result.backlog) {
             // This was the last tick after the run ended or paused: it has read the final lines.
             await forget(meta.id);

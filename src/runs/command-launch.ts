@@ -38,6 +38,37 @@ function inside(root: string, target: string): boolean {
   return target === root || target.startsWith(root + path.sep);
 }
 
+/**
+ * Resolves `--logdir` (relative to `--cwd`, else the workspace) to an absolute path inside the workspace,
+ * symlinks resolved. It may not exist yet (the script makes it): its deepest existing part is resolved and
+ * the rest appended. Outside the workspace, or a file, is refused.
+ */
+export async function resolveLogDirectory(workspace: string, logdir: string, cwd?: string): Promise<string> {
+  const root = await realpath(workspace);
+  const base = await resolveWorkingDirectory(workspace, cwd);
+  let existing = path.resolve(base, logdir);
+  const rest: string[] = [];
+  let real: string | undefined;
+  while (real === undefined) {
+    real = await realpath(existing).catch(() => undefined);
+    if (real !== undefined) break;
+    const parent = path.dirname(existing);
+    if (parent === existing) break;
+    rest.unshift(path.basename(existing));
+    existing = parent;
+  }
+  const resolved = path.join(real ?? existing, ...rest);
+  if (real === undefined || !inside(root, resolved)) {
+    throw new ToolPolicyError(
+      'path_outside_workspace',
+      `--logdir ${logdir} is outside the workspace (${root}); refused`,
+    );
+  }
+  if (rest.length === 0 && !(await stat(real)).isDirectory())
+    throw new ToolPolicyError('invalid_input', `--logdir ${logdir} is a file, not a directory`);
+  return resolved;
+}
+
 /** Resolves `--cwd` (default: the workspace) to a real directory inside the workspace. */
 async function resolveWorkingDirectory(workspace: string, cwd: string | undefined): Promise<string> {
   const root = await realpath(workspace);

@@ -19,12 +19,12 @@ function formatValue(value: number): string {
 
 /**
  * One metrics line: `{"step": 10, "source": "stdout", "loss": 0.52}`; NaN/Infinity as Python writes them.
- * `source` is `tfevents` for points read from TensorBoard event files.
+ * `source` is `tfevents` for points read from TensorBoard event files, `mlflow` for MLflow's file store.
  */
 export function formatDerivedLine(
   step: number,
   metrics: Record<string, number>,
-  source: 'stdout' | 'tfevents' = 'stdout',
+  source: 'stdout' | 'tfevents' | 'mlflow' = 'stdout',
 ): string {
   let line = `{"step": ${formatValue(step)}, "source": "${source}"`;
   for (const [name, value] of Object.entries(metrics))

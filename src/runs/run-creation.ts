@@ -46,6 +46,7 @@ type RunLaunchFields = Partial<
     | 'image'
     | 'flavor'
     | 'evalCommand'
+    | 'logDir'
     | 'forkOf'
   >
 >;

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import { prepareCommand, recordProvenance } from './command-launch.js';
+import { prepareCommand, recordProvenance, resolveLogDirectory } from './command-launch.js';
 import type { LaunchChecks } from './launch-checks.js';
 import { pickEnvironment } from './run-environments.js';
 import type { LaunchInput, RunFlags, RunOperations, RunOperationsOptions } from './run-operation-types.js';
@@ -87,6 +87,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
     },
   ): Promise<string> {
     const prepared = await prepareCommand(options.workspace, argv, flags.cwd);
+    const logDir = await logDirectoryOf(flags);
     return launch({
       name: flags.runName ?? prepared.suggestedName,
       script: prepared.script,
@@ -96,7 +97,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
       origin: from.origin,
       ...definedOnly({ toolCall: from.toolCall }),
       prepared,
-      ...flagFields(flags),
+      ...flagFields(flags, logDir),
     });
   }
 
@@ -116,6 +117,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
       );
     }
     const real = await resolveWorkspaceScript(options.workspace, path);
+    const logDir = await logDirectoryOf(flags);
     const script = await readFile(real, 'utf8');
     const name = flags.runName ?? basename(real).replace(/\.py$/, '').replace(/_/g, '-');
     return launch({
@@ -125,19 +127,26 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
       threadId,
       requester: actor,
       origin: 'command',
-      ...flagFields(flags),
+      ...flagFields(flags, logDir),
     });
+  }
+
+  /** `--logdir`, checked against the workspace before any run or card exists. */
+  async function logDirectoryOf(flags: RunFlags): Promise<string | undefined> {
+    if (flags.logdir === undefined) return undefined;
+    return resolveLogDirectory(options.workspace, flags.logdir, flags.cwd);
   }
 
   return { launch, runCommand, runWorkspaceScript };
 }
 
-function flagFields(flags: RunFlags) {
+function flagFields(flags: RunFlags, logDir: string | undefined) {
   const launch = definedOnly({
     nodes: flags.nodes,
     image: flags.image,
     flavor: flags.flavor,
     evalCommand: flags.evalCommand,
+    logDir,
   });
   return {
     ...definedOnly({ environment: flags.env, backend: flags.on }),

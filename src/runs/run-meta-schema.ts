@@ -81,6 +81,7 @@ const runMetaSchema = z.object({
     ])
     .optional(),
   evalCommand: z.string().min(1).optional(),
+  logDir: z.string().min(1).optional(),
   evaluation: z
     .object({
       status: z.enum(['passed', 'failed']),

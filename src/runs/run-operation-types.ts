@@ -39,6 +39,8 @@ export interface RunFlags {
   flavor?: string;
   /** `--eval "<command>"`: run in the run directory after training exits 0. */
   evalCommand?: string;
+  /** `--logdir DIR`: where the run's TensorBoard event files are (inside the workspace). */
+  logdir?: string;
 }
 
 /** The use-case layer over runs: what commands, agent tools and alert buttons may do to runs. */

@@ -47,6 +47,7 @@ interface NewRunInput {
       | 'placementNotes'
       | 'hourlyUsd'
       | 'evalCommand'
+      | 'logDir'
       | 'forkOf'
     >
   >;

@@ -120,10 +120,11 @@ export function clusterText(info: ClusterReport): string {
   return lines.join('\n');
 }
 
-/** The evaluation, the saved model and where it was published. */
+/** The evaluation, the event files' `--logdir`, the saved model and where it was published. */
 function modelLines(meta: RunMeta): string[] {
   const lines: string[] = [];
   if (meta.evalCommand !== undefined) lines.push(`evaluation: ${meta.evalCommand}`);
+  if (meta.logDir !== undefined) lines.push(`logdir: ${meta.logDir}`);
   const evaluation = meta.evaluation;
   if (evaluation !== undefined) {
     const results = Object.entries(evaluation.results)

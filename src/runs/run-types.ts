@@ -134,6 +134,8 @@ export interface RunMeta {
   forkOf?: ForkOrigin;
   /** Set for a run Shepherd watches but did not launch (a hand-submitted Slurm job or a local log + pid). */
   watch?: WatchSource;
+  /** `--logdir DIR`: absolute, inside the workspace; the monitor reads TensorBoard event files there. */
+  logDir?: string;
   /** `--eval "<command>"`: run in the run directory after training exits 0 (status `evaluating`). */
   evalCommand?: string;
   /** How the evaluation went, recorded when the run ended. */

@@ -86,14 +86,18 @@ export async function writeTrackerLinks(runDir: string, links: TrackerLinks): Pr
   await writeFileAtomic(file, `${JSON.stringify(links)}\n`);
 }
 
-/** The links the monitor found for a run, or undefined (none yet, or an unreadable file). */
-export async function readTrackerLinks(runDir: string): Promise<TrackerLinks | undefined> {
+/** Links saved as JSON (the links file, a Redis value), or undefined when the text is not that. */
+export function parseTrackerLinks(text: string): TrackerLinks | undefined {
   try {
-    const parsed = trackerLinksSchema.safeParse(
-      JSON.parse(await readFile(path.join(runDir, LINKS_FILE), 'utf8')),
-    );
+    const parsed = trackerLinksSchema.safeParse(JSON.parse(text));
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The links the monitor found for a run, or undefined (none yet, or an unreadable file). */
+export async function readTrackerLinks(runDir: string): Promise<TrackerLinks | undefined> {
+  const text = await readFile(path.join(runDir, LINKS_FILE), 'utf8').catch(() => undefined);
+  return text === undefined ? undefined : parseTrackerLinks(text);
 }

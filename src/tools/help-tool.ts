@@ -44,8 +44,8 @@ function sections(
     commands: [
       'Plain commands work even when the language model is down:',
       '`help`, `runs` (list runs), `status <run>`, `pause <run>`, `resume <run> [--on BACKEND]`, `stop <run>`,',
-      '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E] [--on local|slurm|k8s|hf] [--image I] [--flavor F]`,',
-      '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--eval "CMD"] [--nodes N] [--on B] [--image I] [--flavor F] -- <command …>` (torchrun, accelerate, bash train.sh, …; `--eval` runs CMD after training exits 0),',
+      '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E] [--logdir DIR] [--on local|slurm|k8s|hf] [--image I] [--flavor F]`,',
+      '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--logdir DIR] [--eval "CMD"] [--nodes N] [--on B] [--image I] [--flavor F] -- <command …>` (torchrun, accelerate, bash train.sh, …; `--eval` runs CMD after training exits 0; `--logdir` is where its TensorBoard event files are, inside the workspace),',
       '`push <run> [--repo ns/name] [--public]` (publish the model a run saved to the Hub, after an approver approves),',
       '`fork <run> [--from-step N] [--set key=value …] [--name X] [--gpus N]` (a new run from a checkpoint of another, with changed arguments; approved like any run), `status <run> --full` (adds what the launch recorded: command, seed, git, Python, pip freeze, torch, CUDA),',
       '`watch slurm:<jobid> [--name X]`, `watch k8s:<namespace>/<job>`, `watch hf:<job id>` or `watch <log file> [--pid N]` (runs you started yourself),',

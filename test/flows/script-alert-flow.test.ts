@@ -12,7 +12,8 @@ import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted
 /*
  * `shepherd.alert(...)` from a real training process: the alert card is posted once into the run's thread
  * with the run's chart, its repeat within wait_duration is not, and without Shepherd the alert is printed.
- * The W&B line the script prints at start puts the run's W&B link on its cards, in `status` and on its page.
+ * The W&B line the script prints at start puts the run's W&B link on its cards (the started card is
+ * edited to show it), in `status` and on its page.
  */
 
 // What wandb.init prints (wandb/sdk/wandb_run.py `_header_run_info`), colours included.
@@ -87,6 +88,16 @@ describe('alerts raised by the script', () => {
     const wandb = { label: 'W&B', value: WANDB_URL };
     expect(alerts[0]?.card?.fields).toContainEqual(wandb);
     expect(cardsTitled(messages, 'alerting finished')[0]?.card?.fields).toContainEqual(wandb);
+    // The started card (the approval card, resolved) is edited once the link is found; still resolved.
+    const started = await shepherd.waitForMessages(threadId, (all) =>
+      all.some(
+        (message) => message.id === card?.id && (message.card?.fields ?? []).some((f) => f.label === 'W&B'),
+      ),
+    );
+    const edited = started.find((message) => message.id === card?.id);
+    expect(edited?.card?.fields).toContainEqual(wandb);
+    expect(edited?.card?.resolved).toMatch(/^Approved by bob/);
+    expect(edited?.card?.fields?.filter((field) => field.label === 'W&B')).toHaveLength(1);
 
     const runDir = join(shepherd.dataDir, 'runs');
     const runId = readdirSync(runDir)[0] ?? '';

@@ -23,6 +23,8 @@ export type EventCursors = Record<string, EventFileCursor>;
 export interface EventPoint {
   step: number;
   metrics: Record<string, number>;
+  /** Set for points read from MLflow's file store (mlflow-store.ts); absent: TensorBoard. */
+  source?: 'mlflow';
 }
 
 const EVENT_FILE = /^events\.out\.tfevents\./;
