@@ -47,7 +47,7 @@ function sections(
       '`run <script.py|script.sh> [--gpus N] [--name X] [--hours H] [--env E] [--on local|slurm|k8s|hf] [--image I] [--flavor F]`,',
       '`run [--gpus N] [--name X] [--hours H] [--env E] [--cwd DIR] [--eval "CMD"] [--nodes N] [--on B] [--image I] [--flavor F] -- <command …>` (torchrun, accelerate, bash train.sh, …; `--eval` runs CMD after training exits 0),',
       '`push <run> [--repo ns/name] [--public]` (publish the model a run saved to the Hub, after an approver approves),',
-      '`fork <run> [--from-step N] [--set key=value …] [--name X] [--gpus N]` (a new run from a checkpoint of another, with changed arguments; approved like any run; also the Fork button of a model-ready card, which opens a form), `status <run> --full` (adds what the launch recorded: command, seed, git, Python, pip freeze, torch, CUDA),',
+      '`fork <run> [--from-step N] [--set key=value …] [--name X] [--gpus N]` (a new run from a checkpoint of another, with changed arguments; approved like any run; also the Fork button of a model-ready card, which opens a form), `status <run> --full` (adds what the launch recorded: command, seed, git, Python, pip freeze, torch, CUDA, model and dataset revisions),',
       '`watch slurm:<jobid> [--name X]`, `watch k8s:<namespace>/<job>`, `watch hf:<job id>` or `watch <log file> [--pid N]` (runs you started yourself),',
       '`chart <run> [metric] [--steps FROM..TO]`, `schedule <run> --cron "0 3 * * *"` (a recurring HF job, after approval),',
       '`sweep <script.py> --grid lr=1e-4,3e-4 [--grid …] [--gpus N] [--hours H] [--name X] [--metric M] [--mode min|max] [--canary-steps K] [--parallel P] [--on B]`,',

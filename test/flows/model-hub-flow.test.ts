@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { repoFile } from '../helpers/fake-hub-repos.js';
-import { type FakeHubServer, startFakeHub } from '../helpers/fake-hub-server.js';
+import { type FakeHubServer, HUB_SHAS, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -124,6 +124,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
         SHEPHERD_HF_NAMESPACE: 'test-org',
         SHEPHERD_HUB_URL: hub.url,
         SHEPHERD_HUB_TOKEN: 'hf_test_write_token',
+        SHEPHERD_DATASETS_SERVER_URL: hub.url,
       },
     });
   }, 60_000);
@@ -164,8 +165,22 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
 
   it('evaluates after training (status evaluating) and posts a model-ready card with both values', async () => {
     const release = join(workspace, 'release-eval');
-    threadId = await shepherd.mention(
-      `run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
+    // The agent looks the model and dataset up first: the revisions the Hub answered go on the launch record.
+    llm.enqueue(
+      {
+        toolCalls: [
+          { id: 'call_model_1', name: 'get_model_info', arguments: { model_id: 'Qwen/Qwen2.5-0.5B' } },
+          { id: 'call_data_1', name: 'inspect_dataset', arguments: { dataset: 'openai/gsm8k' } },
+          { id: 'call_search_1', name: 'search_models', arguments: { query: 'Llama-2' } },
+        ],
+      },
+      { text: 'Looked them up.' },
+    );
+    threadId = await shepherd.mention('@shepherd look up Qwen/Qwen2.5-0.5B and openai/gsm8k');
+    await shepherd.waitForMessages(threadId, (all) => botSaid(all, /Looked them up\./));
+    await shepherd.reply(
+      threadId,
+      `@shepherd run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
     );
     await approveRun(threadId, 'tiny-sft');
     runId = (await shepherd.app.features.runs.service.findRun('tiny-sft')).id;
@@ -200,6 +215,16 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     expect(card?.actions?.map((action) => action.label)).toEqual(['Push to Hub', 'Fork', 'Compare']);
     // The model-ready card replaces the finished note: no "tiny-sft finished" card.
     expect(cardsTitled(messages, 'tiny-sft finished')).toHaveLength(0);
+    await shepherd.reply(threadId, '@shepherd status tiny-sft --full');
+    const full = await shepherd.waitForMessages(threadId, (all) => botSaid(all, /Reproducibility:/));
+    const status = botMessages(full).find((message) => message.text.includes('Reproducibility:'))?.text;
+    expect(status).toContain(
+      `Model revision: Qwen/Qwen2.5-0.5B@${HUB_SHAS['Qwen/Qwen2.5-0.5B']} (resolved by get_model_info at `,
+    );
+    expect(status).toContain(
+      `Dataset revision: openai/gsm8k@${HUB_SHAS['openai/gsm8k']} (resolved by inspect_dataset at `,
+    );
+    expect(status).not.toContain('Llama-2-7b-hf');
   }, 120_000);
 
   it('asks an approver before pushing, refuses a non-approver, uploads weights and a full model card', async () => {
@@ -251,10 +276,14 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       `- Shepherd run id: ${runId}`,
       '- Run requested by: alice',
       '- Push requested by: carol, approved by bob',
+      `- Model revision: Qwen/Qwen2.5-0.5B@${HUB_SHAS['Qwen/Qwen2.5-0.5B']} (resolved by get_model_info at `,
+      `- Dataset revision: openai/gsm8k@${HUB_SHAS['openai/gsm8k']} (resolved by inspect_dataset at `,
     ]) {
       expect(readme).toContain(part);
     }
     expect(readme).toMatch(/- Script sha256: [0-9a-f]{64}\n/);
+    // Searched but not named by the run: not on its record.
+    expect(readme).not.toContain('Llama-2-7b-hf');
     expect(readme).toMatch(/- Created: \S+; started: \S+; ended: \S+; pushed: \S+/);
     // The card is resolved with the outcome; `status` shows the URL.
     // The card's edit is its own post, which may land after the URL line: wait for it.
