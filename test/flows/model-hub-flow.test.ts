@@ -389,6 +389,15 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       ['name', 'tiny-sft-fork'],
       ['gpus', '0'],
     ]);
+    // A bad value gets the command's sentence and no card.
+    const bad = await shepherd.click(threadId, ready?.id ?? '', fork, 'alice', {
+      values: { from_step: '3', changes: '', name: 'tiny-sft-bad', gpus: '0' },
+    });
+    expect(bad.status).toBe(200);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /^Fork: tiny-sft has no checkpoint at step 3; its checkpoints: steps 2, 4, 6$/),
+    );
+    expect(cardsTitled(await shepherd.messages(threadId), 'tiny-sft-bad')).toHaveLength(0);
     const submitted = await shepherd.click(threadId, ready?.id ?? '', fork, 'alice', {
       values: { from_step: '2', changes: ' lr=0.0005\nwarmup=10 ', name: 'tiny-sft-lr', gpus: '0' },
     });
