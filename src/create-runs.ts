@@ -27,6 +27,7 @@ import { createRunStore, type RunStore } from './runs/run-store.js';
 import { createRunsFacade, type RunsFacade } from './runs/runs-facade.js';
 import { createSlurmExecutor } from './runs/slurm/slurm-executor.js';
 import { createWatchAwareExecutor } from './runs/watched-executor.js';
+import { createHubRevisions, revisionsNamedIn } from './tools/hub-revisions.js';
 
 /**
  * The runs core as the composition roots hold it. Other folders see it through `RunsFacade` (reads) and
@@ -56,8 +57,11 @@ function launchCaptureFor(
   store: RunStore,
   inherited: Readonly<Record<string, string | undefined>>,
   logger: Logger,
+  redis: Redis,
 ) {
+  const revisions = createHubRevisions({ redis, prefix: config.queuePrefix });
   return createLaunchCapture({
+    hubRevisions: async (threadId, text) => revisionsNamedIn(await revisions.list(threadId), text),
     runDir: store.runDir,
     python: config.runs.python,
     environments: config.runs.environments,
@@ -209,7 +213,7 @@ export async function createRunsRuntime(options: {
     runDir: store.runDir,
     pinMaxBytes: Math.round(config.runs.pinMaxGb * 1e9),
   });
-  const launchCapture = launchCaptureFor(config, store, options.environment, logger);
+  const launchCapture = launchCaptureFor(config, store, options.environment, logger, redis);
   const service = createRunService({
     beforeLaunch: checkpoints.beforeLaunch,
     afterLaunch: launchCapture.capture,

@@ -115,7 +115,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     spend: spend.spend,
   });
   sweeps = sweepsFeature.sweeps;
-  const hub = createHubFeature(base, { runs: runs.runs });
+  const hub = createHub(base, runs, operations, sweepsFeature);
   const monitor = createMonitorFeature(base, {
     modelReady: hub.modelReady,
     runs: runs.runs,
@@ -152,6 +152,21 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     plans: help.plans,
     ...spine(features, dependencies, controlQueue),
   };
+}
+
+/** The model-ready card's buttons run the same fork and compare as the commands, under the run-access rules. */
+function createHub(
+  base: FeatureBase,
+  runs: Awaited<ReturnType<typeof createRunsFeature>>,
+  operations: ReturnType<typeof createOperationsFeature>,
+  sweeps: ReturnType<typeof createSweepsFeature>,
+) {
+  return createHubFeature(base, {
+    runs: runs.runs,
+    operations: operations.operations,
+    compare: sweeps.compare,
+    access: runs.access,
+  });
 }
 
 /** The lookups (help, Hub, research) and the commands that read the other features. */

@@ -68,7 +68,7 @@ function tokenize(text: string): string[] {
 }
 
 /** A run reference: an id or a name (letters, digits, `-`, `_`, `.`). */
-const RUN_REFERENCE = /^[\w.-]{1,100}$/;
+export const RUN_REFERENCE = /^[\w.-]{1,100}$/;
 
 export function parsePlainCommand(rawText: string, botName = 'shepherd'): PlainCommand | undefined {
   const text = stripLeadingMention(rawText, botName).replace(/^\//, '');

@@ -1,8 +1,10 @@
+import { definedOnly } from '../defined-only.js';
 import type { ResearchStore } from '../research/research-store.js';
 import type { DatasetChecks } from '../tools/dataset-format.js';
 import { createDatasetViewer, createInspectDatasetTool } from '../tools/dataset-viewer.js';
 import { createHelpTool } from '../tools/help-tool.js';
 import { createHubClient } from '../tools/hub-api.js';
+import { createHubRevisions } from '../tools/hub-revisions.js';
 import { createHubTools } from '../tools/hub-tools.js';
 import { createMemoryTool, type MemoryNotes } from '../tools/memory-tool.js';
 import type { Plans } from '../tools/plan-tool.js';
@@ -39,11 +41,16 @@ export function createHelpFeature(
     token: config.hub.token,
     logger: logger.child({ component: 'datasets' }),
   });
+  const revisions = createHubRevisions({ redis: base.redis, prefix: base.prefix });
   const lookups = [
-    ...createHubTools(hub),
+    ...createHubTools(hub, revisions),
     createInspectDatasetTool(datasets, {
       hasToken: config.hub.token !== undefined,
       checks: dependencies.datasetChecks,
+      revisions: {
+        resolve: (dataset, signal) => hub.getDatasetSha(dataset, definedOnly({ signal })),
+        store: revisions,
+      },
     }),
   ];
   const research = createResearchTools(base, { store: dependencies.researchStore, lookups });

@@ -4,9 +4,14 @@ import { definedOnly } from '../defined-only.js';
 import { HubPushError } from '../errors.js';
 import { PUSH_ACTIONS } from '../hub/hub-push-card.js';
 import { createHubPushService } from '../hub/hub-push-service.js';
+import { createModelActions, type ModelActionVerb } from '../hub/model-actions.js';
 import { createModelReady, type ModelReady } from '../hub/model-ready.js';
 import { MODEL_ACTIONS } from '../hub/model-ready-card.js';
 import { parsePushCommand } from '../hub/push-command.js';
+import type { ActionHandler } from '../queue/chat-intake.js';
+import type { RunAccess } from '../runs/run-access.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
+import type { CompareRuns } from '../sweeps/compare-runs.js';
 import { defineTool } from '../tools/registry.js';
 import { runReference } from '../tools/run-reference.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -25,10 +30,13 @@ const pushInput = z.object({
   public: z.boolean().optional().describe('Make the repo public (default private)'),
 });
 
-/** The model-ready card, Push to Hub (card, command, tool) and its approval. */
-export function createHubFeature(base: FeatureBase, dependencies: { runs: RunsRuntime }): HubFeature {
+/** The model-ready card and its buttons (Push to Hub with its approval, Fork, Compare), `push` and its tool. */
+export function createHubFeature(
+  base: FeatureBase,
+  dependencies: { runs: RunsRuntime; operations: RunOperations; compare: CompareRuns; access: RunAccess },
+): HubFeature {
   const { config, logger, redis, prefix, notifier } = base;
-  const { runs } = dependencies;
+  const { runs, access } = dependencies;
   let modelReady: ModelReady | undefined;
   const pushes = createHubPushService({
     redis,
@@ -51,27 +59,48 @@ export function createHubFeature(base: FeatureBase, dependencies: { runs: RunsRu
     notifier,
     runs,
     checkpointSteps: async (runId) => (await runs.checkpoints.list(runId)).map((entry) => entry.step),
+    healthyCheckpointSteps: async (runId) =>
+      (await runs.checkpoints.list(runId))
+        .filter((entry) => entry.health !== 'bad' && (entry.intact !== false || entry.pinned !== undefined))
+        .map((entry) => entry.step),
     pushes,
     gpuHourUsd: config.runs.gpuHourUsd,
     quickchartUrl: config.monitor.quickchartUrl,
     logger: logger.child({ component: 'model-ready' }),
   });
   modelReady = ready;
+  const modelActions = createModelActions({
+    runs,
+    notifier,
+    controlQueue: base.controlQueue,
+    mayAct: access.mayChange,
+    refusal: (meta, actor, threadId, verb) => access.refusal(meta, actor, threadId, verb, 'button'),
+    bestHealthyStep: ready.bestHealthyStep,
+    summarise: ready.summarise,
+    fork: dependencies.operations.fork,
+    compare: dependencies.compare,
+  });
+  const modelButton = (verb: ModelActionVerb) => ({
+    verb: MODEL_ACTIONS[verb],
+    handler: ((action, runId) => modelActions.onClick(action, verb, runId)) satisfies ActionHandler,
+    form: (action: Parameters<ActionHandler>[0], runId: string) => modelActions.form(action, verb, runId),
+  });
   return {
     modelReady: ready,
     actions: [
-      ...Object.entries(MODEL_ACTIONS).map(([verb, id]) => ({
-        verb: id,
-        handler: (action: Parameters<ModelReady['onAction']>[0], runId: string) =>
-          ready.onAction(action, verb as keyof typeof MODEL_ACTIONS, runId),
-      })),
+      { verb: MODEL_ACTIONS.push, handler: (action, runId) => ready.onPush(action, runId) },
+      modelButton('fork'),
+      modelButton('compare'),
       ...Object.entries(PUSH_ACTIONS).map(([verb, id]) => ({
         verb: id,
-        handler: (action: Parameters<ModelReady['onAction']>[0], pushId: string) =>
-          pushes.onAction(action, verb as keyof typeof PUSH_ACTIONS, pushId),
+        handler: ((action, pushId) =>
+          pushes.onAction(action, verb as keyof typeof PUSH_ACTIONS, pushId)) satisfies ActionHandler,
       })),
     ],
-    controlHandlers: { 'hub-push': (job) => pushes.apply(job) },
+    controlHandlers: {
+      'hub-push': (job) => pushes.apply(job),
+      'model-action': (job) => modelActions.apply(job),
+    },
     tools: [
       defineTool({
         name: 'push_to_hub',

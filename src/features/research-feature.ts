@@ -2,6 +2,7 @@ import { loadPrompt } from '../agent/system-prompt.js';
 import { createGuardedFetch } from '../research/guarded-fetch.js';
 import type { ResearchStore } from '../research/research-store.js';
 import { createResearchTool } from '../research/research-tool.js';
+import { createHubRevisions } from '../tools/hub-revisions.js';
 import { createPlans, createPlanTool, type Plans } from '../tools/plan-tool.js';
 import type { ToolDefinition } from '../tools/registry.js';
 import type { FeatureBase } from './feature.js';
@@ -26,6 +27,7 @@ export function createResearchTools(
     systemPrompt: loadPrompt('research', config.botName),
     endpoints,
     hubToken: config.hub.token,
+    hubRevisions: createHubRevisions({ redis, prefix }),
     store: dependencies.store,
     fetch: createGuardedFetch({
       allowedBases: [endpoints.hubUrl, endpoints.docsUrl, endpoints.githubApiUrl],

@@ -11,6 +11,7 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
+import { readReproducibility, revisionLines } from '../runs/launch-record.js';
 import type { HubPush, RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import {
@@ -104,6 +105,8 @@ async function provenanceOf(
     provenance.scriptSha256 = createHash('sha256').update(script).digest('hex');
   const approver = await runApprover(runDir);
   if (approver !== undefined) provenance.runApprover = approver;
+  const revisions = revisionLines(await readReproducibility(runDir));
+  if (revisions.length > 0) provenance.revisions = revisions;
   return provenance;
 }
 

@@ -16,6 +16,8 @@ export interface ModelProvenance {
   pushRequester: string;
   pushApprover: string;
   pushedAt: string;
+  /** Model and dataset revisions the run printed or the thread's Hub tools resolved (launch record). */
+  revisions?: string[];
 }
 
 /** A YAML scalar the Hub's front-matter parser reads back as the same string. */
@@ -87,6 +89,7 @@ function provenanceLines(meta: RunMeta, provenance: ModelProvenance): string[] {
     `- Run requested by: ${meta.requester.name}${provenance.runApprover === undefined ? '' : `, approved by ${provenance.runApprover}`}`,
     `- Push requested by: ${provenance.pushRequester}, approved by ${provenance.pushApprover}`,
     `- Created: ${meta.createdAt}; started: ${meta.startedAt ?? '—'}; ended: ${meta.endedAt ?? '—'}; pushed: ${provenance.pushedAt}`,
+    ...(provenance.revisions ?? []).map((line) => `- ${line}`),
   ];
 }
 

@@ -11,7 +11,7 @@ import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { HubPushService } from './hub-push-service.js';
-import { type MODEL_ACTIONS, modelReadyCard } from './model-ready-card.js';
+import { modelReadyCard } from './model-ready-card.js';
 import { type ModelSummary, metricOf, summariseModel } from './model-summary.js';
 
 /**
@@ -19,13 +19,14 @@ import { type ModelSummary, metricOf, summariseModel } from './model-summary.js'
  * incident however often the monitor re-delivers it; and its buttons.
  */
 
-type ModelVerb = keyof typeof MODEL_ACTIONS;
-
 export interface ModelReady {
   summarise(meta: RunMeta): Promise<ModelSummary>;
   /** Posts the card for a finish incident when the run saved a model; true when it did (the incident is taken). */
   onFinished(incident: { id: string; kind: string; links?: TrackerLinks }, meta: RunMeta): Promise<boolean>;
-  onAction(action: InboundAction, verb: ModelVerb, runId: string): Promise<ActionOutcome>;
+  /** The best healthy checkpoint: the one nearest at or before the best metric step (the Fork form's default). */
+  bestHealthyStep(meta: RunMeta): Promise<number | undefined>;
+  /** Push to Hub (Fork and Compare are `model-actions.ts`). */
+  onPush(action: InboundAction, runId: string): Promise<ActionOutcome>;
 }
 
 interface ModelReadyOptions {
@@ -33,6 +34,8 @@ interface ModelReadyOptions {
   notifier: IdempotentNotifier;
   runs: RunsFacade;
   checkpointSteps(runId: string): Promise<number[]>;
+  /** Steps of checkpoints a fork may start from: not marked bad, still on disk (or pinned). */
+  healthyCheckpointSteps(runId: string): Promise<number[]>;
   pushes: HubPushService;
   gpuHourUsd: number;
   quickchartUrl: string;
@@ -99,23 +102,14 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
     return { ...meta, ...definedOnly({ model, endedAt: meta.endedAt ?? new Date().toISOString() }) };
   }
 
-  async function onAction(action: InboundAction, verb: ModelVerb, runId: string): Promise<ActionOutcome> {
+  async function bestHealthyStep(meta: RunMeta): Promise<number | undefined> {
+    const [series, steps] = await Promise.all([seriesOf(meta), options.healthyCheckpointSteps(meta.id)]);
+    return summariseModel(meta, series, steps, options.gpuHourUsd).bestCheckpointStep;
+  }
+
+  async function onPush(action: InboundAction, runId: string): Promise<ActionOutcome> {
     const meta = await options.runs.get(runId).catch(() => undefined);
     if (meta === undefined) return { status: 'unknown', message: 'this run no longer exists' };
-    if (verb === 'fork') {
-      await notifier.post(
-        action.threadId,
-        `To fork ${meta.name}, send \`@shepherd fork ${meta.name} [--from-step N] [--set key=value …]\`.`,
-      );
-      return { status: 'accepted' };
-    }
-    if (verb === 'compare') {
-      await notifier.post(
-        action.threadId,
-        `To compare ${meta.name}, send \`@shepherd compare ${meta.name} <other run> [metric]\`.`,
-      );
-      return { status: 'accepted' };
-    }
     try {
       const sentence = await options.pushes.request(meta.id, action.user, action.threadId, {});
       return { status: 'accepted', ...definedOnly({ message: sentence }) };
@@ -127,5 +121,5 @@ export function createModelReady(options: ModelReadyOptions): ModelReady {
     }
   }
 
-  return { summarise, onFinished, onAction };
+  return { summarise, onFinished, bestHealthyStep, onPush };
 }

@@ -118,6 +118,16 @@ export const controlJob = z.discriminatedUnion('kind', [
     kind: z.literal('hub-push'),
     pushId: z.string(),
   }),
+  /** Fork or Compare on a model-ready card (with its form's values): the work runs here, off the click. */
+  z.object({
+    v: z.literal(1),
+    kind: z.literal('model-action'),
+    verb: z.enum(['fork', 'compare']),
+    runId: z.string(),
+    user: z.object({ id: z.string(), name: z.string() }),
+    threadId,
+    values: z.record(z.string(), z.string()).optional(),
+  }),
   /** The daily digest; `at` (ISO) replaces the clock, for tests and re-sends. */
   z.object({
     v: z.literal(1),
@@ -214,6 +224,13 @@ export const JOBS = {
     name: 'hub-push',
     schema: controlJob,
     // Once: a failed upload is reported in the thread, and a blind retry would make another commit.
+    defaultOpts: { attempts: 1, removeOnComplete: { age: DAY_S }, removeOnFail: { age: 7 * DAY_S } },
+  }),
+  modelAction: contract<ControlOf<'model-action'>>({
+    queue: QUEUE_NAMES.control,
+    name: 'model-action',
+    schema: controlJob,
+    // Once: a fork makes a run and a card, and a blind retry would make another.
     defaultOpts: { attempts: 1, removeOnComplete: { age: DAY_S }, removeOnFail: { age: 7 * DAY_S } },
   }),
   digest: contract<ControlOf<'digest'>>({

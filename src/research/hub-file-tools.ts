@@ -1,6 +1,7 @@
 import { listFiles } from '@huggingface/hub';
 import { z } from 'zod';
 import { errorMessage, ResearchError } from '../errors.js';
+import type { HubRevisions } from '../tools/hub-revisions.js';
 import { hubRepoIdPattern } from '../tools/hub-types.js';
 import { defineTool, type ToolDefinition } from '../tools/registry.js';
 import { PAGE_CHARS } from './docs-tools.js';
@@ -26,10 +27,35 @@ const filePath = z
 /** The URL prefix of a repo's files: models at the root, datasets and spaces under their kind. */
 const resolvePrefix = (type: 'model' | 'dataset' | 'space') => (type === 'model' ? '' : `${type}s/`);
 
-export function createHubFileTools(session: ResearchSession, hubToken: string | undefined): ToolDefinition[] {
+export function createHubFileTools(
+  session: ResearchSession,
+  hubToken: string | undefined,
+  revisions?: HubRevisions,
+): ToolDefinition[] {
   const { hubUrl } = session.endpoints;
   const authorization: Record<string, string> =
     hubToken === undefined ? {} : { authorization: `Bearer ${hubToken}` };
+
+  /** The commit of the repo's `main`, kept for the thread's next launch record; best effort. */
+  async function recordRevision(threadId: string, type: 'model' | 'dataset' | 'space', repo: string) {
+    if (revisions === undefined || type === 'space') return undefined;
+    try {
+      const answer = await session.get(`${hubUrl}/api/${type}s/${repo}/revision/main`, {
+        accept: 'application/json',
+        ...authorization,
+      });
+      if (answer.status < 200 || answer.status >= 300) return undefined;
+      const parsed = z
+        .object({ sha: z.string().regex(/^[0-9a-f]{7,64}$/) })
+        .safeParse(JSON.parse(answer.text));
+      if (!parsed.success) return undefined;
+      await revisions.record(threadId, [{ kind: type, repo, sha: parsed.data.sha, via: 'hub_repo_files' }]);
+      return parsed.data.sha;
+    } catch {
+      return undefined;
+    }
+  }
+
   // The package's fetch, served by the session: cached per thread and only to the allowed bases.
   const sessionFetch = async (input: string | URL | Request): Promise<Response> => {
     const url = input instanceof Request ? input.url : String(input);
@@ -46,7 +72,7 @@ export function createHubFileTools(session: ResearchSession, hubToken: string | 
         'List the files of a Hugging Face Hub model, dataset or space (path and size), to find its README, config.json or scripts.',
       kind: 'read',
       input: z.object({ repo: repoId, type: repoType }),
-      async execute(input) {
+      async execute(input, context) {
         const files: Array<{ path: string; size: number; type: string }> = [];
         try {
           for await (const entry of listFiles({
@@ -66,10 +92,14 @@ export function createHubFileTools(session: ResearchSession, hubToken: string | 
             { cause: error },
           );
         }
-        session.addSource({ url: `${hubUrl}/${resolvePrefix(input.type)}${input.repo}`, version: 'main' });
+        const sha = await recordRevision(context.threadId, input.type, input.repo);
+        session.addSource({
+          url: `${hubUrl}/${resolvePrefix(input.type)}${input.repo}`,
+          version: sha ?? 'main',
+        });
         if (files.length === 0) return `${input.type} ${input.repo} has no files.`;
         return [
-          `${input.type} ${input.repo} (main), ${files.length} entries:`,
+          `${input.type} ${input.repo} (main${sha === undefined ? '' : ` at ${sha}`}), ${files.length} entries:`,
           ...files.map(
             (file) => `- ${file.path}${file.type === 'directory' ? '/' : ` (${file.size} bytes)`}`,
           ),

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { runAgentTurn, type TokenUsage } from '../agent/agent-loop.js';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { Logger } from '../logger.js';
+import type { HubRevisions } from '../tools/hub-revisions.js';
 import { createToolRegistry, defineTool, type ToolContext, type ToolDefinition } from '../tools/registry.js';
 import { createDocsTools } from './docs-tools.js';
 import { createGithubTools } from './github-tools.js';
@@ -24,6 +25,8 @@ interface ResearchToolOptions {
   endpoints: ResearchEndpoints;
   /** `SHEPHERD_HUB_TOKEN`, for Hub files of private repos. */
   hubToken: string | undefined;
+  /** Where `hub_repo_files` keeps the revisions it resolved (for the thread's next launch record). */
+  hubRevisions?: HubRevisions;
   store: ResearchStore;
   fetch: GuardedFetch;
   /** The existing lookups the sub-agent may also use (`search_models`, `search_datasets`, `inspect_dataset`). */
@@ -127,7 +130,7 @@ export function createResearchTool(options: ResearchToolOptions): ToolDefinition
       const registry = createToolRegistry([
         ...createDocsTools(session),
         ...createGithubTools(session),
-        ...createHubFileTools(session, options.hubToken),
+        ...createHubFileTools(session, options.hubToken, options.hubRevisions),
         ...options.lookupTools,
       ]);
       const logger = options.logger.child({ threadId: context.threadId, component: 'research' });

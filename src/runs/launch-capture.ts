@@ -8,6 +8,7 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { BACKEND_LABELS } from './backends.js';
 import {
+  type LaunchHubRevision,
   type LaunchRecord,
   MAX_DIFF_CHARS,
   parseLaunchEnvironment,
@@ -43,6 +44,8 @@ interface LaunchCaptureOptions {
   container?: LocalContainerSettings | undefined;
   /** Bound on the whole probe (pip freeze, torch import, nvidia-smi); a probe past it is killed. */
   timeoutMs: number;
+  /** Hub revisions resolved in the run's thread whose repo the given launch text names. */
+  hubRevisions?: (threadId: string, launchText: string) => Promise<LaunchHubRevision[]>;
   logger: Logger;
   now?: () => Date;
 }
@@ -214,13 +217,32 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     }
   }
 
+  /** What the launch names (script, command, arguments, config, model id) matched to the thread's revisions. */
+  async function resolvedRevisions(meta: RunMeta, script: string | undefined) {
+    if (options.hubRevisions === undefined) return undefined;
+    const source = script === undefined ? '' : await readFile(script, 'utf8').catch(() => '');
+    const text = [
+      source,
+      ...(meta.command ?? []),
+      ...(meta.args ?? []),
+      JSON.stringify(meta.config ?? {}),
+      meta.modelId ?? '',
+    ].join('\n');
+    const found = await options.hubRevisions(meta.threadId, text).catch((error: unknown) => {
+      options.logger.warn({ runId: meta.id, err: error }, 'could not read the thread’s Hub revisions');
+      return [];
+    });
+    return found.length === 0 ? undefined : found;
+  }
+
   async function captureNow(meta: RunMeta): Promise<void> {
     const runDir = options.runDir(meta.id);
     const script =
       meta.scriptPath ?? (meta.command === undefined ? path.join(runDir, RUN_FILES.script) : undefined);
     const base = baseRecord(meta, script === undefined ? undefined : await sha256Of(script));
     const git = meta.cwd === undefined ? undefined : await gitState(meta.cwd, options.timeoutMs);
-    const record: LaunchRecord = { ...base, ...definedOnly({ git }) };
+    const hubRevisions = await resolvedRevisions(meta, script);
+    const record: LaunchRecord = { ...base, ...definedOnly({ git, hubRevisions }) };
     await writeLaunchRecord(runDir, record);
     await writeLaunchRecord(runDir, { ...record, ...(await probe(meta, runDir)) });
   }

@@ -29,6 +29,15 @@ const environmentSchema = z.object({
   errors: z.record(z.string(), z.string()).default({}),
 });
 
+const hubRevisionSchema = z.object({
+  kind: z.enum(['model', 'dataset']),
+  repo: z.string(),
+  sha: z.string(),
+  via: z.string(),
+  resolvedAt: z.string(),
+});
+export type LaunchHubRevision = z.infer<typeof hubRevisionSchema>;
+
 const launchRecordSchema = z.object({
   schemaVersion: z.literal(1),
   runId: z.string(),
@@ -57,6 +66,8 @@ const launchRecordSchema = z.object({
   environment: environmentSchema.optional(),
   /** Why there is no environment (a remote backend, a container, a probe that timed out). */
   environmentNote: z.string().optional(),
+  /** Hub revisions the agent's Hub tools resolved in the thread, of the repos this launch names. */
+  hubRevisions: z.array(hubRevisionSchema).optional(),
 });
 
 export type LaunchRecord = z.infer<typeof launchRecordSchema>;
@@ -204,9 +215,24 @@ function environmentLines(record: LaunchRecord): string[] {
   return lines;
 }
 
+const kindTitle = (kind: 'model' | 'dataset') => (kind === 'model' ? 'Model' : 'Dataset');
+
+/** The printed revisions and the ones the Hub tools resolved (`Model revision: org/name@sha (via …)`). */
+export function revisionLines(reproducibility: Reproducibility): string[] {
+  return [
+    ...reproducibility.revisions.map(
+      (revision) => `${kindTitle(revision.kind)} revision: ${revision.value} (printed by the run)`,
+    ),
+    ...(reproducibility.record?.hubRevisions ?? []).map(
+      (revision) =>
+        `${kindTitle(revision.kind)} revision: ${revision.repo}@${revision.sha} (resolved by ${revision.via} at ${revision.resolvedAt})`,
+    ),
+  ];
+}
+
 /** The lines `status <run> --full` adds (plain text; the caller puts them in the thread). */
 export function reproducibilityLines(reproducibility: Reproducibility): string[] {
-  const { record, revisions, problem } = reproducibility;
+  const { record, problem } = reproducibility;
   const lines: string[] = ['Reproducibility:'];
   if (problem !== undefined) lines.push(`⚠️ ${problem}`);
   if (record === undefined) {
@@ -231,7 +257,6 @@ export function reproducibilityLines(reproducibility: Reproducibility): string[]
     }
     lines.push(...environmentLines(record));
   }
-  for (const revision of revisions)
-    lines.push(`${revision.kind === 'model' ? 'Model' : 'Dataset'} revision: ${revision.value}`);
+  lines.push(...revisionLines(reproducibility));
   return lines;
 }

@@ -8,10 +8,11 @@ import type { RunMeta } from './run-types.js';
 /*
  * Who may change a run (pause, resume, stop, script edits, "fix" on an alert): its requester, or an
  * approver when approvers are configured; without approvers, anyone in the run's own thread. The same
- * check guards plain commands, agent tools and card buttons, and every attempt is audited.
+ * check guards plain commands, agent tools and card buttons (also Fork and Compare on the model-ready
+ * card), and every attempt is audited.
  */
 
-export type RunChange = 'pause' | 'resume' | 'stop' | 'update_script' | 'fix';
+export type RunChange = 'pause' | 'resume' | 'stop' | 'update_script' | 'fix' | 'fork' | 'compare';
 
 /** Where the attempt came from, for the audit trail. */
 export type RunChangeVia = 'command' | 'agent' | 'button';
@@ -37,6 +38,8 @@ const VERBS: Record<RunChange, string> = {
   stop: 'stop',
   update_script: 'change the script of',
   fix: 'ask for a fix of',
+  fork: 'fork',
+  compare: 'compare',
 };
 
 export function createRunAccess(options: RunAccessOptions) {
@@ -110,7 +113,12 @@ export function createRunAccess(options: RunAccessOptions) {
     }
   }
 
-  return { authorize, refusal };
+  /** The same rule, unaudited: whether to show `actor` a form that would lead to a change. */
+  function mayChange(meta: RunMeta, actor: ChatUser, threadId: string): boolean {
+    return verdict(meta, actor, threadId).allowed;
+  }
+
+  return { authorize, refusal, mayChange };
 }
 
 export type RunAccess = ReturnType<typeof createRunAccess>;

@@ -5,7 +5,7 @@ import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { AuditLog } from './audit-log.js';
 import type { BackendRouter } from './backend-router.js';
-import type { BackendKind } from './backends.js';
+import { BACKEND_LABELS, type BackendKind } from './backends.js';
 import type { Placement } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { estimateCostUsd } from './run-cost.js';
@@ -85,12 +85,20 @@ interface RunCreationOptions {
 const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
 
-/** `--eval` runs in Shepherd's local launcher: not on a remote backend, nor beside an engine container. */
-function checkEvalPlacement(request: CreateRunRequest, backend: BackendKind, config: Config): void {
-  if (backend !== 'local')
-    throw new RunError('invalid_run', `--eval runs on the local backend only (this run goes to ${backend})`);
+/**
+ * `--eval` runs in Shepherd's local launcher (after training exits 0, status `evaluating`): Slurm, Kubernetes
+ * and HF Jobs have no launcher of ours, so an eval there would silently never run. Refused before any card.
+ */
+function checkEvalPlacement(backend: BackendKind, image: string | undefined, config: Config): void {
+  if (backend !== 'local') {
+    const { title, flag } = BACKEND_LABELS[backend];
+    throw new RunError(
+      'invalid_run',
+      `--eval runs on the local backend only (Shepherd's own launcher runs it after training exits 0); Slurm, Kubernetes and HF Jobs do not run it, and this run goes to ${title} (--on ${flag}). Run it locally, or run the evaluation as its own run`,
+    );
+  }
   const container = config.localContainer;
-  if (container.engine !== undefined && (request.launch?.image ?? container.image) !== undefined)
+  if (container.engine !== undefined && (image ?? container.image) !== undefined)
     throw new RunError(
       'invalid_run',
       '--eval does not run in a local container yet; run the evaluation as its own run',
@@ -130,7 +138,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
     // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
-    if (request.launch?.evalCommand !== undefined) checkEvalPlacement(request, backend, config);
+    if (request.launch?.evalCommand !== undefined) checkEvalPlacement(backend, request.launch.image, config);
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {
       const has =
@@ -272,6 +280,8 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
         );
       }
       if (meta.executor === backend) return meta;
+      // Moved, a run with `--eval` would lose its evaluation: the same refusal as at creation.
+      if (meta.evalCommand !== undefined) checkEvalPlacement(backend, meta.image, config);
       const placement = await executor.placeOn(
         backend,
         definedOnly({

@@ -4,6 +4,7 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { redactSecrets } from '../redact.js';
 import { checkDatasetFormat, type DatasetChecks, TRAINING_METHODS } from './dataset-format.js';
+import type { HubRevisions } from './hub-revisions.js';
 import { HubError, hubRepoIdPattern } from './hub-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 
@@ -231,7 +232,15 @@ const inspectInput = z.object({
 
 export function createInspectDatasetTool(
   viewer: DatasetViewer,
-  options: { hasToken: boolean; checks?: DatasetChecks },
+  options: {
+    hasToken: boolean;
+    checks?: DatasetChecks;
+    /** The commit of the dataset's `main` on the Hub, recorded for the thread's next launch. */
+    revisions?: {
+      resolve(dataset: string, signal?: AbortSignal): Promise<string | undefined>;
+      store: HubRevisions;
+    };
+  },
 ): ToolDefinition {
   return defineTool({
     name: 'inspect_dataset',
@@ -253,10 +262,15 @@ export function createInspectDatasetTool(
         if (!configSplits.includes(split)) {
           return `${input.dataset} (config ${config}) has no split "${split}". Splits: ${configSplits.join(', ')}.`;
         }
-        const [info, first] = await Promise.all([
+        const [info, first, sha] = await Promise.all([
           viewer.info(input.dataset, config, context.signal).catch(() => undefined),
           viewer.firstRows(input.dataset, config, split, context.signal),
+          options.revisions?.resolve(input.dataset, context.signal).catch(() => undefined),
         ]);
+        if (sha !== undefined)
+          await options.revisions?.store
+            .record(context.threadId, [{ kind: 'dataset', repo: input.dataset, sha, via: 'inspect_dataset' }])
+            .catch(() => undefined);
         const counts = info?.dataset_info.splits ?? {};
         const lines = [
           `${input.dataset} — config ${config}${configs.length > 1 ? ` (configs: ${configs.slice(0, 12).join(', ')}${configs.length > 12 ? ', …' : ''})` : ''}`,
@@ -269,6 +283,7 @@ export function createInspectDatasetTool(
           'features:',
           ...first.features.map((feature) => `• ${feature.name}: ${describeFeatureType(feature.type)}`),
         ];
+        if (sha !== undefined) lines.splice(1, 0, `revision (main): ${sha}`);
         const rows = first.rows.slice(0, input.rows);
         if (rows.length > 0) {
           lines.push(`first ${rows.length} row${rows.length === 1 ? '' : 's'} of ${split}:`);

@@ -1,4 +1,11 @@
-import { HubApiError, listDatasets, listModels, modelInfo, type PipelineType } from '@huggingface/hub';
+import {
+  datasetInfo,
+  HubApiError,
+  listDatasets,
+  listModels,
+  modelInfo,
+  type PipelineType,
+} from '@huggingface/hub';
 import { z } from 'zod';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -60,6 +67,7 @@ const modelEntrySchema = z.object({
   tags: tagList,
   gated: gatedFlag,
   safetensors: safetensorsInfo,
+  sha: optionalText,
 });
 const modelInfoSchema = modelEntrySchema.extend({
   updatedAt: z.date().optional().catch(undefined),
@@ -84,6 +92,7 @@ function toModelSummary(model: z.output<typeof modelEntrySchema>): HubModelSumma
     tags: model.tags,
     parameters: model.safetensors?.total ?? undefined,
     gated: model.gated,
+    sha: model.sha ?? undefined,
   };
 }
 
@@ -227,7 +236,7 @@ export function createHubClient(options: HubClientOptions): HubClient {
             limit,
             sort: 'downloads',
             search: { query, ...(task === undefined ? {} : { task: task as PipelineType }) },
-            additionalFields: ['library_name', 'tags', 'safetensors'],
+            additionalFields: ['library_name', 'tags', 'safetensors', 'sha'],
           }),
         ),
       );
@@ -267,7 +276,7 @@ export function createHubClient(options: HubClientOptions): HubClient {
           name: modelId,
           hubUrl,
           fetch: hubFetch,
-          additionalFields: ['library_name', 'tags', 'safetensors', 'cardData'],
+          additionalFields: ['library_name', 'tags', 'safetensors', 'cardData', 'sha'],
         }),
       );
       const model = validate(modelInfoSchema, info, 'model info');
@@ -280,6 +289,16 @@ export function createHubClient(options: HubClientOptions): HubClient {
         lastModified:
           updated !== undefined && !Number.isNaN(updated.getTime()) ? updated.toISOString() : undefined,
       };
+    },
+
+    async getDatasetSha(datasetId, requestOptions = {}) {
+      if (!hubRepoIdPattern.test(datasetId)) {
+        throw new HubError('hub_invalid_id', `"${datasetId}" is not a hub dataset id (expected owner/name)`);
+      }
+      const info = await call(requestOptions.signal, (hubFetch) =>
+        datasetInfo({ name: datasetId, hubUrl, fetch: hubFetch, additionalFields: ['sha'] }),
+      );
+      return validate(z.object({ sha: optionalText }), info, 'dataset info').sha ?? undefined;
     },
   };
 }

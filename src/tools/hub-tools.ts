@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
+import type { HubRevisions } from './hub-revisions.js';
 import {
   type HubClient,
   type HubDatasetSummary,
@@ -79,6 +80,7 @@ function formatModelInfo(model: HubModelInfo): string {
   ];
   if (model.baseModels.length > 0) lines.push(`base model: ${model.baseModels.slice(0, 3).join(', ')}`);
   if (model.lastModified !== undefined) lines.push(`last modified: ${model.lastModified}`);
+  if (model.sha !== undefined) lines.push(`revision (main): ${model.sha}`);
   // Hub tag lists carry dozens of arxiv/region/endpoint tags; a handful is enough to judge the model.
   const tags = model.tags.filter(
     (tag) => !/^(arxiv|region|endpoints_compatible|autotrain_compatible)/.test(tag),
@@ -152,8 +154,22 @@ const getModelInfoInput = z.object({
     .describe('The exact hub id, owner/name, e.g. Qwen/Qwen2.5-0.5B-Instruct'),
 });
 
+/** The shas the Hub answered with, kept for the thread's next launch record. */
+async function recordModels(
+  revisions: HubRevisions | undefined,
+  threadId: string,
+  via: string,
+  models: readonly HubModelSummary[],
+): Promise<void> {
+  const resolved = models.flatMap((model) =>
+    model.sha === undefined ? [] : [{ kind: 'model' as const, repo: model.id, sha: model.sha, via }],
+  );
+  // Remembering is a convenience: a Redis hiccup must not fail the lookup.
+  await revisions?.record(threadId, resolved).catch(() => undefined);
+}
+
 /** `search_models`, `search_datasets` and `get_model_info`, all read-only, over one Hub client. */
-export function createHubTools(client: HubClient): ToolDefinition[] {
+export function createHubTools(client: HubClient, revisions?: HubRevisions): ToolDefinition[] {
   return [
     defineTool({
       name: 'search_models',
@@ -172,6 +188,7 @@ export function createHubTools(client: HubClient): ToolDefinition[] {
         } catch (error) {
           throw describeHubFailure(error, 'search models');
         }
+        await recordModels(revisions, context.threadId, 'search_models', models);
         const scope = input.task === undefined ? '' : ` for task ${input.task}`;
         if (models.length === 0) {
           return `No models on the hub match "${input.query}"${scope}. Try fewer or different words${input.task === undefined ? '' : ', or no task filter'}.`;
@@ -217,6 +234,7 @@ export function createHubTools(client: HubClient): ToolDefinition[] {
       async execute(input, context) {
         try {
           const model = await client.getModel(input.model_id, definedOnly({ signal: context.signal }));
+          await recordModels(revisions, context.threadId, 'get_model_info', [model]);
           return formatModelInfo(model);
         } catch (error) {
           throw describeHubFailure(error, `read model ${input.model_id}`, input.model_id);

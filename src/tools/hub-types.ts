@@ -35,6 +35,8 @@ export interface HubModelSummary {
   /** Total parameter count, when the Hub knows it (`safetensors.total`). */
   parameters: number | undefined;
   gated: boolean;
+  /** The commit of `main` when the Hub answered (recorded on the thread's next launch). */
+  sha: string | undefined;
 }
 
 export interface HubModelInfo extends HubModelSummary {
@@ -68,6 +70,8 @@ export interface HubClient {
     signal?: AbortSignal;
   }): Promise<HubDatasetSummary[]>;
   getModel(modelId: string, options?: { signal?: AbortSignal }): Promise<HubModelInfo>;
+  /** The commit of a dataset's `main`, or undefined when the Hub does not say. */
+  getDatasetSha(datasetId: string, options?: { signal?: AbortSignal }): Promise<string | undefined>;
 }
 
 /** Hub ids are `name` or `owner/name`; one pattern keeps tool input from steering the request path. */

@@ -5,22 +5,37 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { repoFile } from '../helpers/fake-hub-repos.js';
-import { type FakeHubServer, startFakeHub } from '../helpers/fake-hub-server.js';
-import { cardsTitled } from '../helpers/flow.js';
+import { type FakeHubServer, HUB_SHAS, startFakeHub } from '../helpers/fake-hub-server.js';
+import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
 /*
  * From a finished run to a model on the (fake) Hub, in the playground with real processes: `--eval` after
  * training (status `evaluating`), the model-ready card, Push to Hub behind an approver, the model card, a
- * second push, a Hub error, and an evaluation that fails.
+ * second push, a Hub error, Fork and Compare from the card's buttons, and an evaluation that fails.
  */
 
-/** Loss falls to its best at step 4 then rises a little; checkpoints at 2, 4, 6; a model directory. */
-const TRAIN_PY = `import os, shepherd
+/**
+ * Loss falls to its best at step 4 then rises a little; checkpoints at 2, 4, 6 (files in the run directory);
+ * a model directory. A fork resumes after its checkpoint's step.
+ */
+const TRAIN_PY = `import json, os, shepherd
 losses = {1: 2.0, 2: 1.5, 3: 1.1, 4: 0.8, 5: 0.9, 6: 0.95}
+run_dir = shepherd.run_dir()
+info = shepherd.resume_info()
+start = 1
+if info.get("checkpoint"):
+    with open(os.path.join(run_dir, info["checkpoint"])) as handle:
+        start = json.load(handle)["step"] + 1
+    print("resumed from step %d" % (start - 1), flush=True)
 for step, loss in losses.items():
+    if step < start:
+        continue
     shepherd.log_metrics(step=step, loss=loss)
     if step % 2 == 0:
+        os.makedirs(os.path.join(run_dir, "ckpt"), exist_ok=True)
+        with open(os.path.join(run_dir, "ckpt", "step%d" % step), "w") as handle:
+            json.dump({"step": step}, handle)
         shepherd.save_checkpoint(step, "ckpt/step%d" % step)
 out = os.path.join(os.getcwd(), "out", os.environ["SHEPHERD_RUN_ID"])
 os.makedirs(os.path.join(out, "tokenizer"), exist_ok=True)
@@ -109,6 +124,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
         SHEPHERD_HF_NAMESPACE: 'test-org',
         SHEPHERD_HUB_URL: hub.url,
         SHEPHERD_HUB_TOKEN: 'hf_test_write_token',
+        SHEPHERD_DATASETS_SERVER_URL: hub.url,
       },
     });
   }, 60_000);
@@ -149,8 +165,22 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
 
   it('evaluates after training (status evaluating) and posts a model-ready card with both values', async () => {
     const release = join(workspace, 'release-eval');
-    threadId = await shepherd.mention(
-      `run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
+    // The agent looks the model and dataset up first: the revisions the Hub answered go on the launch record.
+    llm.enqueue(
+      {
+        toolCalls: [
+          { id: 'call_model_1', name: 'get_model_info', arguments: { model_id: 'Qwen/Qwen2.5-0.5B' } },
+          { id: 'call_data_1', name: 'inspect_dataset', arguments: { dataset: 'openai/gsm8k' } },
+          { id: 'call_search_1', name: 'search_models', arguments: { query: 'Llama-2' } },
+        ],
+      },
+      { text: 'Looked them up.' },
+    );
+    threadId = await shepherd.mention('@shepherd look up Qwen/Qwen2.5-0.5B and openai/gsm8k');
+    await shepherd.waitForMessages(threadId, (all) => botSaid(all, /Looked them up\./));
+    await shepherd.reply(
+      threadId,
+      `@shepherd run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
     );
     await approveRun(threadId, 'tiny-sft');
     runId = (await shepherd.app.features.runs.service.findRun('tiny-sft')).id;
@@ -185,6 +215,16 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     expect(card?.actions?.map((action) => action.label)).toEqual(['Push to Hub', 'Fork', 'Compare']);
     // The model-ready card replaces the finished note: no "tiny-sft finished" card.
     expect(cardsTitled(messages, 'tiny-sft finished')).toHaveLength(0);
+    await shepherd.reply(threadId, '@shepherd status tiny-sft --full');
+    const full = await shepherd.waitForMessages(threadId, (all) => botSaid(all, /Reproducibility:/));
+    const status = botMessages(full).find((message) => message.text.includes('Reproducibility:'))?.text;
+    expect(status).toContain(
+      `Model revision: Qwen/Qwen2.5-0.5B@${HUB_SHAS['Qwen/Qwen2.5-0.5B']} (resolved by get_model_info at `,
+    );
+    expect(status).toContain(
+      `Dataset revision: openai/gsm8k@${HUB_SHAS['openai/gsm8k']} (resolved by inspect_dataset at `,
+    );
+    expect(status).not.toContain('Llama-2-7b-hf');
   }, 120_000);
 
   it('asks an approver before pushing, refuses a non-approver, uploads weights and a full model card', async () => {
@@ -236,10 +276,14 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       `- Shepherd run id: ${runId}`,
       '- Run requested by: alice',
       '- Push requested by: carol, approved by bob',
+      `- Model revision: Qwen/Qwen2.5-0.5B@${HUB_SHAS['Qwen/Qwen2.5-0.5B']} (resolved by get_model_info at `,
+      `- Dataset revision: openai/gsm8k@${HUB_SHAS['openai/gsm8k']} (resolved by inspect_dataset at `,
     ]) {
       expect(readme).toContain(part);
     }
     expect(readme).toMatch(/- Script sha256: [0-9a-f]{64}\n/);
+    // Searched but not named by the run: not on its record.
+    expect(readme).not.toContain('Llama-2-7b-hf');
     expect(readme).toMatch(/- Created: \S+; started: \S+; ended: \S+; pushed: \S+/);
     // The card is resolved with the outcome; `status` shows the URL.
     // The card's edit is its own post, which may land after the URL line: wait for it.
@@ -322,6 +366,122 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     const resolved = edited.find((message) => message.id === card.id);
     expect(resolved?.card?.resolved).toMatch(/the push failed: the Hub answered 403/);
   }, 60_000);
+
+  const buttonOf = (card: PlaygroundMessage | undefined, label: string) =>
+    card?.card?.actions?.find((action) => action.label === label)?.actionId ?? '';
+
+  it('Fork on the card: a form, the fork card with the diff, approved it resumes from the chosen step', async () => {
+    const ready = cardsTitled(await shepherd.messages(threadId), 'Model ready: tiny-sft')[0];
+    const fork = buttonOf(ready, 'Fork');
+    // carol neither started tiny-sft nor approves: no form, and the click is refused.
+    const refused = await shepherd.click(threadId, ready?.id ?? '', fork, 'carol', { openForm: true });
+    expect(refused.status).toBe(403);
+    expect(String(refused.body.error)).toBe(
+      'Only alice (who started tiny-sft) or an approver can fork tiny-sft.',
+    );
+    const opened = await shepherd.click(threadId, ready?.id ?? '', fork, 'alice', { openForm: true });
+    expect(opened.status).toBe(200);
+    const form = opened.body.form as { fields: Array<{ id: string; initial?: string }> };
+    // The default step is the best healthy checkpoint (the loss is best at step 4).
+    expect(form.fields.map((field) => [field.id, field.initial])).toEqual([
+      ['from_step', '4'],
+      ['changes', undefined],
+      ['name', 'tiny-sft-fork'],
+      ['gpus', '0'],
+    ]);
+    // A bad value gets the command's sentence and no card.
+    const bad = await shepherd.click(threadId, ready?.id ?? '', fork, 'alice', {
+      values: { from_step: '3', changes: '', name: 'tiny-sft-bad', gpus: '0' },
+    });
+    expect(bad.status).toBe(200);
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /^Fork: tiny-sft has no checkpoint at step 3; its checkpoints: steps 2, 4, 6$/),
+    );
+    expect(cardsTitled(await shepherd.messages(threadId), 'tiny-sft-bad')).toHaveLength(0);
+    const submitted = await shepherd.click(threadId, ready?.id ?? '', fork, 'alice', {
+      values: { from_step: '2', changes: ' lr=0.0005\nwarmup=10 ', name: 'tiny-sft-lr', gpus: '0' },
+    });
+    expect(submitted.status).toBe(200);
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, ': tiny-sft-lr').length > 0,
+    );
+    const card = cardsTitled(messages, ': tiny-sft-lr')[0];
+    expect(card?.card?.text).toContain('fork of tiny-sft');
+    expect(card?.card?.text).toContain('from the step-2 checkpoint (ckpt/step2)');
+    expect(card?.card?.text).toContain(
+      'Configuration changes from the parent run:\n```\n--lr: (unset) → 0.0005\n--warmup: (unset) → 10\n```',
+    );
+    await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(
+        all,
+        /Approval requested for fork tiny-sft-lr \(r-[\w-]+\) of tiny-sft from step 2: 0 GPUs, 2 changes/,
+      ),
+    );
+    await approveRun(threadId, 'tiny-sft-lr');
+    const forkId = (await shepherd.app.features.runs.service.findRun('tiny-sft-lr')).id;
+    await until(() => metaOf(shepherd.dataDir, forkId).status === 'completed', 'the fork completed');
+    const output = readFileSync(join(shepherd.dataDir, 'runs', forkId, 'output.log'), 'utf8');
+    expect(output).toContain('resumed from step 2');
+    expect(metricSteps(shepherd.dataDir, forkId)[0]).toBe(3);
+  }, 90_000);
+
+  it('Compare on the card: a fork against its parent; a first run asks for the other run', async () => {
+    const forkCards = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Model ready: tiny-sft-lr').length > 0,
+      60_000,
+    );
+    const forkReady = cardsTitled(forkCards, 'Model ready: tiny-sft-lr')[0];
+    const refused = await shepherd.click(
+      threadId,
+      forkReady?.id ?? '',
+      buttonOf(forkReady, 'Compare'),
+      'carol',
+    );
+    expect(refused.status).toBe(403);
+    // A fork has its parent to compare with: no form, the comparison comes at once.
+    const clicked = await shepherd.click(
+      threadId,
+      forkReady?.id ?? '',
+      buttonOf(forkReady, 'Compare'),
+      'alice',
+      {
+        openForm: true,
+      },
+    );
+    expect(clicked.status).toBe(200);
+    expect(clicked.body.form).toBeUndefined();
+    const compared = await shepherd.waitForMessages(threadId, (all) =>
+      botSaid(all, /tiny-sft-lr is a fork of tiny-sft from step 2: aligned on step/),
+    );
+    const comparison = botMessages(compared).find((message) => message.text.startsWith('Comparison of loss'));
+    // The fork logged steps 3 to 6 (4 points), its parent 1 to 6.
+    expect(comparison?.text).toMatch(/tiny-sft-lr +completed +0\.9500 @6 +0\.8000 @4 +4\n/);
+    expect(comparison?.text).toMatch(/tiny-sft +completed +0\.9500 @6 +0\.8000 @4 +6\n/);
+
+    // tiny-sft is the first run of its thread and no fork: the form asks for the other run.
+    const ready = cardsTitled(compared, 'Model ready: tiny-sft')[0];
+    const opened = await shepherd.click(threadId, ready?.id ?? '', buttonOf(ready, 'Compare'), 'bob', {
+      openForm: true,
+    });
+    expect(opened.status).toBe(200);
+    expect((opened.body.form as { fields: Array<{ id: string }> }).fields.map((field) => field.id)).toEqual([
+      'run',
+    ]);
+    const before = botMessages(compared).filter((message) =>
+      message.text.startsWith('Comparison of loss'),
+    ).length;
+    const submitted = await shepherd.click(threadId, ready?.id ?? '', buttonOf(ready, 'Compare'), 'bob', {
+      values: { run: 'tiny-sft-lr' },
+    });
+    expect(submitted.status).toBe(200);
+    await shepherd.waitForMessages(
+      threadId,
+      (all) =>
+        botMessages(all).filter((message) => message.text.startsWith('Comparison of loss')).length > before,
+    );
+  }, 90_000);
 
   it('a failed evaluation is reported like a crash, once, and the training result stays', async () => {
     const thread = await shepherd.mention(

@@ -129,6 +129,13 @@ export const MODEL_SIZES: Record<string, number> = {
   'meta-llama/Llama-2-7b-hf': 6_738_415_616,
 };
 
+/** The commit of each fake repo's main branch (`expand[]=sha`). */
+export const HUB_SHAS: Record<string, string> = {
+  'Qwen/Qwen2.5-0.5B': '060db6499f32faf8b98477b0a26969ef7d8b9987',
+  'meta-llama/Llama-2-7b-hf': '01c7f73d771dfac7d292323805ebc428287df4f9',
+  'openai/gsm8k': 'e53f048856ff4f594e959d75785d2c2d37b678ee',
+};
+
 function sendJson(response: ServerResponse, status: number, body: unknown): void {
   response.writeHead(status, { 'content-type': 'application/json' });
   response.end(JSON.stringify(body));
@@ -137,6 +144,12 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
 function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
   const dataset = url.searchParams.get('dataset');
   const config = url.searchParams.get('config');
+  const datasetRepo = /^\/api\/datasets\/(.+)\/revision\/HEAD$/.exec(url.pathname)?.[1];
+  if (datasetRepo !== undefined) {
+    const sha = HUB_SHAS[datasetRepo];
+    if (sha === undefined) return sendJson(response, 401, { error: 'Repository not found' });
+    return sendJson(response, 200, { _id: `d-${datasetRepo}`, id: datasetRepo, private: false, sha });
+  }
   const model = /^\/api\/models\/(.+)\/revision\/HEAD$/.exec(url.pathname)?.[1];
   if (model !== undefined) {
     const total = MODEL_SIZES[model];
@@ -153,6 +166,7 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
       tags: ['transformers', 'safetensors'],
       lastModified: '2024-09-25T12:32:56.000Z',
       safetensors: { parameters: { BF16: total }, total },
+      sha: HUB_SHAS[model],
     });
   }
   if (url.pathname === '/api/models') {
@@ -170,6 +184,7 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
         library_name: 'transformers',
         tags: ['transformers'],
         safetensors: { total },
+        sha: HUB_SHAS[id],
       })),
     );
   }
