@@ -1,4 +1,5 @@
 import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
+import { createEditFormProvider } from '../approvals/approval-edits.js';
 import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
@@ -11,7 +12,7 @@ interface ApprovalsFeature extends Feature {
   approvals: ApprovalService;
 }
 
-/** Approval cards: the approve / reject buttons and the control job that applies a decision. */
+/** Approval cards: the approve / reject / edit buttons and the control job that applies a decision. */
 export function createApprovalsFeature(
   base: FeatureBase,
   dependencies: {
@@ -21,6 +22,8 @@ export function createApprovalsFeature(
     research: ResearchStore;
     /** Applies a decision on a whole sweep (bound once the sweeps exist). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
+    /** Compiles an edited script (bound once the script checks exist). */
+    checkSyntax(source: string): Promise<string | undefined>;
   },
 ): ApprovalsFeature {
   const { config, logger, redis, prefix, notifier } = base;
@@ -56,7 +59,10 @@ export function createApprovalsFeature(
         source.version === undefined ? source.url : `${source.url} (${source.version})`,
       ),
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
+    readScript: (runId) => dependencies.runs.readScript(runId),
+    checkSyntax: dependencies.checkSyntax,
   });
+  const now = () => new Date();
   return {
     approvals,
     actions: [
@@ -67,7 +73,17 @@ export function createApprovalsFeature(
       {
         verb: APPROVAL_ACTIONS.reject,
         handler: (action, id) => approvals.onAction(action, 'rejected', id),
-        form: createRejectFormProvider({ store, policy, now: () => new Date() }),
+        form: createRejectFormProvider({ store, policy, now }),
+      },
+      {
+        verb: APPROVAL_ACTIONS.edit,
+        handler: (action, id) => approvals.onEdit(action, id),
+        form: createEditFormProvider({
+          store,
+          policy,
+          now,
+          readScript: (runId) => dependencies.runs.readScript(runId),
+        }),
       },
     ],
     controlHandlers: { 'approval-decision': (job) => approvals.apply(job) },

@@ -20,6 +20,8 @@ export interface PageCardForm {
   title: string;
   submitLabel: string;
   fields: FormField[];
+  /** Why a field is missing (a script too long for a form). */
+  note?: string;
 }
 
 const openForms = new Map<string, HTMLFormElement>();
@@ -36,6 +38,7 @@ export function openCardForm(
 ): void {
   const element = make('form', 'card-form');
   element.append(make('div', 'card-form-title', form.title));
+  if (form.note !== undefined) element.append(make('p', 'card-form-note', form.note));
   const inputs: Array<[string, HTMLInputElement | HTMLTextAreaElement]> = [];
   for (const field of form.fields) {
     const label = make('label', null, field.label);
