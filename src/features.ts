@@ -99,7 +99,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     research: researchStore,
     onSweepDecision: async (approval, decision) =>
       sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
-    // The script checks are made with the operations below; an edit is only submitted once they exist.
     checkSyntax: async (source) => operations.scriptChecks.checkSyntax(source),
   });
   const operations = createOperationsFeature(base, {

@@ -13,7 +13,7 @@ import type { RunEventHandler } from './run-events.js';
 import { createRunLauncher } from './run-launcher.js';
 import { createRunLock } from './run-lock.js';
 import { type ClusterReport, createRunReports, type RunStatusReport } from './run-reports.js';
-import { createRunRevisions, type RunRevisions } from './run-revision.js';
+import type { RunRevisions } from './run-revision.js';
 import type { RunStore } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { HubPush, RunMeta } from './run-types.js';
@@ -128,19 +128,10 @@ export function createRunService(options: RunServiceOptions): RunService {
     transitions,
   });
   const actions = createRunActions({ store, audit, allocator, transitions, launcher, endings });
-  const revisions = createRunRevisions({
-    config: options.config,
-    store,
-    audit,
-    executor,
-    allocator,
-    transitions,
-  });
 
   return {
     ...creation,
     ...actions,
-    ...revisions,
     refresh: endings.refresh,
     reconcile: endings.reconcile,
     status: reports.status,
