@@ -83,7 +83,7 @@ describe('edit then approve on Slack (Bolt ↔ emulator)', () => {
     expect(opened.params.trigger_id).toMatch(/^trigger\./);
     const modal = emulator.openedViews.at(-1);
     const initial = (id: string) =>
-      (modal?.view.blocks as Array<{ block_id?: string; element?: { initial_value?: string } }>).find(
+      ((modal?.view.blocks ?? []) as Array<{ block_id?: string; element?: { initial_value?: string } }>).find(
         (block) => block.block_id === id,
       )?.element?.initial_value;
     expect(modal?.view).toMatchObject({ type: 'modal', submit: { text: 'Approve' } });
