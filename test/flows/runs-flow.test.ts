@@ -281,9 +281,13 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     expect(JSON.stringify(llm.requests.at(-2)?.body)).toMatch(/not valid JSON/);
 
     await shepherd.click(threadId, change?.id ?? '', change?.card?.actions?.[0]?.actionId ?? '', 'bob');
+    // The store archives train.py (a rename) before it writes the new one: wait for both files.
     await until(
-      () => existsSync(join(shepherd.dataDir, 'runs', run.id, 'train_v1.py')) || undefined,
-      'train_v1.py',
+      () =>
+        (existsSync(join(shepherd.dataDir, 'runs', run.id, 'train_v1.py')) &&
+          existsSync(join(shepherd.dataDir, 'runs', run.id, 'train.py'))) ||
+        undefined,
+      'train_v1.py and the new train.py',
     );
     expect(readFileSync(join(shepherd.dataDir, 'runs', run.id, 'train.py'), 'utf8')).toContain('lr=5e-4');
     const restarted = await until(async () => {
@@ -350,6 +354,7 @@ describe('auto-approval', () => {
       expect(cardMessage(dearMessages, 'dear-run')?.card?.actions?.map((action) => action.label)).toEqual([
         'Approve',
         'Reject',
+        'Edit',
       ]);
       expect((await shepherd.app.features.runs.service.findRun('dear-run')).status).toBe('pending_approval');
     } finally {
