@@ -308,6 +308,8 @@ async function clickAction(
   action: CardAction,
   row: HTMLElement | undefined,
   values?: Record<string, string>,
+  /** The form `values` came from: reopened with them when the server cannot use them (422). */
+  sentFrom?: PageCardForm,
 ): Promise<void> {
   for (const button of row?.querySelectorAll('button') ?? []) button.disabled = true;
   // A button may open a form first (a reject reason, an edit); its values come back with the action.
@@ -318,14 +320,27 @@ async function clickAction(
     user: userName(),
     ...(values === undefined ? { openForm: true } : { values }),
   });
-  if (result.ok && result.data.form !== undefined) {
+  const reopen: PageCardForm | undefined =
+    !result.ok && result.status === 422 && sentFrom !== undefined && values !== undefined
+      ? {
+          ...sentFrom,
+          fields: sentFrom.fields.map((field) => ({
+            ...field,
+            initial: values[field.id] ?? field.initial ?? '',
+          })),
+        }
+      : undefined;
+  const form = result.ok ? result.data.form : reopen;
+  if (form !== undefined) {
     openCardForm(
       message.id,
-      result.data.form,
-      (submitted) => void clickAction(message, action, undefined, submitted),
+      form,
+      (submitted) => void clickAction(message, action, undefined, submitted, form),
     );
-    renderThread();
-    return;
+    if (result.ok) {
+      renderThread();
+      return;
+    }
   }
   state.cardNotes[message.id] = result.ok
     ? { kind: 'ok', text: result.data.message || 'Sent.' }
