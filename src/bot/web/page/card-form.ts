@@ -72,6 +72,15 @@ export function openCardForm(
   openForms.set(messageId, element);
 }
 
+/** The form as sent, holding the values sent; undefined without either. */
+export function refilled(
+  form: PageCardForm | undefined,
+  values: Record<string, string> | undefined,
+): PageCardForm | undefined {
+  if (form === undefined || values === undefined) return undefined;
+  return { ...form, fields: form.fields.map((field) => ({ ...field, initial: values[field.id] ?? '' })) };
+}
+
 /** The card's open form, moved into the redrawn card with its focus kept; undefined when none is open. */
 export function openFormOf(messageId: string): HTMLFormElement | undefined {
   const element = openForms.get(messageId);
