@@ -6,6 +6,8 @@
 import { describe, expect, it } from 'vitest';
 import { createEditFormProvider } from '../../src/approvals/approval-edits.js';
 import type { Approval, ApprovalStore } from '../../src/approvals/approval-store.js';
+import { modalOf } from '../../src/bot/discord/discord-forms.js';
+import { formView } from '../../src/bot/slack/slack-forms.js';
 
 const now = new Date('2026-12-07T00:00:00Z');
 const approval: Approval = {
@@ -81,5 +83,29 @@ describe('the Edit form', () => {
     ]);
     expect(await formFor('web', 'print(1)\n', 'carol')).toBeUndefined();
     expect(await formFor('web', '', 'bob', { ...approval, kind: 'sweep' })).toBeUndefined();
+  });
+
+  it('renders as a Slack modal with the note on top and as a Discord modal within its limits', async () => {
+    const slack = await formFor('slack', 'x = 1\n'.repeat(600));
+    const view = formView(slack ?? { title: '', submitLabel: '', fields: [] }, {
+      threadId: 'slack:C1:T1',
+      messageId: '1.2',
+      actionId: 'edit:ap_1',
+    });
+    expect(view.title.text).toBe('Edit (numbers only)');
+    expect(view.blocks[0]).toEqual({
+      type: 'context',
+      elements: [{ type: 'plain_text', text: slack?.note }],
+    });
+    expect(view.blocks.slice(1).map((block) => ('block_id' in block ? block.block_id : ''))).toEqual([
+      'gpus',
+      'hours',
+      'name',
+    ]);
+    const discord = await formFor('discord', 'print("hi")\n');
+    const modal = modalOf(discord ?? { title: '', submitLabel: '', fields: [] }, 'edit:ap_1');
+    expect(modal.components).toHaveLength(4);
+    expect(JSON.stringify(modal.components)).toContain('"custom_id":"script"');
+    expect(JSON.stringify(modal.components)).toContain('"max_length":4000');
   });
 });
