@@ -32,7 +32,10 @@ export function createApprovalEffects(options: ApprovalEffectOptions) {
     const script = await applyEdits(approval, decision);
     if (script === undefined) return 'no script was attached';
     const by = decision.user;
-    const update = await runs.updateScript(approval.runId, script, by, approval.reason ?? 'approved change');
+    // The audit's script entry says when the approver's text, not the proposal, became the new version.
+    const edited = decision.edits?.script === undefined ? '' : ` (edited on the approval card by ${by.name})`;
+    const reason = `${approval.reason ?? 'approved change'}${edited}`;
+    const update = await runs.updateScript(approval.runId, script, by, reason);
     const status = update.meta.status;
     if (status === 'running' || status === 'failed' || status === 'queued') {
       const meta = await runs.restartWithCurrentScript(approval.runId, by);

@@ -120,4 +120,68 @@ describe('edit then approve (playground, scripted LLM)', () => {
     const next = llm.requests.slice(before).map((request) => request.lastUserText ?? '');
     expect(next.some((text) => text.includes('approved by bob with edits (GPUs: 2 → 1'))).toBe(true);
   }, 90_000);
+
+  it('a script-change card edits the proposed script, hours and name (not GPUs); the run restarts with them', async () => {
+    const threadId = await shepherd.mention(
+      'run test/fixtures/crash_train.py --gpus 0 --name crashy',
+      'alice',
+    );
+    const first = await shepherd.waitForMessages(threadId, (all) => cardsTitled(all, 'crashy').length > 0);
+    const startCard = cardsTitled(first, 'crashy')[0];
+    const approve = actionOf(startCard, 'Approve');
+    expect((await shepherd.click(threadId, startCard?.id ?? '', approve, 'bob')).status).toBe(200);
+    const deadline = Date.now() + 20_000;
+    while ((await shepherd.app.features.runs.service.findRun('crashy')).status !== 'failed') {
+      if (Date.now() > deadline) throw new Error('crashy did not fail');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+
+    const crash = readFileSync('test/fixtures/crash_train.py', 'utf8');
+    const proposed = crash.replace('if step == 3:', 'if step == 99:');
+    agentSteps.push(
+      {
+        toolCalls: [
+          { name: 'update_script', arguments: { run: 'crashy', script: proposed, reason: 'skip the crash' } },
+        ],
+      },
+      { text: 'change proposed' },
+    );
+    await shepherd.reply(threadId, '@shepherd fix it', 'alice');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Approve script change: crashy').length > 0,
+    );
+    const card = cardsTitled(messages, 'Approve script change: crashy')[0];
+    const edit = actionOf(card, 'Edit');
+    const opened = await shepherd.click(threadId, card?.id ?? '', edit, 'bob', { openForm: true });
+    expect(opened.status).toBe(200);
+    const form = opened.body.form as { fields: Array<{ id: string; initial?: string }> };
+    expect(form.fields.map((field) => [field.id, field.initial])).toEqual([
+      ['hours', '1'],
+      ['name', 'crashy'],
+      ['script', proposed],
+    ]);
+
+    const edited = `${proposed}# edited by bob on the change\n`;
+    const submitted = await shepherd.click(threadId, card?.id ?? '', edit, 'bob', {
+      values: { hours: '2', name: 'crashy-fixed', script: edited },
+    });
+    expect(submitted.status).toBe(200);
+    const after = await shepherd.waitForMessages(threadId, (all) =>
+      Boolean(cardsTitled(all, 'Approve script change: crashy')[0]?.card?.resolved),
+    );
+    const resolved = cardsTitled(after, 'Approve script change: crashy')[0]?.card;
+    expect(resolved?.resolved).toMatch(/^Approved by bob with edits at/);
+    expect(resolved?.text).toContain('name: crashy → crashy-fixed');
+    expect(resolved?.text).toContain('+# edited by bob on the change');
+    await expectEditedRun(shepherd, {
+      name: 'crashy-fixed',
+      gpus: 0,
+      maxHours: 2,
+      before: { gpus: 0, maxHours: 1, name: 'crashy' },
+      by: 'bob',
+      scriptLine: '# edited by bob on the change',
+      editedWhile: 'failed',
+    });
+  }, 90_000);
 });

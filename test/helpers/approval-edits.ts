@@ -18,6 +18,8 @@ export async function expectEditedRun(
     by: string;
     /** A line only the edited script has. */
     scriptLine?: string;
+    /** The run's status when the card was edited (a script change's run may be failed or running). */
+    editedWhile?: string;
   },
 ): Promise<void> {
   const runs = shepherd.app.features.runs;
@@ -41,16 +43,21 @@ export async function expectEditedRun(
     .split('\n')
     .map((line) => JSON.parse(line) as Record<string, unknown>);
   const edit = audit.find((entry) => entry.edit !== undefined);
+  const editedWhile = expected.editedWhile ?? 'pending_approval';
   expect(edit).toMatchObject({
-    from: 'pending_approval',
-    to: 'pending_approval',
+    from: editedWhile,
+    to: editedWhile,
     by: { name: expected.by },
     edit: {
       before: expected.before,
       after: { gpus: expected.gpus, maxHours: expected.maxHours, name: expected.name },
     },
   });
-  // The edit comes before the approval that launched the run.
-  const approved = audit.findIndex((entry) => entry.reason === 'approved');
-  expect(approved).toBeGreaterThan(audit.indexOf(edit ?? {}));
+  // The edit comes before the approval (or the restart with the new script) that launched the run.
+  const launched = audit
+    .slice(audit.indexOf(edit ?? {}) + 1)
+    .some(
+      (entry) => entry.reason === 'approved' || String(entry.reason).startsWith('restart with script v2'),
+    );
+  expect(launched).toBe(true);
 }
