@@ -83,7 +83,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const sweepStore = createSweepStore({ redis, prefix });
   const memoryNotes = createMemoryNotes(redis, prefix);
   const researchStore = createResearchStore({ redis, prefix });
-
   const runs = await createRunsFeature(
     base,
     {
@@ -99,6 +98,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     research: researchStore,
     onSweepDecision: async (approval, decision) =>
       sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
+    checkSyntax: async (source) => operations.scriptChecks.checkSyntax(source),
   });
   const operations = createOperationsFeature(base, {
     runs: runs.runs,

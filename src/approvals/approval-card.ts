@@ -3,6 +3,7 @@ import { codeBlock } from '../code-block.js';
 import { definedOnly } from '../defined-only.js';
 import { redactSecrets } from '../redact.js';
 import { RUN_FILES } from '../runs/run-files.js';
+import { editOnCard, isEditable } from './approval-edits.js';
 import type { Approval, Decision } from './approval-store.js';
 
 /** Longest script excerpt a card shows; the rest is cut with a note (platform limits are far above it). */
@@ -13,8 +14,11 @@ const WHOLE_CHARS = 3500;
 /** A longer one shows its start; the whole file is attached. */
 const HEAD_LINES = 25;
 
-/** The card's buttons (`approve:<approvalId>`, `reject:<approvalId>`); the action router keys on these. */
-export const APPROVAL_ACTIONS = { approve: 'approve', reject: 'reject' } as const;
+/**
+ * The card's buttons (`approve:<approvalId>`, `reject:<approvalId>`, `edit:<approvalId>`); the action router
+ * keys on these. Edit opens a form (approval-edits.ts) whose submission approves with the edits.
+ */
+export const APPROVAL_ACTIONS = { approve: 'approve', reject: 'reject', edit: 'edit' } as const;
 
 const KIND_TITLE: Record<Approval['kind'], string> = {
   start: 'Approve training run',
@@ -126,6 +130,9 @@ export function approvalCard(approval: Approval): Card {
     actions: [
       { actionId: `${APPROVAL_ACTIONS.approve}:${approval.id}`, label: 'Approve', style: 'primary' },
       { actionId: `${APPROVAL_ACTIONS.reject}:${approval.id}`, label: 'Reject', style: 'danger' },
+      ...(isEditable(approval)
+        ? [{ actionId: `${APPROVAL_ACTIONS.edit}:${approval.id}`, label: 'Edit', style: 'default' as const }]
+        : []),
     ],
   };
 }
@@ -135,7 +142,7 @@ function decisionLine(decision: Decision): string {
     case 'approved':
       return decision.auto
         ? `Auto-approved at ${formatClock(decision.at)}${decision.note ? ` (${decision.note})` : ''}`
-        : `Approved by ${decision.user.name} at ${formatClock(decision.at)}`;
+        : `Approved by ${decision.user.name}${decision.edits === undefined ? '' : ' with edits'} at ${formatClock(decision.at)}`;
     case 'rejected':
       return `Rejected by ${decision.user.name} at ${formatClock(decision.at)}${decision.note ? `: ${decision.note}` : ''}`;
     case 'expired':
@@ -146,5 +153,11 @@ function decisionLine(decision: Decision): string {
 /** The card after a decision: same content, the buttons replaced by the outcome line. */
 export function resolvedApprovalCard(approval: Approval, decision: Decision): Card {
   const { actions: _actions, ...card } = approvalCard(approval);
-  return { ...card, resolved: decisionLine(decision) };
+  if (decision.edits === undefined) return { ...card, resolved: decisionLine(decision) };
+  const edits = editOnCard(decision.edits, (text) => cutExcerpt(text));
+  return {
+    ...card,
+    text: card.text === '' ? edits : `${card.text}\n${edits}`,
+    resolved: decisionLine(decision),
+  };
 }

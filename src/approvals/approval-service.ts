@@ -8,7 +8,10 @@ import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
 import { estimateRunCostUsd } from '../runs/run-cost.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { assertScriptSize } from '../runs/workspace-script.js';
 import { approvalCard, formatUsd, resolvedApprovalCard } from './approval-card.js';
+import { checkEdit, type EditChecks, editChangeLines, isEditable } from './approval-edits.js';
+import { createApprovalEffects } from './approval-effects.js';
 import { rejectReasonOf } from './approval-forms.js';
 import { type ApprovalPolicy, checkDecision, isAutoApproved } from './approval-policy.js';
 import { researchSourcesFor } from './approval-sources.js';
@@ -71,6 +74,10 @@ interface ApprovalServiceOptions {
   basedOn?: (threadId: string) => Promise<string[]>;
   /** Creates an approved recurring job (HF Jobs); absent where no backend schedules jobs. */
   createSchedule?: (runId: string, schedule: string) => Promise<string>;
+  /** The run's current script (what a start card's Edit form opens with). */
+  readScript(runId: string): Promise<string>;
+  /** Compiles an edited script (a syntax error with its line, or undefined). */
+  checkSyntax?: (source: string) => Promise<string | undefined>;
 }
 
 /** A sweep's one card: `gpus`/`maxHours` per trial, the cost of all trials together. */
@@ -102,6 +109,8 @@ export interface ApprovalService {
     decision: 'approved' | 'rejected',
     approvalId: string,
   ): Promise<ActionOutcome>;
+  /** The Edit form's submission (`edit:<id>` with values): approve with the checked edits. */
+  onEdit(action: InboundAction, approvalId: string): Promise<ActionOutcome>;
   /** The control job: applies a recorded decision once (a retried job reuses the stored outcome). */
   apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void>;
 }
@@ -109,6 +118,13 @@ export interface ApprovalService {
 export function createApprovalService(options: ApprovalServiceOptions): ApprovalService {
   const { store, runs, notifier, logger } = options;
   const now = options.now ?? (() => new Date());
+  const applyToRun = createApprovalEffects(options);
+  const editChecks: EditChecks = {
+    readScript: options.readScript,
+    checkRevision: (runId, revision) => runs.checkRevision(runId, revision),
+    assertScriptSize,
+    ...definedOnly({ checkSyntax: options.checkSyntax }),
+  };
 
   async function enqueueDecision(approval: Approval, decision: Decision, delayMs = 0): Promise<void> {
     const job = {
@@ -248,6 +264,33 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     });
   }
 
+  /** An Edit form's submission: approves with the edits, once they pass the same checks as a new run. */
+  async function onEdit(action: InboundAction, approvalId: string) {
+    return store.click(approvalId, {
+      unknown: 'this approval no longer exists',
+      choose: async (approval, existing) => {
+        if (existing !== undefined) return { status: 'resolved', message: describeExisting(existing) };
+        if (now().getTime() >= Date.parse(approval.expiresAt)) {
+          return { status: 'resolved', message: 'this approval has expired; ask again' };
+        }
+        const verdict = checkDecision(options.policy, approval, action.user, 'approved');
+        if (!verdict.allowed) return { status: 'forbidden', message: verdict.reason };
+        if (!isEditable(approval)) return { status: 'invalid', message: 'this card cannot be edited' };
+        if (action.values === undefined)
+          return { status: 'invalid', message: 'Edit opens a form: change the values there, then submit it' };
+        const checked = await checkEdit(approval, action.values, editChecks);
+        if ('error' in checked) return { status: 'invalid', message: `not applied: ${checked.error}` };
+        const at = now().toISOString();
+        return {
+          decision: { decision: 'approved', user: action.user, at, auto: false, ...definedOnly(checked) },
+        };
+      },
+      lost: describeExisting,
+      enqueue: (approval, recorded) => enqueueDecision(approval, recorded),
+      accepted: (recorded) => (recorded.edits === undefined ? 'approved' : 'approved with edits'),
+    });
+  }
+
   async function apply(job: Extract<ControlJob, { kind: 'approval-decision' }>): Promise<void> {
     const approval = await store.get(job.approvalId);
     if (approval === undefined) {
@@ -302,7 +345,11 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
         `${approval.id}-${decision.decision}`,
         `[approval ${approval.id}] ${approval.toolCall?.name ?? approvalLabel(approval)} for ${approval.runName}: ${
           decision.decision === 'approved'
-            ? `approved by ${decision.user.name}; ${outcome}`
+            ? `approved by ${decision.user.name}${
+                decision.edits === undefined
+                  ? ''
+                  : ` with edits (${editChangeLines(decision.edits).join('; ')})`
+              }; ${outcome}`
             : decision.decision === 'rejected'
               ? `rejected by ${decision.user.name}${decision.note ? `: ${decision.note}` : ''}`
               : 'expired without a decision'
@@ -311,54 +358,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     }
   }
 
-  async function applyToRun(approval: Approval, decision: Decision): Promise<string> {
-    const by = decision.user;
-    if (approval.kind === 'sweep') {
-      if (options.onSweepDecision === undefined) return 'sweeps are not available here';
-      return options.onSweepDecision(approval, decision);
-    }
-    if (approval.kind === 'schedule') {
-      if (decision.decision !== 'approved') return 'nothing is scheduled';
-      if (options.createSchedule === undefined || approval.schedule === undefined)
-        return 'schedules are not available here';
-      return options.createSchedule(approval.runId, approval.schedule);
-    }
-    if (decision.decision === 'approved') {
-      switch (approval.kind) {
-        case 'start': {
-          const meta = await runs.approve(approval.runId, by);
-          return describeLaunch(meta);
-        }
-        case 'resume': {
-          const meta = await runs.resume(approval.runId, by);
-          return describeLaunch(meta);
-        }
-        case 'script-change': {
-          if (approval.proposedScript === undefined) return 'no script was attached';
-          const update = await runs.updateScript(
-            approval.runId,
-            approval.proposedScript,
-            by,
-            approval.reason ?? 'approved change',
-          );
-          const status = update.meta.status;
-          if (status === 'running' || status === 'failed' || status === 'queued') {
-            const meta = await runs.restartWithCurrentScript(approval.runId, by);
-            return `script v${update.meta.scriptVersion} applied (${update.archivedAs} archived); ${describeLaunch(meta)}`;
-          }
-          return `script v${update.meta.scriptVersion} applied (${update.archivedAs} archived); the run is ${status}`;
-        }
-      }
-    }
-    if (approval.kind === 'start') {
-      const reason = decision.decision === 'expired' ? 'approval expired' : (decision.note ?? 'rejected');
-      await runs.reject(approval.runId, by, reason);
-      return 'the run will not start';
-    }
-    return approval.kind === 'resume' ? 'the run stays paused' : 'the script is unchanged';
-  }
-
-  return { request, requestSweep, onAction, apply };
+  return { request, requestSweep, onAction, onEdit, apply };
 }
 
 function approvalLabel(approval: Approval): string {
@@ -382,17 +382,4 @@ function describeExisting(decision: Decision): string {
     case 'expired':
       return 'this approval has expired';
   }
-}
-
-function describeLaunch(meta: RunMeta): string {
-  if (meta.status === 'running') {
-    const where =
-      meta.gpuIndices.length > 0
-        ? `GPUs ${meta.gpuIndices.join(',')}`
-        : meta.jobId
-          ? `job ${meta.jobId}`
-          : 'CPU';
-    return `run ${meta.name} started on ${where}`;
-  }
-  return `run ${meta.name} is ${meta.status}${meta.statusReason ? ` (${meta.statusReason})` : ''}`;
 }

@@ -61,12 +61,27 @@ const approvalSchema = z.object({
 });
 export type Approval = z.infer<typeof approvalSchema>;
 
+const editedValuesSchema = z.object({
+  gpus: z.number().int().nonnegative(),
+  maxHours: z.number().positive(),
+  name: z.string(),
+});
+
 const decisionSchema = z.object({
   decision: z.enum(['approved', 'rejected', 'expired']),
   user: userSchema,
   at: z.string(),
   auto: z.boolean(),
   note: z.string().optional(),
+  /** Approved with edits (the card's Edit form): the values before and after, the edited script and its diff. */
+  edits: z
+    .object({
+      before: editedValuesSchema,
+      after: editedValuesSchema,
+      script: z.string().optional(),
+      scriptDiff: z.string().optional(),
+    })
+    .optional(),
 });
 export type Decision = z.infer<typeof decisionSchema>;
 

@@ -141,6 +141,8 @@ export interface CardForm {
   submitLabel: string;
   /** At most 5 (Discord). */
   fields: CardFormField[];
+  /** A sentence above the fields (Slack, the playground; Discord modals have no room for it). */
+  note?: string;
 }
 
 /** A button click, or the submission of the form it opened (`values`). */
@@ -158,6 +160,8 @@ export type ActionOutcome =
   | { status: 'accepted'; message?: string }
   | { status: 'forbidden'; message: string }
   | { status: 'resolved'; message: string }
+  /** A form's values that cannot be used (an edit with GPUs -1): nothing was decided. */
+  | { status: 'invalid'; message: string }
   | { status: 'unknown'; message: string };
 
 export interface InboundHandlers {

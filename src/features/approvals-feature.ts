@@ -1,4 +1,5 @@
 import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
+import { createEditFormProvider } from '../approvals/approval-edits.js';
 import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
@@ -14,7 +15,7 @@ interface ApprovalsFeature extends Feature {
   showTrackerLinks: ReturnType<typeof createRunCardLinks>['show'];
 }
 
-/** Approval cards: the approve / reject buttons and the control job that applies a decision. */
+/** Approval cards: the approve / reject / edit buttons and the control job that applies a decision. */
 export function createApprovalsFeature(
   base: FeatureBase,
   dependencies: {
@@ -24,6 +25,8 @@ export function createApprovalsFeature(
     research: ResearchStore;
     /** Applies a decision on a whole sweep (bound once the sweeps exist). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
+    /** Compiles an edited script (bound once the script checks exist). */
+    checkSyntax(source: string): Promise<string | undefined>;
   },
 ): ApprovalsFeature {
   const { config, logger, redis, prefix, notifier } = base;
@@ -59,22 +62,20 @@ export function createApprovalsFeature(
         source.version === undefined ? source.url : `${source.url} (${source.version})`,
       ),
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
+    readScript: (runId) => dependencies.runs.readScript(runId),
+    checkSyntax: dependencies.checkSyntax,
   });
   const runCardLinks = createRunCardLinks({ redis, prefix, store, notifier, logger });
+  const now = () => new Date();
   return {
     approvals,
     showTrackerLinks: runCardLinks.show,
-    actions: [
-      {
-        verb: APPROVAL_ACTIONS.approve,
-        handler: (action, id) => approvals.onAction(action, 'approved', id),
-      },
-      {
-        verb: APPROVAL_ACTIONS.reject,
-        handler: (action, id) => approvals.onAction(action, 'rejected', id),
-        form: createRejectFormProvider({ store, policy, now: () => new Date() }),
-      },
-    ],
+    actions: approvalActions(approvals, {
+      store,
+      policy,
+      now,
+      readScript: (runId) => dependencies.runs.readScript(runId),
+    }),
     controlHandlers: {
       'approval-decision': async (job) => {
         await approvals.apply(job);
@@ -84,4 +85,32 @@ export function createApprovalsFeature(
     tools: [],
     workers: [],
   };
+}
+
+/** The three buttons of an approval card; Reject and Edit open a form first. */
+function approvalActions(
+  approvals: ApprovalService,
+  forms: Parameters<typeof createEditFormProvider>[0],
+): Feature['actions'] {
+  return [
+    {
+      verb: APPROVAL_ACTIONS.approve,
+      handler: (action, id) => approvals.onAction(action, 'approved', id),
+    },
+    {
+      verb: APPROVAL_ACTIONS.reject,
+      handler: (action, id) => approvals.onAction(action, 'rejected', id),
+      form: createRejectFormProvider({ store: forms.store, policy: forms.policy, now: forms.now }),
+    },
+    {
+      verb: APPROVAL_ACTIONS.edit,
+      handler: (action, id) => approvals.onEdit(action, id),
+      form: createEditFormProvider({
+        store: forms.store,
+        policy: forms.policy,
+        now: forms.now,
+        readScript: forms.readScript,
+      }),
+    },
+  ];
 }

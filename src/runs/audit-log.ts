@@ -15,6 +15,15 @@ export interface AuditEntry {
   to: RunStatus;
   by: Actor;
   reason?: string;
+  /** A run's values edited on its approval card: what they were and what they became. */
+  edit?: { before: RunRevisionValues; after: RunRevisionValues };
+}
+
+/** The values an approver may edit on a run's card. */
+export interface RunRevisionValues {
+  gpus: number;
+  maxHours: number;
+  name: string;
 }
 
 /** Throws `illegal_transition` unless the status machine allows `from → to`. */

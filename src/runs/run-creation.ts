@@ -12,6 +12,7 @@ import { estimateCostUsd } from './run-cost.js';
 import { plural } from './run-events.js';
 import { RUN_FILES } from './run-files.js';
 import type { RunLock } from './run-lock.js';
+import { createRunRevisions, type RunRevisions } from './run-revision.js';
 import type { RunStore } from './run-store.js';
 import type { RunTransitions } from './run-transitions.js';
 import type { RunMeta } from './run-types.js';
@@ -64,7 +65,7 @@ export interface AdoptRequest {
 }
 
 /** How runs come into being: created for approval, or adopted (watched) as already running. */
-interface RunCreation {
+interface RunCreation extends RunRevisions {
   createRun(request: CreateRunRequest): Promise<RunMeta>;
   adopt(request: AdoptRequest): Promise<RunMeta>;
   /** `resume <run> --on k8s`: a paused or failed run moves to another backend before its approval. */
@@ -306,5 +307,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     });
   }
 
-  return { createRun, adopt, moveToBackend };
+  // Editing a pending run's values on its card is checked like creating it, so it lives beside it.
+  const revisions = createRunRevisions({ config, store, audit, executor, allocator, transitions });
+  return { createRun, adopt, moveToBackend, ...revisions };
 }

@@ -13,6 +13,7 @@ import type { RunEventHandler } from './run-events.js';
 import { createRunLauncher } from './run-launcher.js';
 import { createRunLock } from './run-lock.js';
 import { type ClusterReport, createRunReports, type RunStatusReport } from './run-reports.js';
+import type { RunRevisions } from './run-revision.js';
 import type { RunStore } from './run-store.js';
 import { createRunTransitions } from './run-transitions.js';
 import type { HubPush, RunMeta } from './run-types.js';
@@ -21,7 +22,7 @@ export type { Actor } from './audit-log.js';
 export type { CreateRunRequest } from './run-creation.js';
 
 /** The run lifecycle: creating and adopting runs, the actions on them (`RunActions`), and reading them. */
-export interface RunService extends RunActions {
+export interface RunService extends RunActions, RunRevisions {
   /** Registers a watched run as `running` and emits `run-started` (the monitor starts ticking it). */
   adopt(request: AdoptRequest): Promise<RunMeta>;
   /** New run in `pending_approval`. Throws `invalid_run` / `gpus_unavailable` with a sentence for the user. */

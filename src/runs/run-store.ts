@@ -99,6 +99,11 @@ function newRunId(now: Date): string {
 
 const RUN_ID_PATTERN = /^r-\d{4}-[0-9a-f]{4,}$/;
 
+/** A name shaped like a run id would make `findRun` ambiguous. */
+export function looksLikeRunId(name: string): boolean {
+  return RUN_ID_PATTERN.test(name);
+}
+
 interface RunStoreOptions {
   dataDir: string;
   logger: Logger;

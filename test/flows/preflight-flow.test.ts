@@ -123,7 +123,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     );
     expect(text).toContain('Traceback (most recent call last):');
     expect(text).toContain('RuntimeError: CUDA is required but no GPU is visible');
-    expect(card?.card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject']);
+    expect(card?.card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject', 'Edit']);
 
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
     const done = await until(async () => {
@@ -152,6 +152,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     expect(cardsTitled(messages, 'pf-slow')[0]?.card?.actions?.map((action) => action.label)).toEqual([
       'Approve',
       'Reject',
+      'Edit',
     ]);
   });
 });

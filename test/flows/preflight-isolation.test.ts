@@ -114,7 +114,7 @@ describe.skipIf(skipReason !== undefined)('the pre-flight never runs agent code 
       'pre-flight refused: the bot runs as root and SHEPHERD_RUN_AS_USER is not set, so this unapproved script was not run.',
     );
     // Approve stays: the refusal withholds the check, not the run.
-    expect(card?.card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject']);
+    expect(card?.card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject', 'Edit']);
     expect(existsSync(join(workspace, 'ran-refused'))).toBe(false);
     expect(
       botMessages(messages).some((message) => message.text.startsWith('Running a short CPU pre-flight')),

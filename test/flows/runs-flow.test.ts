@@ -281,8 +281,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     expect(JSON.stringify(llm.requests.at(-2)?.body)).toMatch(/not valid JSON/);
 
     await shepherd.click(threadId, change?.id ?? '', change?.card?.actions?.[0]?.actionId ?? '', 'bob');
-    // The old script is archived first, then the new one written: wait for both (read in between, train.py
-    // is briefly absent; seen on Node 22 under load).
+    // The old script is archived, then the new one written: wait for both.
     const runDirectory = join(shepherd.dataDir, 'runs', run.id);
     await until(
       () =>
@@ -355,6 +354,7 @@ describe('auto-approval', () => {
       expect(cardMessage(dearMessages, 'dear-run')?.card?.actions?.map((action) => action.label)).toEqual([
         'Approve',
         'Reject',
+        'Edit',
       ]);
       expect((await shepherd.app.features.runs.service.findRun('dear-run')).status).toBe('pending_approval');
     } finally {

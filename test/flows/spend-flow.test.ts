@@ -158,7 +158,7 @@ describe('compare, spend, the monthly budget and the daily digest (playground, r
     const messages = await shepherd.waitForMessages(big, (all) => cardsTitled(all, 'Approve').length === 1);
     const card = cardsTitled(messages, 'Approve')[0]?.card;
     expect(card?.resolved).toBeUndefined();
-    expect(card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject']);
+    expect(card?.actions?.map((action) => action.label)).toEqual(['Approve', 'Reject', 'Edit']);
     expect(card?.text).toContain('would pass the monthly budget');
     expect(card?.fields?.find((f) => f.label === 'Est. cost')?.value).toBe('$20');
     await new Promise((resolve) => setTimeout(resolve, 1000));

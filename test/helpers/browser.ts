@@ -21,8 +21,8 @@ export function launchChromium(): Promise<Browser> {
 }
 
 /**
- * A fresh page that collects script errors. A refused (403) click is logged by the browser as a failed
- * resource: that one is expected; anything else is a real error.
+ * A fresh page that collects script errors. A refused (403) click or form (422) is logged by the browser
+ * as a failed resource: those are expected; anything else is a real error.
  */
 export async function openPage(browser: Browser): Promise<{ page: Page; pageErrors: string[] }> {
   const context = await browser.newContext();
@@ -30,7 +30,7 @@ export async function openPage(browser: Browser): Promise<{ page: Page; pageErro
   const pageErrors: string[] = [];
   page.on('pageerror', (error) => pageErrors.push(error.message));
   page.on('console', (message) => {
-    if (message.type() === 'error' && !message.text().includes('status of 403'))
+    if (message.type() === 'error' && !/status of (403|422)/.test(message.text()))
       pageErrors.push(message.text());
   });
   return { page, pageErrors };

@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import type {
   ActionOutcome,
+  CardForm,
   InboundAction,
   InboundHandlers,
   InboundMessage,
@@ -19,6 +20,8 @@ export interface FakeHandlers extends InboundHandlers {
   /** Optional reaction run after a message is recorded (e.g. the bot replying). */
   onMessageHook?: (message: InboundMessage) => void;
   onActionHook?: (action: InboundAction) => void;
+  /** The form every click opens (`formFor`), when set. */
+  form?: CardForm;
 }
 
 export function createFakeHandlers(): FakeHandlers {
@@ -30,6 +33,9 @@ export function createFakeHandlers(): FakeHandlers {
       fake.messages.push(message);
       fake.onMessageHook?.(message);
       return message.addressed || !message.startsThread;
+    },
+    async formFor() {
+      return fake.form;
     },
     async onAction(action) {
       fake.actions.push(action);

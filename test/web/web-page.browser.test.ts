@@ -122,6 +122,66 @@ describe.skipIf(!hasChromium)(`playground page in headless Chromium (needs ${CHR
     await page.context().close();
   });
 
+  it('Edit opens an inline form with the note; values it cannot use reopen it under the error', async () => {
+    const { adapter, handlers } = playground;
+    handlers.onMessageHook = (message) => {
+      if (!message.addressed) return;
+      setTimeout(() => {
+        void adapter.postCard(message.threadId, {
+          title: 'Approve run edit-me?',
+          text: 'requested by alice',
+          actions: [
+            { actionId: 'approve:ap_3', label: 'Approve', style: 'primary' },
+            { actionId: 'edit:ap_3', label: 'Edit', style: 'default' },
+          ],
+        });
+      }, 50);
+    };
+    handlers.onActionHook = () => undefined;
+    handlers.form = {
+      title: 'Edit (numbers only)',
+      submitLabel: 'Approve',
+      note: 'The script is longer than a form here takes.',
+      fields: [
+        { id: 'gpus', label: 'GPUs', initial: '2', maxLength: 4 },
+        { id: 'name', label: 'Run name', initial: 'edit-me', maxLength: 60 },
+      ],
+    };
+    const { page, pageErrors } = await openPage(browser);
+    await page.goto(`${playground.url}/`);
+    await page.locator('#connection', { hasText: 'live' }).waitFor({ timeout: 10_000 });
+    await page.fill('#user-name', 'bob');
+    await page.fill('#composer-text', '@shepherd run edit.py');
+    await page.press('#composer-text', 'Enter');
+    await page.locator('button[data-action-id="edit:ap_3"]').click();
+    const form = page.locator('.card-form');
+    await form.waitFor({ timeout: 10_000 });
+    expect(await form.locator('.card-form-note').textContent()).toBe(
+      'The script is longer than a form here takes.',
+    );
+    expect(await form.locator('input[name="gpus"]').inputValue()).toBe('2');
+
+    handlers.actionOutcome = { status: 'invalid', message: 'not applied: GPUs must be a whole number ≥ 0' };
+    await form.locator('input[name="gpus"]').fill('-1');
+    await form.locator('button[type="submit"]').click();
+    await page
+      .locator('.card-note.error', { hasText: 'GPUs must be a whole number' })
+      .waitFor({ timeout: 10_000 });
+    expect(await page.locator('.card-form input[name="gpus"]').inputValue()).toBe('-1');
+
+    handlers.actionOutcome = { status: 'accepted', message: 'approved with edits' };
+    await page.locator('.card-form input[name="gpus"]').fill('1');
+    await page.locator('.card-form button[type="submit"]').click();
+    await page.locator('.card-note', { hasText: 'approved with edits' }).waitFor({ timeout: 10_000 });
+    expect(handlers.actions.slice(-2).map((action) => action.values)).toEqual([
+      { gpus: '-1', name: 'edit-me' },
+      { gpus: '1', name: 'edit-me' },
+    ]);
+    delete handlers.form;
+    expect(pageErrors).toEqual([]);
+    await page.context().close();
+  });
+
   it('DM mode: the toggle opens a conversation with the bot where every message, unmentioned, is one session', async () => {
     const { adapter, handlers } = playground;
     handlers.onMessageHook = (message) => {

@@ -51,24 +51,29 @@ export function formView(form: CardForm, action: Omit<InboundAction, 'user'>) {
     title: plain(form.title),
     submit: plain(form.submitLabel),
     close: plain('Cancel'),
-    blocks: form.fields.map((field) => {
-      const maxLength = Math.min(field.maxLength, INPUT_MAX);
-      const initial =
-        field.initial !== undefined && field.initial.length <= maxLength ? field.initial : undefined;
-      return {
-        type: 'input' as const,
-        block_id: field.id,
-        optional: field.optional === true,
-        label: plain(field.label, 2000),
-        element: {
-          type: 'plain_text_input' as const,
-          action_id: 'value',
-          multiline: field.multiline === true,
-          max_length: maxLength,
-          ...(initial === undefined ? {} : { initial_value: initial }),
-        },
-      };
-    }),
+    blocks: [
+      ...(form.note === undefined
+        ? []
+        : [{ type: 'context' as const, elements: [{ type: 'plain_text' as const, text: form.note }] }]),
+      ...form.fields.map((field) => {
+        const maxLength = Math.min(field.maxLength, INPUT_MAX);
+        const initial =
+          field.initial !== undefined && field.initial.length <= maxLength ? field.initial : undefined;
+        return {
+          type: 'input' as const,
+          block_id: field.id,
+          optional: field.optional === true,
+          label: plain(field.label, 2000),
+          element: {
+            type: 'plain_text_input' as const,
+            action_id: 'value',
+            multiline: field.multiline === true,
+            max_length: maxLength,
+            ...(initial === undefined ? {} : { initial_value: initial }),
+          },
+        };
+      }),
+    ],
   };
 }
 

@@ -242,6 +242,8 @@ export function createMessagesApi(options: MessagesApiOptions) {
           throw new HttpProblem(403, outcome.message);
         case 'resolved':
           throw new HttpProblem(409, outcome.message);
+        case 'invalid':
+          throw new HttpProblem(422, outcome.message);
         case 'unknown':
           throw new HttpProblem(404, outcome.message);
       }

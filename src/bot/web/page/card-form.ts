@@ -20,6 +20,8 @@ export interface PageCardForm {
   title: string;
   submitLabel: string;
   fields: FormField[];
+  /** Why a field is missing (a script too long for a form). */
+  note?: string;
 }
 
 const openForms = new Map<string, HTMLFormElement>();
@@ -36,6 +38,7 @@ export function openCardForm(
 ): void {
   const element = make('form', 'card-form');
   element.append(make('div', 'card-form-title', form.title));
+  if (form.note !== undefined) element.append(make('p', 'card-form-note', form.note));
   const inputs: Array<[string, HTMLInputElement | HTMLTextAreaElement]> = [];
   for (const field of form.fields) {
     const label = make('label', null, field.label);
@@ -67,6 +70,15 @@ export function openCardForm(
     submit(Object.fromEntries(inputs.map(([id, input]) => [id, input.value])));
   });
   openForms.set(messageId, element);
+}
+
+/** The form as sent, holding the values sent; undefined without either. */
+export function refilled(
+  form: PageCardForm | undefined,
+  values: Record<string, string> | undefined,
+): PageCardForm | undefined {
+  if (form === undefined || values === undefined) return undefined;
+  return { ...form, fields: form.fields.map((field) => ({ ...field, initial: values[field.id] ?? '' })) };
 }
 
 /** The card's open form, moved into the redrawn card with its focus kept; undefined when none is open. */

@@ -1,4 +1,4 @@
-import { closeCardForm, openCardForm, openFormOf, type PageCardForm } from './card-form.js';
+import { closeCardForm, openCardForm, openFormOf, type PageCardForm, refilled } from './card-form.js';
 import { api, byId, formatTime, hasExtension, isFileUrl, make } from './dom.js';
 import { fencedText, renderMarkdown } from './markdown.js';
 import { placeTraces, renderTrace } from './trace.js';
@@ -308,6 +308,7 @@ async function clickAction(
   action: CardAction,
   row: HTMLElement | undefined,
   values?: Record<string, string>,
+  sentFrom?: PageCardForm,
 ): Promise<void> {
   for (const button of row?.querySelectorAll('button') ?? []) button.disabled = true;
   // A button may open a form first (a reject reason, an edit); its values come back with the action.
@@ -318,14 +319,11 @@ async function clickAction(
     user: userName(),
     ...(values === undefined ? { openForm: true } : { values }),
   });
-  if (result.ok && result.data.form !== undefined) {
-    openCardForm(
-      message.id,
-      result.data.form,
-      (submitted) => void clickAction(message, action, undefined, submitted),
-    );
-    renderThread();
-    return;
+  // A form whose values the server could not use (422) opens again with them, under the error.
+  const form = result.ok ? result.data.form : result.status === 422 ? refilled(sentFrom, values) : undefined;
+  if (form !== undefined) {
+    openCardForm(message.id, form, (sent) => void clickAction(message, action, undefined, sent, form));
+    if (result.ok) return renderThread();
   }
   state.cardNotes[message.id] = result.ok
     ? { kind: 'ok', text: result.data.message || 'Sent.' }
