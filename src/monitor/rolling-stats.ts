@@ -158,6 +158,14 @@ export function medianStepIntervalMs(state: RollingState): number | undefined {
 export function chartSeries(state: RollingState, metric: string): Array<{ step: number; value: number }> {
   const series = state.metrics[metric];
   if (series === undefined) return [];
+  // The plateau check asks for this every tick: when both lists are strictly step-ordered (the usual
+  // case), one merge gives what the map-and-sort below gives.
+  if (
+    series.steps.length === series.values.length &&
+    isStrictlyIncreasing(series.history, (pair) => pair[0]) &&
+    isStrictlyIncreasing(series.steps, Number)
+  )
+    return mergedSeries(series);
   const byStep = new Map<number, number>();
   for (const [step, value] of series.history) byStep.set(step, value);
   // The window holds every recent point at full resolution; it overrides the sparser history there.
@@ -167,6 +175,34 @@ export function chartSeries(state: RollingState, metric: string): Array<{ step: 
     if (step !== undefined && value !== undefined) byStep.set(step, value);
   }
   return [...byStep.entries()].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ step, value }));
+}
+
+function isStrictlyIncreasing<T>(items: readonly T[], stepOf: (item: T) => number): boolean {
+  for (let index = 1; index < items.length; index++)
+    if (!(stepOf(items[index - 1] as T) < stepOf(items[index] as T))) return false;
+  return true;
+}
+
+/** History and window merged by step; the window's value wins where both have a step. `+ 0` turns a -0
+ *  step into 0, as a map key does. */
+function mergedSeries(series: SeriesState): Array<{ step: number; value: number }> {
+  const { history, steps, values } = series;
+  const output: Array<{ step: number; value: number }> = [];
+  let fromHistory = 0;
+  let fromWindow = 0;
+  while (fromHistory < history.length || fromWindow < steps.length) {
+    const pair = history[fromHistory];
+    const windowStep = steps[fromWindow];
+    if (pair !== undefined && (windowStep === undefined || pair[0] < windowStep)) {
+      output.push({ step: pair[0] + 0, value: pair[1] });
+      fromHistory++;
+      continue;
+    }
+    if (pair !== undefined && pair[0] === windowStep) fromHistory++;
+    output.push({ step: (windowStep as number) + 0, value: values[fromWindow] as number });
+    fromWindow++;
+  }
+  return output;
 }
 
 const NON_FINITE_CODES: Record<string, number> = {
