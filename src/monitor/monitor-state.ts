@@ -8,8 +8,9 @@ import type { PrintedMetricsState } from './printed-metrics.js';
 import {
   createRollingState,
   decodeRollingState,
-  encodeRollingState,
   type RollingState,
+  serialiseRollingState,
+  withField,
 } from './rolling-stats.js';
 import type { ExtrasState } from './tick-extras.js';
 
@@ -79,5 +80,6 @@ export function parseMonitorState(raw: string | null | undefined): MonitorState 
 }
 
 export function serialiseMonitorState(state: MonitorState): string {
-  return JSON.stringify({ ...state, rolling: encodeRollingState(state.rolling) });
+  const { rolling, ...rest } = state;
+  return withField(JSON.stringify(rest), 'rolling', serialiseRollingState(rolling));
 }

@@ -227,29 +227,49 @@ function hasNonFinite(values: readonly number[]): boolean {
 }
 
 /**
- * A copy of the rolling state whose non-finite numbers are the strings "NaN", "Inf", "-Inf" (plain JSON
- * would turn them into null). Only arrays that hold one are rewritten, so the usual case costs a scan.
- * Plain loops instead of a JSON replacer/reviver: this runs on every tick of every run.
+ * The rolling state as JSON, with the non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON
+ * would turn them into null). This runs on every tick of every run, and most of a state is its chart
+ * histories (arrays of pairs, slow to stringify), which only grow between compactions: each history's text
+ * is kept and extended by its new pairs (a compaction makes a new array, so a new text).
  */
-export function encodeRollingState(state: RollingState): unknown {
-  const metrics: Record<string, unknown> = {};
-  for (const [name, series] of Object.entries(state.metrics)) {
-    let encoded: Record<string, unknown> = series as unknown as Record<string, unknown>;
-    if (series.nonFinite > 0) {
-      const historyValues = series.history.map((pair) => pair[1]);
-      encoded = { ...series };
-      if (hasNonFinite(series.values)) encoded.values = series.values.map(encodeNumber);
-      if (hasNonFinite(historyValues))
-        encoded.history = series.history.map(([step, value]) => [step, encodeNumber(value)]);
-    }
-    metrics[name] = encoded;
-  }
-  const lastMetrics: Record<string, number | string> = {};
-  for (const [name, value] of Object.entries(state.lastMetrics)) lastMetrics[name] = encodeNumber(value);
-  return { ...state, metrics, lastMetrics };
+export function serialiseRollingState(state: RollingState): string {
+  const { metrics, lastMetrics, ...rest } = state;
+  const encodedLast: Record<string, number | string> = {};
+  for (const [name, value] of Object.entries(lastMetrics)) encodedLast[name] = encodeNumber(value);
+  const parts: string[] = [];
+  for (const [name, series] of Object.entries(metrics))
+    parts.push(`${JSON.stringify(name)}:${seriesText(series)}`);
+  return withField(JSON.stringify({ ...rest, lastMetrics: encodedLast }), 'metrics', `{${parts.join(',')}}`);
 }
 
-/** Inverse of `encodeRollingState`, in place on freshly parsed JSON. */
+/** `objectText` (a JSON object) with one more field, whose value is already JSON. */
+export function withField(objectText: string, name: string, valueText: string): string {
+  const separator = objectText === '{}' ? '' : ',';
+  return `${objectText.slice(0, -1)}${separator}${JSON.stringify(name)}:${valueText}}`;
+}
+
+function seriesText(series: SeriesState): string {
+  const { history, ...rest } = series;
+  const encoded = hasNonFinite(rest.values) ? { ...rest, values: rest.values.map(encodeNumber) } : rest;
+  return withField(JSON.stringify(encoded), 'history', historyText(history));
+}
+
+/** Each live history's JSON text so far (without brackets) and how many pairs it covers. */
+const historyTexts = new WeakMap<Array<[number, number]>, { pairs: number; text: string }>();
+
+function historyText(history: Array<[number, number]>): string {
+  let known = historyTexts.get(history);
+  if (known === undefined || known.pairs > history.length) known = { pairs: 0, text: '' };
+  let text = known.text;
+  for (let index = known.pairs; index < history.length; index++) {
+    const [step, value] = history[index] as [number, number];
+    text += `${index === 0 ? '' : ','}[${JSON.stringify(step)},${JSON.stringify(encodeNumber(value))}]`;
+  }
+  historyTexts.set(history, { pairs: history.length, text });
+  return `[${text}]`;
+}
+
+/** Inverse of `serialiseRollingState`'s encoding, in place on freshly parsed JSON. */
 export function decodeRollingState(value: RollingState): RollingState {
   for (const series of Object.values(value.metrics)) {
     if (!(series.nonFinite > 0)) continue;

@@ -3,9 +3,19 @@ import { createBandWindow } from '../../src/monitor/detectors/band-window.js';
 import { robustBand } from '../../src/monitor/detectors/robust.js';
 import { theilSen } from '../../src/monitor/detectors/trend.js';
 import { evaluate, type NewLines, type TickContext } from '../../src/monitor/evaluate.js';
-import { createMonitorState, serialiseMonitorState } from '../../src/monitor/monitor-state.js';
+import {
+  createMonitorState,
+  parseMonitorState,
+  serialiseMonitorState,
+} from '../../src/monitor/monitor-state.js';
 import { createPrintedMetricsReader } from '../../src/monitor/printed-metrics.js';
-import { chartSeries, createRollingState, DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
+import {
+  addPoint,
+  chartSeries,
+  createRollingState,
+  DEFAULT_ROLLING_LIMITS,
+  type RollingState,
+} from '../../src/monitor/rolling-stats.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
@@ -258,6 +268,48 @@ describe('Theil–Sen trend', () => {
       }
       const z = [1.645, 2.576][seed % 2] as number;
       expect(theilSen(xs, ys, z), `seed ${seed}`).toEqual(theilSenSorted(xs, ys, z));
+    }
+  });
+});
+
+/** The state's JSON as it was written before the history texts were kept (a copy with non-finite codes). */
+function serialisedByCopy(state: ReturnType<typeof createMonitorState>): string {
+  const code = (value: number) =>
+    Number.isFinite(value) ? value : Number.isNaN(value) ? 'NaN' : value > 0 ? 'Inf' : '-Inf';
+  const rolling: RollingState = state.rolling;
+  const metrics: Record<string, unknown> = {};
+  for (const [name, series] of Object.entries(rolling.metrics))
+    metrics[name] = {
+      ...series,
+      values: series.values.map(code),
+      history: series.history.map(([step, value]) => [step, code(value)]),
+    };
+  const lastMetrics = Object.fromEntries(
+    Object.entries(rolling.lastMetrics).map(([name, value]) => [name, code(value)]),
+  );
+  return JSON.stringify({ ...state, rolling: { ...rolling, metrics, lastMetrics } });
+}
+
+describe('state serialisation', () => {
+  it('writes what a fresh stringify writes, tick after tick, through compactions and non-finite values', () => {
+    const limits = { ...DEFAULT_ROLLING_LIMITS, windowSize: 40, historyCap: 50 };
+    for (let seed = 1; seed <= 40; seed++) {
+      const random = randomOf(seed);
+      const state = createMonitorState();
+      let step = 0;
+      for (let tick = 0; tick < 30; tick++) {
+        for (let point = Math.floor(random() * 20); point > 0; point--) {
+          const metrics: Record<string, number> = { loss: randomValue(random) };
+          if (random() < 0.7) metrics['eval/loss'] = randomValue(random);
+          addPoint(state.rolling, { step: step++, metrics }, step * 1000, limits);
+        }
+        const written = serialiseMonitorState(state);
+        expect(JSON.parse(written), `seed ${seed}, tick ${tick}`).toEqual(
+          JSON.parse(serialisedByCopy(state)),
+        );
+        // And it reads back to the same state (non-finite numbers included).
+        expect(serialiseMonitorState(parseMonitorState(written))).toBe(written);
+      }
     }
   });
 });
