@@ -260,11 +260,13 @@ const historyTexts = new WeakMap<Array<[number, number]>, { pairs: number; text:
 function historyText(history: Array<[number, number]>): string {
   let known = historyTexts.get(history);
   if (known === undefined || known.pairs > history.length) known = { pairs: 0, text: '' };
-  let text = known.text;
+  const pieces: string[] = known.pairs === 0 ? [] : [known.text];
   for (let index = known.pairs; index < history.length; index++) {
     const [step, value] = history[index] as [number, number];
-    text += `${index === 0 ? '' : ','}[${JSON.stringify(step)},${JSON.stringify(encodeNumber(value))}]`;
+    pieces.push(`[${JSON.stringify(step)},${JSON.stringify(encodeNumber(value))}]`);
   }
+  // join makes one flat string; appending with `+` would build a rope that every write walks again.
+  const text = pieces.join(',');
   historyTexts.set(history, { pairs: history.length, text });
   return `[${text}]`;
 }
