@@ -110,12 +110,16 @@ function createAgentRunner(
   const { config, logger, provider, features, threadState, traces } = options;
   const systemPrompt = loadSystemPrompt(config.botName);
   return async ({ threadId, history, actor, onProgress }) => {
-    const refused = await options.llmBudget.refusal(threadId, actor);
+    // One round trip for the three reads a turn needs before its first LLM call (turn_overhead_p50_ms).
+    const [refused, summary, model] = await Promise.all([
+      options.llmBudget.refusal(threadId, actor),
+      threadState.summary(threadId),
+      threadModel(threadId),
+    ]);
     if (refused !== undefined) {
       logger.info({ threadId, actor: actor.id }, 'agent turn refused: llm budget used up');
       return { reply: refused, newMessages: [{ role: 'assistant', content: refused }] };
     }
-    const [summary, model] = await Promise.all([threadState.summary(threadId), threadModel(threadId)]);
     const steps: TraceStep[] = [];
     const startedAt = Date.now();
     // Every LLM call this turn makes, a tool's sub-agent included, is billed to this thread and person.

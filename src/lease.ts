@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { ChainableCommander, Redis } from 'ioredis';
 import { LeaseError } from './errors.js';
 
 /**
@@ -10,19 +10,23 @@ import { LeaseError } from './errors.js';
  */
 
 const RELEASE_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
+// Take the lease and, when taken, read hash fields in the same step (a monitor tick: lease + cursors).
+const ACQUIRE_READING_SCRIPT = `if redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return redis.call('hmget', KEYS[2], unpack(ARGV, 3)) end return false`;
 const RENEW_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`;
 
 /** Retry delays while waiting for a lease: doubling from the first to the cap, with jitter. */
 const FIRST_RETRY_MS = 20;
 const MAX_RETRY_MS = 250;
 
-interface Lease {
+export interface Lease {
   readonly key: string;
   readonly token: string;
   /** Extend the lease to `ttlMs` from now (default: the TTL it was taken with); false when no longer held. */
   renew(ttlMs?: number): Promise<boolean>;
   /** Give the lease up; false when it was no longer ours (expired, maybe taken over). */
   release(): Promise<boolean>;
+  /** Queue the release on a transaction, so the last write and the release share one round trip. */
+  releaseIn(transaction: ChainableCommander): void;
 }
 
 interface AcquireOptions {
@@ -40,6 +44,16 @@ export interface Leases {
   acquire(key: string, ttlMs: number, options?: AcquireOptions): Promise<Lease>;
   /** Take the lease once, or `undefined` when someone else holds it. */
   tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined>;
+  /**
+   * `tryAcquire`, and when taken also `HMGET hashKey fields` in the same round trip (one Lua step: the
+   * fields are read under the lease).
+   */
+  tryAcquireReading(
+    key: string,
+    ttlMs: number,
+    hashKey: string,
+    fields: readonly string[],
+  ): Promise<{ lease: Lease; values: Array<string | null> } | undefined>;
   /** Run `work` holding the lease on `key`, then release it (also when `work` throws). */
   withLease<T>(
     key: string,
@@ -60,7 +74,25 @@ export function createLeases(redis: Redis): Leases {
       async release() {
         return (await redis.eval(RELEASE_SCRIPT, 1, key, token)) === 1;
       },
+      releaseIn(transaction) {
+        transaction.eval(RELEASE_SCRIPT, 1, key, token);
+      },
     };
+  }
+
+  async function tryAcquireReading(key: string, ttlMs: number, hashKey: string, fields: readonly string[]) {
+    if (fields.length === 0) throw new Error('tryAcquireReading needs at least one field');
+    const token = randomBytes(12).toString('hex');
+    const values = (await redis.eval(
+      ACQUIRE_READING_SCRIPT,
+      2,
+      key,
+      hashKey,
+      token,
+      ttlMs,
+      ...fields,
+    )) as Array<string | null> | null;
+    return values === null ? undefined : { lease: leaseOf(key, token, ttlMs), values };
   }
 
   async function tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined> {
@@ -110,5 +142,5 @@ export function createLeases(redis: Redis): Leases {
     }
   }
 
-  return { acquire, tryAcquire, withLease };
+  return { acquire, tryAcquire, tryAcquireReading, withLease };
 }

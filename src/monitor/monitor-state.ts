@@ -9,8 +9,9 @@ import type { EpisodeBook } from './episodes.js';
 import {
   createRollingState,
   decodeRollingState,
-  encodeRollingState,
   type RollingState,
+  serialiseRollingState,
+  withField,
 } from './rolling-stats.js';
 import type { ExtrasState } from './tick-extras.js';
 
@@ -94,5 +95,6 @@ export function parseMonitorState(raw: string | null | undefined): MonitorState 
 }
 
 export function serialiseMonitorState(state: MonitorState): string {
-  return JSON.stringify({ ...state, rolling: encodeRollingState(state.rolling) });
+  const { rolling, ...rest } = state;
+  return withField(JSON.stringify(rest), 'rolling', serialiseRollingState(rolling));
 }

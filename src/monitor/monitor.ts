@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { definedOnly } from '../defined-only.js';
-import { createLeases } from '../lease.js';
+import { createLeases, type Lease } from '../lease.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
@@ -10,6 +10,7 @@ import { type TrackerLinks, writeTrackerLinks } from '../runs/tracker-links.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type Evaluation, evaluate, needsCrashLog } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
+import { logEvaluation, MAX_OUTBOX, parseOutbox } from './monitor-outbox.js';
 import { type MonitorState, parseMonitorState, serialiseMonitorState } from './monitor-state.js';
 import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
 import { chartSeries, DEFAULT_ROLLING_LIMITS, type RollingLimits } from './rolling-stats.js';
@@ -76,7 +77,6 @@ export interface TickResult {
 /** A tick that outlives this is presumed dead: its lease expires and the next tick may run. */
 const TICK_LEASE_MS = 60_000;
 const CRASH_LOG_BYTES = 64 * 1024;
-const MAX_OUTBOX = 50;
 /** Parsed states kept in memory between ticks (a few tens of KiB each). */
 const MAX_CACHED_RUNS = 2000;
 
@@ -119,6 +119,17 @@ interface TickInputs {
   context: TickContext;
 }
 
+/** The hash fields read with the tick's lease: the file cursors and the state's revision. */
+const STATE_FIELDS = ['cursor:metrics', 'cursor:log', 'cursor:alerts', 'rev'] as const;
+
+/** A tick's lease, the fields read with it, the tick's clock, and whether the commit gave it up. */
+interface HeldLease {
+  lease: Lease;
+  fields: ReadonlyArray<string | null>;
+  now: number;
+  released: boolean;
+}
+
 const SKIPPED_TICK: TickResult = {
   incidents: [],
   newPoints: 0,
@@ -152,28 +163,22 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return parseMonitorState(await redis.hget(stateKey(runId), 'state'));
   }
 
-  /** The state (our cached copy when Redis still holds the revision we wrote) and the file cursors. */
-  async function readState(runId: string) {
-    const [metricsCursor, logCursor, alertsCursor, revision] = await redis.hmget(
-      stateKey(runId),
-      'cursor:metrics',
-      'cursor:log',
-      'cursor:alerts',
-      'rev',
-    );
+  /** The state (our cached copy when Redis holds the revision we wrote), cursors from `STATE_FIELDS`. */
+  async function readState(runId: string, fields: ReadonlyArray<string | null>) {
+    const [metricsCursor, logCursor, alertsCursor, revision] = fields;
     // Reuse our own parsed copy when Redis still holds the revision we wrote (the usual case with one
     // worker); otherwise, e.g. after another worker ticked this run, read the state again.
     const cached = cache.get(runId);
     cache.delete(runId);
     const state =
-      cached !== undefined && revision !== null && cached.revision === revision
+      cached !== undefined && revision !== null && revision !== undefined && cached.revision === revision
         ? cached.state
         : await loadState(runId);
     return {
       state,
-      metricsCursor: parseCursor(metricsCursor),
-      logCursor: parseCursor(logCursor),
-      alertsCursor: parseCursor(alertsCursor),
+      metricsCursor: parseCursor(metricsCursor ?? null),
+      logCursor: parseCursor(logCursor ?? null),
+      alertsCursor: parseCursor(alertsCursor ?? null),
     };
   }
 
@@ -184,8 +189,13 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { utilisation: await options.gpuProbe(meta.gpuIndices).catch(() => undefined) };
   }
 
-  async function readInputs(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickInputs> {
-    const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId);
+  async function readInputs(
+    runId: string,
+    meta: RunMeta,
+    processState: ProcessState,
+    fields: ReadonlyArray<string | null>,
+  ): Promise<TickInputs> {
+    const { state, metricsCursor, logCursor, alertsCursor } = await readState(runId, fields);
     const runDir = options.runDir(meta);
     const logPath = join(runDir, RUN_FILES.output);
     const policy = await options.policy?.load(runId);
@@ -222,38 +232,19 @@ export function createMonitor(options: MonitorOptions): Monitor {
     return { state, metricsChunk, logChunk, alertsChunk, eventsMore: events.more, context };
   }
 
-  function logEvaluation(runId: string, evaluation: Evaluation): void {
-    if (evaluation.metricsReset) {
-      options.logger?.info(
-        { runId },
-        'metrics.jsonl was replaced or truncated; reading it again from the start',
-      );
-    }
-    if (evaluation.scriptAlertsSkipped > 0) {
-      options.logger?.warn(
-        { runId, skipped: evaluation.scriptAlertsSkipped },
-        'unreadable alerts.jsonl lines skipped (not written by shepherd.alert?)',
-      );
-    }
-    const { malformed } = evaluation;
-    if (malformed.count > 0) {
-      options.logger?.warn(
-        { runId, malformed: malformed.count, reason: malformed.firstReason },
-        'malformed metric lines skipped',
-      );
-    }
-  }
-
-  /** Cursors, state and new incidents move together; returns the incidents still to deliver. */
+  /**
+   * Cursors, state and new incidents move together, and the lease is given up in the same round trip
+   * (`held.released` once it is); returns the incidents still to deliver.
+   */
   async function commit(
     runId: string,
     inputs: TickInputs,
     evaluation: Evaluation,
-    now: number,
+    held: HeldLease,
   ): Promise<Incident[]> {
     const { state, metricsChunk, logChunk, alertsChunk } = inputs;
     const transaction = redis.multi();
-    const newRevision = `${process.pid}.${++revisionCounter}.${now}`;
+    const newRevision = `${process.pid}.${++revisionCounter}.${held.now}`;
     const fields: Record<string, string> = { state: serialiseMonitorState(state), rev: newRevision };
     if (metricsChunk.cursor !== undefined) fields['cursor:metrics'] = JSON.stringify(metricsChunk.cursor);
     if (logChunk.cursor !== undefined) fields['cursor:log'] = JSON.stringify(logChunk.cursor);
@@ -265,13 +256,15 @@ export function createMonitor(options: MonitorOptions): Monitor {
       transaction.hset(outboxKey(runId), incident.id, JSON.stringify(incident));
     transaction.persist(outboxKey(runId));
     transaction.hgetall(outboxKey(runId));
+    held.lease.releaseIn(transaction);
     const results = await transaction.exec();
+    held.released = true;
     cache.set(runId, { revision: newRevision, state });
     if (cache.size > MAX_CACHED_RUNS) {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) cache.delete(oldest);
     }
-    const incidents = parseOutbox((results?.at(-1)?.[1] ?? {}) as Record<string, string>);
+    const incidents = parseOutbox((results?.at(-2)?.[1] ?? {}) as Record<string, string>);
     if (incidents.length > MAX_OUTBOX) {
       // An adapter down for a long time must not make the outbox grow without bound: drop the oldest.
       const dropped = incidents.splice(0, incidents.length - MAX_OUTBOX);
@@ -294,17 +287,22 @@ export function createMonitor(options: MonitorOptions): Monitor {
   }
 
   /** The shell: read → evaluate (pure) → commit. */
-  async function tickLeased(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult> {
-    const now = clock();
-    const inputs = await readInputs(runId, meta, processState);
+  async function tickLeased(
+    runId: string,
+    meta: RunMeta,
+    processState: ProcessState,
+    held: HeldLease,
+  ): Promise<TickResult> {
+    const now = held.now;
+    const inputs = await readInputs(runId, meta, processState, held.fields);
     const { state, metricsChunk, logChunk } = inputs;
     const evaluation = evaluate(state, metricsChunk, logChunk, processState, now, inputs.context);
-    logEvaluation(runId, evaluation);
+    logEvaluation(options.logger, runId, evaluation);
     if (evaluation.dumpStacks) await askForStacks(meta, state);
     await printedMetrics.writeDerived(state, options.runDir(meta), evaluation.derivedText);
     if (evaluation.linksFound && state.links !== undefined)
       await writeTrackerLinks(options.runDir(meta), state.links);
-    const incidents = await commit(runId, inputs, evaluation, now);
+    const incidents = await commit(runId, inputs, evaluation, held);
     for (const incident of evaluation.incidents)
       options.logger?.info({ runId, incident: incident.id }, incident.summary);
     const { malformed } = evaluation;
@@ -326,13 +324,20 @@ export function createMonitor(options: MonitorOptions): Monitor {
   return {
     async tick(runId, meta, processState) {
       // Try once: a tick already running for this run does the work; this one is skipped. No renewal,
-      // so a tick that hangs loses the lease after TICK_LEASE_MS and later ticks go on.
-      const lease = await leases.tryAcquire(lockKey(runId), TICK_LEASE_MS);
-      if (lease === undefined) return { ...SKIPPED_TICK };
+      // so a tick that hangs loses the lease after TICK_LEASE_MS and later ticks go on. The lease comes
+      // with the cursors (one round trip) and goes with the commit (one more).
+      const taken = await leases.tryAcquireReading(
+        lockKey(runId),
+        TICK_LEASE_MS,
+        stateKey(runId),
+        STATE_FIELDS,
+      );
+      if (taken === undefined) return { ...SKIPPED_TICK };
+      const held: HeldLease = { lease: taken.lease, fields: taken.values, now: clock(), released: false };
       try {
-        return await tickLeased(runId, meta, processState);
+        return await tickLeased(runId, meta, processState, held);
       } finally {
-        await lease.release();
+        if (!held.released) await held.lease.release();
       }
     },
 
@@ -378,17 +383,4 @@ export function createMonitor(options: MonitorOptions): Monitor {
         .exec();
     },
   };
-}
-
-function parseOutbox(raw: Record<string, string>): Incident[] {
-  const incidents: Incident[] = [];
-  for (const value of Object.values(raw)) {
-    try {
-      const incident = JSON.parse(value) as Incident;
-      if (typeof incident.id === 'string' && typeof incident.kind === 'string') incidents.push(incident);
-    } catch {
-      // a corrupt entry is dropped rather than blocking delivery of the others
-    }
-  }
-  return incidents.sort((a, b) => a.at - b.at || a.id.localeCompare(b.id));
 }

@@ -1,12 +1,13 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
 import { isLaunched } from '../runs/run-types.js';
+import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { detectCrash } from './detectors/crash.js';
 import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
 import { checkDivergence, checkSpike } from './detectors/loss-detectors.js';
 import { describeNonFinite, nonFiniteMetrics } from './detectors/non-finite.js';
 import { checkPlateau } from './detectors/plateau.js';
-import { isLossMetric } from './detectors/robust.js';
+import { isLossMetric, type RobustBand } from './detectors/robust.js';
 import { isEpisodeActive, observeEpisode, rearmEpisodes } from './episodes.js';
 import {
   crashText,
@@ -39,6 +40,28 @@ export type Raise = (
 ) => void;
 export type AcceptedPoint = MetricPoint & { step: number };
 
+type Series = MonitorState['rolling']['metrics'][string];
+
+/**
+ * The spike bands of one tick's points, per loss metric (band-window.ts): a window follows its series by
+ * the series' point count, so one sort per tick serves every point; anything else rebuilds it.
+ */
+export type SpikeWindows = Map<string, { series: Series; seen: number; window: BandWindow }>;
+
+function spikeBand(windows: SpikeWindows, name: string, series: Series, count: number): RobustBand {
+  const entry = windows.get(name);
+  if (entry !== undefined && entry.series === series) {
+    if (series.count === entry.seen + 1) {
+      entry.window.push(series.values.at(-1) as number);
+      entry.seen = series.count;
+    }
+    if (series.count === entry.seen) return entry.window.band();
+  }
+  const window = createBandWindow(series.values, count);
+  windows.set(name, { series, seen: series.count, window });
+  return window.band();
+}
+
 /** Per point: launch re-arming, non-finite values and loss spikes, then the point joins the windows. */
 export function observePoint(
   state: MonitorState,
@@ -46,6 +69,7 @@ export function observePoint(
   now: number,
   context: TickContext,
   raise: Raise,
+  windows: SpikeWindows = new Map(),
 ): void {
   const { meta, detectors } = context;
   const { step } = point;
@@ -70,7 +94,16 @@ export function observePoint(
   }
   for (const [name, value] of Object.entries(point.metrics)) {
     if (!isLossMetric(name)) continue;
-    const verdict = checkSpike(state.rolling.metrics[name]?.values ?? [], value, detectors);
+    const series = state.rolling.metrics[name];
+    const verdict =
+      series === undefined
+        ? checkSpike([], value, detectors)
+        : checkSpike(
+            series.values,
+            value,
+            detectors,
+            spikeBand(windows, name, series, detectors.spikeWindow),
+          );
     if (observeEpisode(state.episodes, `spike:${name}`, verdict.spike)) {
       raise(
         'spike',

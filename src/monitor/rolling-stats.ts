@@ -158,6 +158,14 @@ export function medianStepIntervalMs(state: RollingState): number | undefined {
 export function chartSeries(state: RollingState, metric: string): Array<{ step: number; value: number }> {
   const series = state.metrics[metric];
   if (series === undefined) return [];
+  // The plateau check asks for this every tick: when both lists are strictly step-ordered (the usual
+  // case), one merge gives what the map-and-sort below gives.
+  if (
+    series.steps.length === series.values.length &&
+    isStrictlyIncreasing(series.history, (pair) => pair[0]) &&
+    isStrictlyIncreasing(series.steps, Number)
+  )
+    return mergedSeries(series);
   const byStep = new Map<number, number>();
   for (const [step, value] of series.history) byStep.set(step, value);
   // The window holds every recent point at full resolution; it overrides the sparser history there.
@@ -167,6 +175,34 @@ export function chartSeries(state: RollingState, metric: string): Array<{ step: 
     if (step !== undefined && value !== undefined) byStep.set(step, value);
   }
   return [...byStep.entries()].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ step, value }));
+}
+
+function isStrictlyIncreasing<T>(items: readonly T[], stepOf: (item: T) => number): boolean {
+  for (let index = 1; index < items.length; index++)
+    if (!(stepOf(items[index - 1] as T) < stepOf(items[index] as T))) return false;
+  return true;
+}
+
+/** History and window merged by step; the window's value wins where both have a step. `+ 0` turns a -0
+ *  step into 0, as a map key does. */
+function mergedSeries(series: SeriesState): Array<{ step: number; value: number }> {
+  const { history, steps, values } = series;
+  const output: Array<{ step: number; value: number }> = [];
+  let fromHistory = 0;
+  let fromWindow = 0;
+  while (fromHistory < history.length || fromWindow < steps.length) {
+    const pair = history[fromHistory];
+    const windowStep = steps[fromWindow];
+    if (pair !== undefined && (windowStep === undefined || pair[0] < windowStep)) {
+      output.push({ step: pair[0] + 0, value: pair[1] });
+      fromHistory++;
+      continue;
+    }
+    if (pair !== undefined && pair[0] === windowStep) fromHistory++;
+    output.push({ step: (windowStep as number) + 0, value: values[fromWindow] as number });
+    fromWindow++;
+  }
+  return output;
 }
 
 const NON_FINITE_CODES: Record<string, number> = {
@@ -191,29 +227,51 @@ function hasNonFinite(values: readonly number[]): boolean {
 }
 
 /**
- * A copy of the rolling state whose non-finite numbers are the strings "NaN", "Inf", "-Inf" (plain JSON
- * would turn them into null). Only arrays that hold one are rewritten, so the usual case costs a scan.
- * Plain loops instead of a JSON replacer/reviver: this runs on every tick of every run.
+ * The rolling state as JSON, with the non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON
+ * would turn them into null). This runs on every tick of every run, and most of a state is its chart
+ * histories (arrays of pairs, slow to stringify), which only grow between compactions: each history's text
+ * is kept and extended by its new pairs (a compaction makes a new array, so a new text).
  */
-export function encodeRollingState(state: RollingState): unknown {
-  const metrics: Record<string, unknown> = {};
-  for (const [name, series] of Object.entries(state.metrics)) {
-    let encoded: Record<string, unknown> = series as unknown as Record<string, unknown>;
-    if (series.nonFinite > 0) {
-      const historyValues = series.history.map((pair) => pair[1]);
-      encoded = { ...series };
-      if (hasNonFinite(series.values)) encoded.values = series.values.map(encodeNumber);
-      if (hasNonFinite(historyValues))
-        encoded.history = series.history.map(([step, value]) => [step, encodeNumber(value)]);
-    }
-    metrics[name] = encoded;
-  }
-  const lastMetrics: Record<string, number | string> = {};
-  for (const [name, value] of Object.entries(state.lastMetrics)) lastMetrics[name] = encodeNumber(value);
-  return { ...state, metrics, lastMetrics };
+export function serialiseRollingState(state: RollingState): string {
+  const { metrics, lastMetrics, ...rest } = state;
+  const encodedLast: Record<string, number | string> = {};
+  for (const [name, value] of Object.entries(lastMetrics)) encodedLast[name] = encodeNumber(value);
+  const parts: string[] = [];
+  for (const [name, series] of Object.entries(metrics))
+    parts.push(`${JSON.stringify(name)}:${seriesText(series)}`);
+  return withField(JSON.stringify({ ...rest, lastMetrics: encodedLast }), 'metrics', `{${parts.join(',')}}`);
 }
 
-/** Inverse of `encodeRollingState`, in place on freshly parsed JSON. */
+/** `objectText` (a JSON object) with one more field, whose value is already JSON. */
+export function withField(objectText: string, name: string, valueText: string): string {
+  const separator = objectText === '{}' ? '' : ',';
+  return `${objectText.slice(0, -1)}${separator}${JSON.stringify(name)}:${valueText}}`;
+}
+
+function seriesText(series: SeriesState): string {
+  const { history, ...rest } = series;
+  const encoded = hasNonFinite(rest.values) ? { ...rest, values: rest.values.map(encodeNumber) } : rest;
+  return withField(JSON.stringify(encoded), 'history', historyText(history));
+}
+
+/** Each live history's JSON text so far (without brackets) and how many pairs it covers. */
+const historyTexts = new WeakMap<Array<[number, number]>, { pairs: number; text: string }>();
+
+function historyText(history: Array<[number, number]>): string {
+  let known = historyTexts.get(history);
+  if (known === undefined || known.pairs > history.length) known = { pairs: 0, text: '' };
+  const pieces: string[] = known.pairs === 0 ? [] : [known.text];
+  for (let index = known.pairs; index < history.length; index++) {
+    const [step, value] = history[index] as [number, number];
+    pieces.push(`[${JSON.stringify(step)},${JSON.stringify(encodeNumber(value))}]`);
+  }
+  // join makes one flat string; appending with `+` would build a rope that every write walks again.
+  const text = pieces.join(',');
+  historyTexts.set(history, { pairs: history.length, text });
+  return `[${text}]`;
+}
+
+/** Inverse of `serialiseRollingState`'s encoding, in place on freshly parsed JSON. */
 export function decodeRollingState(value: RollingState): RollingState {
   for (const series of Object.values(value.metrics)) {
     if (!(series.nonFinite > 0)) continue;

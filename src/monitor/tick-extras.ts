@@ -3,6 +3,7 @@ import type { MetricPoint } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
+import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
 import {
@@ -72,8 +73,16 @@ interface TickExtrasInput {
 
 type TickPoint = TickExtrasInput['points'][number];
 
-/** Grad-norm explosion, per point: the value stays above the recent band for `gradNormPoints` points. */
-function observeGradNorm(input: TickExtrasInput, point: TickPoint, raised: Raise[]): void {
+/**
+ * Grad-norm explosion, per point: the value stays above the recent band for `gradNormPoints` points.
+ * `windows` keeps each metric's band up to date through the tick's points (one sort per tick).
+ */
+function observeGradNorm(
+  input: TickExtrasInput,
+  point: TickPoint,
+  windows: Map<string, BandWindow>,
+  raised: Raise[],
+): void {
   const { extras, episodes, settings } = input;
   for (const [metric, value] of Object.entries(point.metrics)) {
     if (!GRAD_NORM_METRIC.test(metric)) continue;
@@ -83,7 +92,12 @@ function observeGradNorm(input: TickExtrasInput, point: TickPoint, raised: Raise
       series = { values: [], above: 0 };
       extras.grad[metric] = series;
     }
-    const verdict = isAboveGradBand(series.values, value, settings);
+    let window = windows.get(metric);
+    if (window === undefined) {
+      window = createBandWindow(series.values, settings.gradNormWindow);
+      windows.set(metric, window);
+    }
+    const verdict = isAboveGradBand(series.values, value, settings, window.band());
     series.above = verdict.above ? series.above + 1 : 0;
     if (observeEpisode(episodes, `grad_norm:${metric}`, series.above >= settings.gradNormPoints)) {
       raised.push({
@@ -102,6 +116,7 @@ function observeGradNorm(input: TickExtrasInput, point: TickPoint, raised: Raise
     }
     if (Number.isFinite(value)) {
       series.values.push(value);
+      window.push(value);
       if (series.values.length > settings.gradNormWindow) series.values.shift();
     }
   }
@@ -221,8 +236,9 @@ function observeTickIdleGpus(input: TickExtrasInput, alive: boolean, raised: Rai
 /** Runs the stateful detectors and the rules over one tick's points; returns what to raise, in order. */
 export function runTickExtras(input: TickExtrasInput): Raise[] {
   const raised: Raise[] = [];
+  const gradWindows = new Map<string, BandWindow>();
   for (const point of input.points) {
-    observeGradNorm(input, point, raised);
+    observeGradNorm(input, point, gradWindows, raised);
     observeOverfitting(input, point, raised);
     observeValueRules(input, point, raised);
   }

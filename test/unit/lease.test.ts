@@ -133,4 +133,21 @@ describe('lease (real Redis)', () => {
     ).rejects.toThrow('boom');
     expect(await redis.exists(key)).toBe(0);
   });
+
+  it('reads hash fields with the lease in one step, and releases inside the holder transaction', async () => {
+    const key = `${prefix}:reading`;
+    const hash = `${prefix}:reading-hash`;
+    await redis.hset(hash, { a: '1', c: '3' });
+    const taken = await leases.tryAcquireReading(key, 5_000, hash, ['a', 'b', 'c']);
+    expect(taken?.values).toEqual(['1', null, '3']);
+    // Held: the other process gets nothing, not even the fields.
+    expect(await otherLeases.tryAcquireReading(key, 5_000, hash, ['a'])).toBeUndefined();
+    const transaction = redis.multi().hset(hash, 'b', '2');
+    taken?.lease.releaseIn(transaction);
+    const results = await transaction.exec();
+    expect(results?.at(-1)).toEqual([null, 1]);
+    expect(await redis.exists(key)).toBe(0);
+    expect(await redis.hget(hash, 'b')).toBe('2');
+    expect((await otherLeases.tryAcquireReading(key, 5_000, hash, ['b']))?.values).toEqual(['2']);
+  });
 });

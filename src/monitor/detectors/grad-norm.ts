@@ -1,4 +1,4 @@
-import { robustBand } from './robust.js';
+import { type RobustBand, robustBand } from './robust.js';
 
 /**
  * Grad-norm explosion: `grad_norm` far above its robust band — above `median + K × MAD` of the previous
@@ -20,8 +20,8 @@ export function isAboveGradBand(
   previous: readonly number[],
   value: number,
   settings: GradNormSettings,
+  band: RobustBand = robustBand(previous, settings.gradNormWindow),
 ): { above: boolean; median: number } {
-  const band = robustBand(previous, settings.gradNormWindow);
   if (band.size < MIN_HISTORY) return { above: false, median: Number.NaN };
   const center = band.center;
   const threshold = Math.max(

@@ -1,4 +1,4 @@
-import { finiteOnly, median, robustBand } from './robust.js';
+import { finiteOnly, median, type RobustBand, robustBand } from './robust.js';
 
 export interface SpikeSettings {
   spikeWindow: number;
@@ -25,10 +25,15 @@ const MIN_SPIKE_HISTORY = 10;
 /**
  * Is `value` a spike against the `previous` values (the rolling window before it)? Robust: above
  * median + k·MAD *and* at least `spikeMinRatio` × the median (when the median is positive), so neither a
- * perfectly flat curve (MAD 0) nor ordinary noise trips it.
+ * perfectly flat curve (MAD 0) nor ordinary noise trips it. `band` is the band of `previous` when the caller
+ * keeps it up to date (band-window.ts).
  */
-export function checkSpike(previous: readonly number[], value: number, config: SpikeSettings): SpikeVerdict {
-  const band = robustBand(previous, config.spikeWindow);
+export function checkSpike(
+  previous: readonly number[],
+  value: number,
+  config: SpikeSettings,
+  band: RobustBand = robustBand(previous, config.spikeWindow),
+): SpikeVerdict {
   if (band.size < Math.min(MIN_SPIKE_HISTORY, config.spikeWindow) || !Number.isFinite(value)) {
     return { spike: false, median: Number.NaN, threshold: Number.NaN };
   }

@@ -18,10 +18,14 @@ export function median(values: readonly number[]): number {
  * The median and scaled MAD of the finite values among the last `count` of `values`, with two typed
  * copies and no intermediate arrays (the spike and grad-norm bands run this for every point).
  */
-export function robustBand(
-  values: readonly number[],
-  count: number,
-): { size: number; center: number; spread: number } {
+export interface RobustBand {
+  /** Finite values in the window. */
+  size: number;
+  center: number;
+  spread: number;
+}
+
+export function robustBand(values: readonly number[], count: number): RobustBand {
   const from = Math.max(0, values.length - count);
   const window = new Float64Array(values.length - from);
   let size = 0;
