@@ -34,6 +34,6 @@ RUN mkdir -p /data && chown node:node /data
 USER node
 VOLUME ["/data"]
 EXPOSE 3000
-HEALTHCHECK --interval=30s --timeout=10s --start-period=40s --retries=3 CMD ["node", "dist/src/healthcheck.js"]
+HEALTHCHECK --interval=30s --timeout=10s --start-period=40s --retries=3 CMD ["node", "dist/src/app/healthcheck.js"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/src/main.js"]
+CMD ["node", "dist/src/app/main.js"]

@@ -3,7 +3,7 @@
  * spike and NaN points) down to 500 points plus a local Chart.js/@napi-rs/canvas PNG render, median of 5
  * after one warm-up (goal ≤ 300 ms). Run: npx tsx bench/chart-render.ts
  */
-import { renderChart } from '../src/notify/charts/render-chart.js';
+import { renderChart } from '../src/charts/render-chart.js';
 
 /** Benchmarks print `name=value` lines on stdout. */
 function print(line: string): void {

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createSessionStore } from '../src/agent/session-store.js';
 import type { Notifier } from '../src/bot/notifier.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { createLogger } from '../src/logger.js';
 import { createAlertPolicyStore } from '../src/monitor/alert-policy.js';
 import type { AlertService } from '../src/monitor/alert-service.js';

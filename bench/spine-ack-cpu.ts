@@ -87,7 +87,7 @@ try {
   const bare = await start('bench/lib/bare-server.ts', { PORT: barePort }, '/loop-delay');
   const shepherdPort = String(await freePort());
   const shepherd = await start(
-    'src/main.ts',
+    'src/app/main.ts',
     {
       REDIS_URL: benchRedisUrl,
       SHEPHERD_ROLE: 'bot',

@@ -58,7 +58,7 @@ async function startBare(): Promise<string> {
 async function startShepherd(): Promise<string> {
   const port = await freePort();
   const child = startNodeChild(
-    'src/main.ts',
+    'src/app/main.ts',
     {
       PATH: process.env.PATH,
       REDIS_URL: benchRedisUrl,

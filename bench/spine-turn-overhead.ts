@@ -18,10 +18,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createApp } from '../src/app.js';
+import { createApp } from '../src/app/app.js';
 import { encodeThreadId } from '../src/bot/chat-adapter.js';
 import { createWebStore } from '../src/bot/web/web-store.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { createLogger } from '../src/logger.js';
 import { startScriptedOpenAi } from '../test/helpers/scripted-llm/index.js';
 import { note, print, quantile } from './lib/output.js';

@@ -7,8 +7,8 @@ import { folderOf, packageName, readGraph, type SourceFileInfo } from './import-
  * (a) a port imports no npm package but zod, not even through the files it imports;
  * (b) no two folders (directories: src/bot and src/bot/web are different) import each other — files
  *     directly in src/ are shared ground and exempt;
- * (c) no file under a subfolder imports a composition root (src/app.ts, src/features.ts, src/main.ts);
- *     the CLI folder composes the app too, and src/features/ holds features.ts's per-feature factories, so they may;
+ * (c) nothing outside src/app/ and src/cli/ imports a composition root (src/app/app.ts, features.ts, main.ts);
+ *     src/app/ is where the app is composed (the roots and the per-feature factories), the CLI composes it too;
  * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors;
  * (e) no two rooms (top-level folders under src/, subfolders counted in: src/bot/web is in src/bot) import
  *     each other, so a subfolder cannot carry a cycle between rooms that (b) would not see;
@@ -40,9 +40,9 @@ export const SHEPHERD_RULES: BoundaryRules = {
   ],
   portPackages: ['zod'],
   // create-runs wires the runs core (store, executors) from config, for app.ts and the tests.
-  compositionRoots: ['src/app.ts', 'src/features.ts', 'src/main.ts', 'src/create-runs.ts'],
-  // src/features/ holds the per-feature factories features.ts composes; they wire stores and executors too.
-  compositionFolders: ['src/cli', 'src/features'],
+  compositionRoots: ['src/app/app.ts', 'src/app/features.ts', 'src/app/main.ts', 'src/app/create-runs.ts'],
+  // src/app/ holds the roots and the per-feature factories features.ts composes; they wire stores and executors too.
+  compositionFolders: ['src/cli', 'src/app'],
   runsFolder: 'src/runs',
   runsInternals: ['src/runs/run-store.ts', 'src/runs/local-executor.ts', 'src/runs/slurm/slurm-executor.ts'],
 };

@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
 import { type DestinationStream, type Logger, pino } from 'pino';
-import { redactDeep, redactSecrets } from './redact.js';
+import { redactDeep, redactSecrets } from './text/redact.js';
 
 export type { Logger };
 

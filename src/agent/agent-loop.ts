@@ -1,7 +1,7 @@
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, LlmError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { redactedHead } from '../redact.js';
+import { redactedHead } from '../text/redact.js';
 import type { ToolContext, ToolRegistry } from '../tools/registry.js';
 import type { ToolCall } from '../tools/tool-call.js';
 import type { LlmProvider } from './llm-provider.js';

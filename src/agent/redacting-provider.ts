@@ -1,4 +1,4 @@
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import type { LlmProvider, LlmRequest } from './llm-provider.js';
 import type { ChatMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';

@@ -1,6 +1,6 @@
 import type { Logger } from '../logger.js';
 import type { Batch, InboxItem } from '../queue/turn-inbox.js';
-import { redactedHead } from '../redact.js';
+import { redactedHead } from '../text/redact.js';
 import type { ChatMessage, UserMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';
 

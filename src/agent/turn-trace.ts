@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 
 /**
  * What the agent did in a turn, for people: each LLM call (model, duration, tokens) and each tool call

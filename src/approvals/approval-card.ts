@@ -1,8 +1,8 @@
 import type { Card, CardAttachment } from '../bot/chat-adapter.js';
-import { codeBlock } from '../code-block.js';
 import { definedOnly } from '../defined-only.js';
-import { redactSecrets } from '../redact.js';
 import { RUN_FILES } from '../runs/run-files.js';
+import { codeBlock } from '../text/code-block.js';
+import { redactSecrets } from '../text/redact.js';
 import { editOnCard, isEditable } from './approval-edits.js';
 import type { Approval, Decision } from './approval-store.js';
 

@@ -1,7 +1,7 @@
 import { createTwoFilesPatch } from 'diff';
 import { type CardForm, decodeThreadId, type InboundAction, type Platform } from '../bot/chat-adapter.js';
-import { codeBlock } from '../code-block.js';
-import { redactSecrets } from '../redact.js';
+import { codeBlock } from '../text/code-block.js';
+import { redactSecrets } from '../text/redact.js';
 import { type ApprovalPolicy, checkDecision } from './approval-policy.js';
 import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 

@@ -1,5 +1,5 @@
 import type { CardForm, InboundAction } from '../bot/chat-adapter.js';
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import { type ApprovalPolicy, checkDecision } from './approval-policy.js';
 import type { ApprovalStore } from './approval-store.js';
 

@@ -3,7 +3,7 @@
  * everything above this file (queues, agent, runs, monitor) speaks only these types.
  */
 
-import type { ScriptStep } from '../script-step.js';
+import type { ScriptStep } from '../redis/script-step.js';
 
 export type Platform = 'web' | 'slack' | 'discord';
 

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import path from 'node:path';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { PYTHON_RUNTIME_DIR } from '../runs/run-files.js';
 import { type CheckOutcome, errorText, outcome } from './doctor-types.js';
 

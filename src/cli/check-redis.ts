@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import { createProbeRedis, type RedisConnectionSettings } from '../redis.js';
+import { createProbeRedis, type RedisConnectionSettings } from '../redis/connection.js';
 import { type CheckOutcome, errorText, outcome, PROBE_TIMEOUT_MS } from './doctor-types.js';
 
 function infoField(info: string, field: string): string | undefined {

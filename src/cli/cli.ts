@@ -1,8 +1,8 @@
-import { createApp } from '../app.js';
-import { type Config, loadConfig } from '../config.js';
+import { createApp } from '../app/app.js';
+import { type Config, loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
-import { redisAnswers } from '../redis.js';
+import { redisAnswers } from '../redis/connection.js';
 import { scrubRunEnvironment } from '../runs/run-environment.js';
 import { userFacingError } from '../runs/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { passedTrackerVariables, TRACKER_VARIABLES } from '../runs/tracker-credentials.js';
 import { checkDisk, checkGpus, checkPython, checkSlurm, type ProbeEnvironment } from './check-local.js';
 import { checkRedis } from './check-redis.js';

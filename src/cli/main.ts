@@ -1,6 +1,6 @@
 import { main } from './cli.js';
 
-// The CLI is the one other entry point besides src/main.ts allowed to read process.env.
+// The CLI is the one other entry point besides src/app/main.ts allowed to read process.env.
 main(process.argv.slice(2), process.env).then(
   (code) => process.exit(code),
   (error: unknown) => {

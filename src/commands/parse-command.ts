@@ -1,5 +1,5 @@
+import { setPlacementFlag } from '../config/backend-kinds.js';
 import { definedOnly } from '../defined-only.js';
-import { setPlacementFlag } from '../runs/backends.js';
 import type { ForkRequest } from '../runs/fork-config.js';
 import type { RunFlags } from '../runs/run-operation-types.js';
 import { parseFork } from './parse-fork.js';

@@ -1,10 +1,10 @@
 import type { ActionOutcome, InboundAction } from '../bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../bot/notifier.js';
+import { readMetricSeries } from '../charts/metrics-chart.js';
+import { renderChart } from '../charts/render-chart.js';
 import { definedOnly } from '../defined-only.js';
 import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { renderChart } from '../notify/charts/render-chart.js';
-import { readMetricSeries } from '../notify/metrics-chart.js';
 import { metricsFileOf } from '../runs/derived-file.js';
 import { readSavedModel } from '../runs/evaluation-files.js';
 import type { RunMeta } from '../runs/run-types.js';

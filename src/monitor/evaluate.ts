@@ -1,8 +1,8 @@
-import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
+import { redactedTail, redactSecrets } from '../text/redact.js';
 import { isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';

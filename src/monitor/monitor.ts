@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
 import { definedOnly } from '../defined-only.js';
-import { createLeases, type Lease } from '../lease.js';
 import type { Logger } from '../logger.js';
+import { createLeases, type Lease } from '../redis/lease.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';

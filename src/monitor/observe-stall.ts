@@ -1,5 +1,5 @@
-import { redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
+import { redactSecrets } from '../text/redact.js';
 import { checkStall } from './detectors/stall.js';
 import { isEpisodeActive, observeEpisode } from './episodes.js';
 import { stallText } from './incident-text.js';

@@ -1,7 +1,7 @@
 import { untrustedBlock } from '../agent/untrusted.js';
-import { redactedTail, redactSecrets } from '../redact.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
+import { redactedTail, redactSecrets } from '../text/redact.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { finiteOnly, median } from './detectors/robust.js';

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { CrashClass } from './detectors/crash.js';
 import type { GradNormSettings } from './detectors/grad-norm.js';

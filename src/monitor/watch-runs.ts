@@ -1,9 +1,9 @@
 import type { Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { Notifier } from '../bot/notifier.js';
-import type { Config } from '../config.js';
+import type { ChartRequest } from '../charts/metrics-chart.js';
+import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
-import type { ChartRequest } from '../notify/metrics-chart.js';
 import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';

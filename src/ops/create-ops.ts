@@ -2,7 +2,7 @@ import { createServer, type RequestListener, type Server } from 'node:http';
 import { Queue, type Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { ChatAdapter } from '../bot/chat-adapter.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import { QUEUE_NAMES } from '../queue/jobs.js';
 import type { GpuAllocator } from '../runs/gpu-allocator.js';

@@ -7,7 +7,7 @@ import type {
 } from '../bot/chat-adapter.js';
 import { decodeThreadId } from '../bot/chat-adapter.js';
 import type { Logger } from '../logger.js';
-import { SCRIPT_NEW_ID } from '../script-step.js';
+import { SCRIPT_NEW_ID } from '../redis/script-step.js';
 import { type AcceptResult, type InboxItem, parseAcceptResult, type TurnInbox } from './turn-inbox.js';
 
 /** Handles a button click; resolves fast (one Redis round trip) and leaves slow work to a queue. */

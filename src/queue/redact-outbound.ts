@@ -1,4 +1,4 @@
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import type { CardPayload, NotifyJob } from './jobs.js';
 
 /**

@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createScriptRunner } from '../redis.js';
-import { SCRIPT_NEW_ID, type ScriptStep } from '../script-step.js';
+import { createScriptRunner } from '../redis/connection.js';
+import { SCRIPT_NEW_ID, type ScriptStep } from '../redis/script-step.js';
 import {
   ACCEPT_SCRIPT,
   ACCEPT_STEP_LUA,

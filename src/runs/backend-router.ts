@@ -1,6 +1,6 @@
+import { BACKEND_LABELS, type BackendKind, parseBackendName } from '../config/backend-kinds.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { BACKEND_LABELS, type BackendKind, parseBackendName } from './backends.js';
 import type {
   ClusterInfo,
   Executor,

@@ -1,4 +1,4 @@
-import type { BackendKind } from './backends.js';
+import type { BackendKind } from '../config/backend-kinds.js';
 import type { RunMeta } from './run-types.js';
 
 /** What a backend needs to say where a run would go and what it costs, before the run exists. */

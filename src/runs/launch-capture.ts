@@ -2,11 +2,11 @@ import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import type { Environments } from '../config-environments.js';
+import { BACKEND_LABELS } from '../config/backend-kinds.js';
+import type { Environments } from '../config/environments.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { BACKEND_LABELS } from './backends.js';
 import {
   type LaunchHubRevision,
   type LaunchRecord,

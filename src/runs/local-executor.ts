@@ -4,7 +4,7 @@ import { chmod, cp, readdir, readFile, rm } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import type { Environments } from '../config-environments.js';
+import type { Environments } from '../config/environments.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { containerName, engineRemoveArgv } from './container-argv.js';

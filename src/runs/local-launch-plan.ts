@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { Environments } from '../config-environments.js';
+import type { Environments } from '../config/environments.js';
 import { RunError } from '../errors.js';
 import {
   apptainerPrefix,

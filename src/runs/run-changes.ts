@@ -4,7 +4,7 @@ import { createTwoFilesPatch } from 'diff';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import { refuseScriptEdit } from './command-script.js';
 import type { LaunchChecks } from './launch-checks.js';
 import type { RunChange, RunChangeVia } from './run-access.js';

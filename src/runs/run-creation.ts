@@ -1,11 +1,11 @@
 import { symlink } from 'node:fs/promises';
 import path from 'node:path';
-import type { Config } from '../config.js';
+import { BACKEND_LABELS, type BackendKind } from '../config/backend-kinds.js';
+import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { AuditLog } from './audit-log.js';
 import type { BackendRouter } from './backend-router.js';
-import { BACKEND_LABELS, type BackendKind } from './backends.js';
 import type { Placement } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { estimateCostUsd } from './run-cost.js';

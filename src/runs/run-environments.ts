@@ -1,5 +1,5 @@
 import path from 'node:path';
-import type { EnvironmentSpec, Environments } from '../config-environments.js';
+import type { EnvironmentSpec, Environments } from '../config/environments.js';
 import { RunError } from '../errors.js';
 
 /**

@@ -1,8 +1,8 @@
-import type { Config } from '../config.js';
+import { BACKEND_LABELS } from '../config/backend-kinds.js';
+import type { Config } from '../config/config.js';
 import { errorMessage } from '../errors.js';
 import type { Actor } from './audit-log.js';
 import { type BackendRouter, backendOf } from './backend-router.js';
-import { BACKEND_LABELS } from './backends.js';
 import type { Executor, ProcessState } from './executor.js';
 import type { GpuAllocator } from './gpu-allocator.js';
 import { describeGpus, plural } from './run-events.js';

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { LeaseError, RunError } from '../errors.js';
-import { createLeases } from '../lease.js';
+import { createLeases } from '../redis/lease.js';
 
 /**
  * A per-run lease (lease.ts), so state changes of one run are serialised across bot and worker

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BACKEND_KINDS } from './backends.js';
+import { BACKEND_KINDS } from '../config/backend-kinds.js';
 import { RUN_STATUSES, type RunMeta } from './run-types.js';
 
 const user = z.object({ id: z.string(), name: z.string() });

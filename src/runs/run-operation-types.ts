@@ -1,6 +1,6 @@
 /** The use-case layer's types, apart from its factory so its parts (launches, changes, forks, checks) import no cycle. */
 import type { ChatUser } from '../bot/chat-adapter.js';
-import type { Environments } from '../config-environments.js';
+import type { Environments } from '../config/environments.js';
 import type { CheckpointHistory } from './checkpoint-history.js';
 import type { PreparedCommand } from './command-launch.js';
 import type { ForkRequest } from './fork-config.js';

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
 import type { Actor, AuditLog, RunRevisionValues } from './audit-log.js';

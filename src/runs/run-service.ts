@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { AuditLog } from './audit-log.js';

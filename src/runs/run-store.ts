@@ -3,10 +3,10 @@ import { copyFile, mkdir, readdir, readFile, writeFile } from 'node:fs/promises'
 import path from 'node:path';
 import { createTwoFilesPatch } from 'diff';
 import type { Redis } from 'ioredis';
+import type { BackendKind } from '../config/backend-kinds.js';
 import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { writeFileAtomic } from './atomic-file.js';
-import type { BackendKind } from './backends.js';
 import { RUN_FILES } from './run-files.js';
 import { parseRunMeta } from './run-meta-schema.js';
 import { type RunMeta, TERMINAL_STATUSES } from './run-types.js';

@@ -1,7 +1,7 @@
-import { codeBlock } from '../code-block.js';
+import { BACKEND_LABELS, type BackendKind } from '../config/backend-kinds.js';
 import { errorMessage, RunError, ToolPolicyError } from '../errors.js';
+import { codeBlock } from '../text/code-block.js';
 import { backendOf } from './backend-router.js';
-import { BACKEND_LABELS, type BackendKind } from './backends.js';
 import { formatCommand } from './command-launch.js';
 import type { ClusterReport, RunStatusReport } from './run-reports.js';
 import type { RunMeta } from './run-types.js';

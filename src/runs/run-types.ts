@@ -1,4 +1,4 @@
-import type { BackendKind } from './backends.js';
+import type { BackendKind } from '../config/backend-kinds.js';
 
 /** Run statuses and the transitions the status machine allows. */
 export const RUN_STATUSES = [

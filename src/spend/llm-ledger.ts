@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { THREAD_KEEP_S } from '../agent/session-store.js';
-import { type LlmPrice, priceOf } from '../config-llm-budget.js';
+import { type LlmPrice, priceOf } from '../config/llm-budget.js';
 
 /**
  * What the LLM cost, in Redis: per thread (tokens, dollars, its raised cap, which warnings were sent),

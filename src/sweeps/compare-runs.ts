@@ -1,6 +1,6 @@
 import type { Notifier } from '../bot/notifier.js';
+import { renderChart } from '../charts/render-chart.js';
 import { RunError } from '../errors.js';
-import { renderChart } from '../notify/charts/render-chart.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';

@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import { readMetricSeries } from '../notify/metrics-chart.js';
+import { readMetricSeries } from '../charts/metrics-chart.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import { table } from '../spend/usage.js';
 import { describeValues } from './sweep-grid.js';

@@ -3,11 +3,11 @@ import { basename } from 'node:path';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError, ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../redact.js';
 import { formatCommand, prepareCommand } from '../runs/command-launch.js';
 import { estimateCostUsd, estimateRunCostUsd } from '../runs/run-cost.js';
 import { checkMaxHours } from '../runs/time-limit.js';
 import { resolveWorkspaceScript } from '../runs/workspace-script.js';
+import { redactSecrets } from '../text/redact.js';
 import type { SweepContext } from './sweep-context.js';
 import {
   describeValues,

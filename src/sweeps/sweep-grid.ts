@@ -1,4 +1,4 @@
-import { setPlacementFlag } from '../runs/backends.js';
+import { setPlacementFlag } from '../config/backend-kinds.js';
 /**
  * The sweep grid and the `sweep` command line: `--grid key=v1,v2` lists become their cross product, each
  * trial a `{ key: value }` record handed to train.py as `--key value` and in `shepherd.config()`.

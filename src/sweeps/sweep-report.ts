@@ -1,4 +1,4 @@
-import { renderChart } from '../notify/charts/render-chart.js';
+import { renderChart } from '../charts/render-chart.js';
 import {
   formatValue,
   type LeaderboardRow,

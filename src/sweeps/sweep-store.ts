@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { LeaseError, RunError } from '../errors.js';
-import { createLeases } from '../lease.js';
+import { createLeases } from '../redis/lease.js';
 
 /**
  * Sweeps live in Redis (one JSON record each, a name index and the set of sweeps still in progress), so

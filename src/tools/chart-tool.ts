@@ -1,6 +1,6 @@
 import { z } from 'zod';
+import type { ChartRequest } from '../charts/metrics-chart.js';
 import { definedOnly } from '../defined-only.js';
-import type { ChartRequest } from '../notify/metrics-chart.js';
 import { defineTool } from './registry.js';
 import { runReference } from './run-reference.js';
 

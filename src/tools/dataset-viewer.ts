@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import { checkDatasetFormat, type DatasetChecks, TRAINING_METHODS } from './dataset-format.js';
 import type { HubRevisions } from './hub-revisions.js';
 import { HubError, hubRepoIdPattern } from './hub-types.js';

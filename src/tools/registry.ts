@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { errorMessage, ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../redact.js';
+import { redactSecrets } from '../text/redact.js';
 import type { ToolCall, ToolSpec } from './tool-call.js';
 
 /**

@@ -1,8 +1,8 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
-import { redactSecrets } from '../redact.js';
 import type { RunOperations } from '../runs/run-operation-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
+import { redactSecrets } from '../text/redact.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { parseRunFile, readLogFile, readScriptFile, summariseMetrics } from './run-file-reader.js';

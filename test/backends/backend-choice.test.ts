@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parsePlainCommand } from '../../src/commands/parse-command.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { createBackendRouter } from '../../src/runs/backend-router.js';
 import type { Executor, ProcessState } from '../../src/runs/executor.js';
 import type { RunMeta } from '../../src/runs/run-types.js';

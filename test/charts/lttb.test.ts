@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { downsampleSeries, lttb } from '../../src/notify/charts/lttb.js';
+import { downsampleSeries, lttb } from '../../src/charts/lttb.js';
 
 function series(count: number) {
   return Array.from({ length: count }, (_, step) => ({ step, value: 2 + Math.sin(step / 50) * 0.1 }));

@@ -2,8 +2,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createCanvas, loadImage } from '@napi-rs/canvas';
 import { describe, expect, it } from 'vitest';
-import { buildChart } from '../../src/notify/charts/chart-config.js';
-import { ChartRenderError, isPng, renderChart } from '../../src/notify/charts/render-chart.js';
+import { buildChart } from '../../src/charts/chart-config.js';
+import { ChartRenderError, isPng, renderChart } from '../../src/charts/render-chart.js';
 
 function lossSeries(count: number) {
   return Array.from({ length: count }, (_, step) => ({

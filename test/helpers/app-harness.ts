@@ -1,8 +1,8 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type App, type AppOverrides, createApp } from '../../src/app.js';
-import { type Config, loadConfig } from '../../src/config.js';
+import { type App, type AppOverrides, createApp } from '../../src/app/app.js';
+import { type Config, loadConfig } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
 import { endProcessGroups, launchedGroups, removeTree } from './processes.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';

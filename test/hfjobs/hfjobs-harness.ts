@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { inflateSync } from 'node:zlib';
 import { z } from 'zod';
-import type { Config } from '../../src/config.js';
+import type { Config } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import {

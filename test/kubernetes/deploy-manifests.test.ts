@@ -3,7 +3,7 @@ import path from 'node:path';
 import { loadAllYaml } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { REPOSITORY } from './kubernetes-harness.js';
 
 /*

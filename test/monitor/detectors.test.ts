@@ -6,8 +6,8 @@ import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
 import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
-import { redactSecrets } from '../../src/redact.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
+import { redactSecrets } from '../../src/text/redact.js';
 
 const config = DEFAULT_DETECTOR_CONFIG;
 
@@ -221,7 +221,7 @@ describe('episodes', () => {
 
 describe('detectorConfigFrom', () => {
   it('maps config.monitor onto the detector thresholds', async () => {
-    const { loadConfig } = await import('../../src/config.js');
+    const { loadConfig } = await import('../../src/config/config.js');
     const { detectorConfigFrom } = await import('../../src/monitor/types.js');
     const parsed = loadConfig({
       SHEPHERD_STALL_S: '5',

@@ -5,7 +5,7 @@ import type { Worker } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { Notifier } from '../../src/bot/notifier.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import { createAlertPolicyStore } from '../../src/monitor/alert-policy.js';
 import { parseRuleSpec } from '../../src/monitor/alert-rules.js';

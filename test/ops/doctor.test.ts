@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatDoctorTable, runDoctor } from '../../src/cli/doctor.js';
-import { type Config, loadConfig } from '../../src/config.js';
+import { type Config, loadConfig } from '../../src/config/config.js';
 import { TEST_REDIS_URL } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { type SlackEmulator, startSlackEmulator } from '../slack/emulator/emulator.js';

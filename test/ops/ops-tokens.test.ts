@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { createApp } from '../../src/app/app.js';
+import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';

@@ -2,8 +2,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { compileMetricPattern, MetricPatternError } from '../../src/config-metric-pattern.js';
+import { loadConfig } from '../../src/config/config.js';
+import { compileMetricPattern, MetricPatternError } from '../../src/config/metric-pattern.js';
 import { ConfigError } from '../../src/errors.js';
 import {
   appendDerived,

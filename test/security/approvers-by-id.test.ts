@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isListedUser } from '../../src/bot/approvers.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { type DiscordEmulator, startDiscordEmulator } from '../discord/emulator/discord-emulator.js';
 import { makeUser } from '../discord/emulator/payloads.js';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';

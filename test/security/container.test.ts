@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SHUTDOWN_FORCE_EXIT_MS } from '../../src/shutdown.js';
+import { SHUTDOWN_FORCE_EXIT_MS } from '../../src/app/shutdown.js';
 
 /*
  * Issue 10 item 16. No Docker engine runs here, so the image and compose files are checked as text:
@@ -46,9 +46,9 @@ describe('the container image', () => {
     expect(install).toMatch(/\bfonts-/);
     expect(install).toMatch(/\bpython3\b/);
     expect(stage).toContain('ENTRYPOINT ["/usr/bin/tini", "--"]');
-    expect(stage).toContain('CMD ["node", "dist/src/main.js"]');
+    expect(stage).toContain('CMD ["node", "dist/src/app/main.js"]');
     expect(
-      stage.some((line) => /^HEALTHCHECK .*CMD \["node", "dist\/src\/healthcheck\.js"\]/.test(line)),
+      stage.some((line) => /^HEALTHCHECK .*CMD \["node", "dist\/src\/app\/healthcheck\.js"\]/.test(line)),
     ).toBe(true);
     // The build stage really produces what the final stage runs.
     expect(dockerfile).toMatch(/RUN npm run build/);

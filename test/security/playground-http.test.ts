@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createWebAdapter, type WebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore } from '../../src/bot/web/web-store.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { ConfigError } from '../../src/errors.js';
 import { createLogger } from '../../src/logger.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
@@ -278,7 +278,7 @@ describe('an exposed playground', () => {
     );
     expect(loadConfig({ SHEPHERD_HOST: 'localhost' }).playground.enabled).toBe(true);
 
-    const started = spawnSync(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    const started = spawnSync(process.execPath, ['--import', 'tsx', 'src/app/main.ts'], {
       cwd: process.cwd(),
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', SHEPHERD_HOST: '0.0.0.0' },
       encoding: 'utf8',

@@ -11,7 +11,7 @@ import { TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 /*
  * Issue 10 item 14: a malformed job is a final error (no retries), and a Redis outage is logged, not a
- * crash or an "Unhandled error event", in a real `src/main.ts` process.
+ * crash or an "Unhandled error event", in a real `src/app/main.ts` process.
  */
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -101,7 +101,7 @@ describe('a Redis outage under a real bot process', () => {
     const port = await freePort();
     redisServer = await startRedis(port);
     const output: string[] = [];
-    bot = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+    bot = spawn(process.execPath, ['--import', 'tsx', 'src/app/main.ts'], {
       cwd: process.cwd(),
       env: {
         PATH: process.env.PATH ?? '/usr/bin:/bin',

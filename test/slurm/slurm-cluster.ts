@@ -4,7 +4,7 @@ import { copyFile, mkdir, mkdtemp, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { createRunCommand, type RunCommand } from '../../src/runs/slurm/slurm-command.js';

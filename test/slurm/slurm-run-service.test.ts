@@ -2,7 +2,7 @@ import { readFile, rm } from 'node:fs/promises';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRunsRuntime, type RunsRuntime } from '../../src/create-runs.js';
+import { createRunsRuntime, type RunsRuntime } from '../../src/app/create-runs.js';
 import type { RunEvent } from '../../src/runs/run-events.js';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { createSlurmExecutor } from '../../src/runs/slurm/slurm-executor.js';

@@ -6,7 +6,7 @@ import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted
 
 /** A separate worker process (`SHEPHERD_ROLE=worker`) on the same Redis and prefix. */
 function startWorkerProcess(prefix: string, dataDir: string, llmUrl: string): ChildProcess {
-  return spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  return spawn(process.execPath, ['--import', 'tsx', 'src/app/main.ts'], {
     cwd: process.cwd(),
     env: {
       ...process.env,

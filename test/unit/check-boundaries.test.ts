@@ -15,9 +15,9 @@ describe('check-boundaries', () => {
       'src/bot/chat-adapter.ts': "import type { App } from '@slack/bolt';\nexport type Chat = App;\n",
       'src/agent/loop.ts': "import { tool } from '../tools/registry.js';\nexport const loop = tool;\n",
       'src/tools/registry.ts': "import { loop } from '../agent/loop.js';\nexport const tool = loop;\n",
-      'src/features.ts': 'export const features = 1;\n',
+      'src/app/features.ts': 'export const features = 1;\n',
       'src/bot/directory.ts':
-        "import type { features } from '../features.js';\nexport type F = typeof features;\n",
+        "import type { features } from '../app/features.js';\nexport type F = typeof features;\n",
       'src/runs/run-store.ts': 'export const store = 1;\n',
       'src/spend/report.ts': "import { store } from '../runs/run-store.js';\nexport const report = store;\n",
     });
@@ -34,7 +34,7 @@ describe('check-boundaries', () => {
         '    src/agent/loop.ts → src/tools/registry.ts\n' +
         '    src/tools/registry.ts → src/agent/loop.ts',
     );
-    expect(violations).toContain('src/bot/directory.ts imports the composition root src/features.ts');
+    expect(violations).toContain('src/bot/directory.ts imports the composition root src/app/features.ts');
     expect(violations).toContain(
       'src/spend/report.ts reaches behind the runs door: src/runs/run-store.ts (use the runs facade)',
     );
@@ -55,8 +55,9 @@ describe('check-boundaries', () => {
       // Composition roots and runs/ itself may use the run store.
       'src/runs/run-store.ts': 'export const store = 1;\n',
       'src/runs/run-service.ts': "import { store } from './run-store.js';\nexport const service = store;\n",
-      'src/features.ts': "import { store } from './runs/run-store.js';\nexport const features = store;\n",
-      'src/cli/cli.ts': "import { features } from '../features.js';\nexport const cli = features;\n",
+      'src/app/features.ts':
+        "import { store } from '../runs/run-store.js';\nexport const features = store;\n",
+      'src/cli/cli.ts': "import { features } from '../app/features.js';\nexport const cli = features;\n",
     });
     expect(checkBoundaries(root, rules)).toEqual([]);
   });

@@ -15,12 +15,12 @@ function variablesIn(file: string, opening: string, closing: string): string[] {
 
 /** Every variable the config schema parses (`environmentSchema`, and the backends' part it spreads in). */
 function schemaVariables(): string[] {
-  const backends = variablesIn('src/config-backends.ts', 'export const backendEnvironment = {', '\n};');
+  const backends = variablesIn('src/config/backends.ts', 'export const backendEnvironment = {', '\n};');
   expect(backends).toContain('SHEPHERD_BACKENDS');
-  const redisAuth = variablesIn('src/config-redis-auth.ts', 'export const redisAuthEnvironment = {', '\n};');
+  const redisAuth = variablesIn('src/config/redis-auth.ts', 'export const redisAuthEnvironment = {', '\n};');
   expect(redisAuth).toContain('REDIS_TLS_CA_FILE');
   return [
-    ...variablesIn('src/config.ts', 'const environmentSchema = z.object({', '\n});'),
+    ...variablesIn('src/config/config.ts', 'const environmentSchema = z.object({', '\n});'),
     ...backends,
     ...redisAuth,
   ];

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
-import { parseLlmPrices, priceOf } from '../../src/config-llm-budget.js';
+import { loadConfig } from '../../src/config/config.js';
+import { parseLlmPrices, priceOf } from '../../src/config/llm-budget.js';
 import { costOf } from '../../src/spend/llm-ledger.js';
 
 describe('SHEPHERD_LLM_PRICES', () => {

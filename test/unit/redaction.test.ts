@@ -7,12 +7,12 @@ import { createRedactingProvider } from '../../src/agent/redacting-provider.js';
 import { untrustedBlock } from '../../src/agent/untrusted.js';
 import { approvalCard } from '../../src/approvals/approval-card.js';
 import type { Approval } from '../../src/approvals/approval-store.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import { extractTraceback } from '../../src/monitor/detectors/crash.js';
 import { buildTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import { redactNotifyJob } from '../../src/queue/redact-outbound.js';
-import { redactedTail, redactSecrets, registerSecretValues } from '../../src/redact.js';
+import { redactedTail, redactSecrets, registerSecretValues } from '../../src/text/redact.js';
 
 const HF = `hf_${'AbCdEfGhIjKlMnOpQrStUvWx'}12`;
 const GITHUB_PAT = `github_pat_${'11ABCDEFG0123456789_abcdefghijklmnopqrstuv'}`;

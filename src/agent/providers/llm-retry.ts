@@ -1,6 +1,6 @@
 import { errorMessage, LlmError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { redactedHead } from '../../redact.js';
+import { redactedHead } from '../../text/redact.js';
 
 /**
  * Our own retry loop around one SDK call (the SDKs' built-in retries are switched off so every HTTP

@@ -15,7 +15,7 @@ import {
 import { z } from 'zod';
 import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { redactSecrets } from '../../redact.js';
+import { redactSecrets } from '../../text/redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
 import { COMMAND_NAME, type CommandValues, commandText, OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';

@@ -6,7 +6,7 @@
 import type { App } from '@slack/bolt';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { redactSecrets } from '../../redact.js';
+import { redactSecrets } from '../../text/redact.js';
 import {
   type CardForm,
   type ChatUser,

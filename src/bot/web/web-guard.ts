@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isLoopbackName } from '../../config-security.js';
+import { isLoopbackName } from '../../config/security.js';
 
 /*
  * What every playground request passes before routing (SECURITY.md, "The web playground"):

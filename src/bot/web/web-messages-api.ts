@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
-import { SCRIPT_NEW_ID } from '../../script-step.js';
+import { SCRIPT_NEW_ID } from '../../redis/script-step.js';
 import {
   decodeThreadId,
   encodeThreadId,

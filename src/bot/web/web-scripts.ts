@@ -72,4 +72,4 @@ redis.call('PUBLISH', ARGV[5], cjson.encode({kind = 'message-edit', channel = fi
 return 1
 `;
 
-export { createScriptRunner } from '../../redis.js';
+export { createScriptRunner } from '../../redis/connection.js';

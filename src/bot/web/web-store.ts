@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 import { PlatformError } from '../../errors.js';
-import type { ScriptStep } from '../../script-step.js';
+import type { ScriptStep } from '../../redis/script-step.js';
 import {
   CREATE_MESSAGE_SCRIPT,
   createMessageWithStepScript,

@@ -1,8 +1,8 @@
-import { redactSecrets } from '../../redact.js';
 import { retryLines } from '../../runs/auto-relaunch.js';
 import type { ExecutorCrashClass, ProcessState } from '../../runs/executor.js';
 import { infrastructureCause, NCCL_TIMEOUT } from '../../runs/infrastructure-ending.js';
 import type { RunMeta } from '../../runs/run-types.js';
+import { redactSecrets } from '../../text/redact.js';
 
 /** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */
 export type CrashClass =

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { redactSecrets } from '../../redact.js';
+import { redactSecrets } from '../../text/redact.js';
 
 /**
  * Alerts the script raised itself with `shepherd.alert(title, text, level)`: one JSON line each in the run's

@@ -1,6 +1,6 @@
 import { rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { Config } from '../../config.js';
+import type { Config } from '../../config/config.js';
 import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';

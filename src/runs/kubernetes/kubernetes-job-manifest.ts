@@ -10,7 +10,7 @@ import type {
   V1Volume,
   V1VolumeMount,
 } from '@kubernetes/client-node';
-import type { Config } from '../../config.js';
+import type { Config } from '../../config/config.js';
 import type { RunMeta } from '../run-types.js';
 import { hoursLeft } from '../time-limit.js';
 

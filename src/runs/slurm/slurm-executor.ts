@@ -1,7 +1,7 @@
 import { chmod, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Config } from '../../config.js';
+import type { Config } from '../../config/config.js';
 import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';

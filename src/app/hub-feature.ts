@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import type { RunsRuntime } from '../create-runs.js';
 import { definedOnly } from '../defined-only.js';
 import { HubPushError } from '../errors.js';
 import { PUSH_ACTIONS } from '../hub/hub-push-card.js';
@@ -14,6 +13,7 @@ import type { RunOperations } from '../runs/run-operation-types.js';
 import type { CompareRuns } from '../sweeps/compare-runs.js';
 import { defineTool } from '../tools/registry.js';
 import { runReference } from '../tools/run-reference.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface HubFeature extends Feature {

@@ -1,15 +1,15 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { parse as parseDotenv } from 'dotenv';
 import { z } from 'zod';
-import { backendEnvironment, backendSettings, configuredBackends } from './config-backends.js';
-import { parseEnvironments } from './config-environments.js';
-import { llmBudgetEnvironment, llmBudgetSettings } from './config-llm-budget.js';
-import { monitorEnvironment } from './config-monitor.js';
-import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './config-redis-auth.js';
-import { researchEnvironment, researchSettings } from './config-research.js';
-import { resolveSecretFiles, secretValuesOf } from './config-secrets.js';
-import { checkApproverList, requirePlaygroundToken } from './config-security.js';
-import { ConfigError } from './errors.js';
+import { ConfigError } from '../errors.js';
+import { backendEnvironment, backendSettings, configuredBackends } from './backends.js';
+import { parseEnvironments } from './environments.js';
+import { llmBudgetEnvironment, llmBudgetSettings } from './llm-budget.js';
+import { monitorEnvironment } from './monitor.js';
+import { redisAuthEnvironment, redisAuthProblem, redisAuthSettings } from './redis-auth.js';
+import { researchEnvironment, researchSettings } from './research.js';
+import { resolveSecretFiles, secretValuesOf } from './secrets.js';
+import { checkApproverList, requirePlaygroundToken } from './security.js';
 
 /*
  * Config is parsed exactly once, at start-up, from the environment (plus an optional `.env`).

@@ -1,37 +1,37 @@
 import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { LlmProvider } from './agent/llm-provider.js';
-import type { ApprovalService } from './approvals/approval-service.js';
-import type { IdempotentNotifier } from './bot/notifier.js';
-import type { Config } from './config.js';
+import type { LlmProvider } from '../agent/llm-provider.js';
+import type { ApprovalService } from '../approvals/approval-service.js';
+import type { IdempotentNotifier } from '../bot/notifier.js';
+import type { Config } from '../config/config.js';
+import { definedOnly } from '../defined-only.js';
+import type { Logger } from '../logger.js';
+import type { AlertService } from '../monitor/alert-service.js';
+import type { ActionRouter } from '../queue/chat-intake.js';
+import { createControlQueue, createControlWorker, mergeControlHandlers } from '../queue/control-worker.js';
+import type { InboxItem } from '../queue/turn-inbox.js';
+import { createResearchStore, type ResearchStore } from '../research/research-store.js';
+import type { Executor } from '../runs/executor.js';
+import type { RunFollows } from '../runs/run-follows.js';
+import type { RunOperations } from '../runs/run-operation-types.js';
+import type { LlmBudget } from '../spend/llm-budget.js';
+import type { SweepService } from '../sweeps/sweep-service.js';
+import { createSweepStore } from '../sweeps/sweep-store.js';
+import { createMemoryNotes, type MemoryNotes } from '../tools/memory-tool.js';
+import type { Plans } from '../tools/plan-tool.js';
+import type { Playbooks } from '../tools/playbooks.js';
+import { createToolRegistry, type ToolRegistry } from '../tools/registry.js';
+import { createApprovalsFeature } from './approvals-feature.js';
+import { createCommandsFeature } from './commands-feature.js';
 import type { RunsRuntime } from './create-runs.js';
-import { definedOnly } from './defined-only.js';
-import { createApprovalsFeature } from './features/approvals-feature.js';
-import { createCommandsFeature } from './features/commands-feature.js';
-import type { Feature, FeatureBase } from './features/feature.js';
-import { createHelpFeature } from './features/help-feature.js';
-import { createHubFeature } from './features/hub-feature.js';
-import { createMonitorFeature } from './features/monitor-feature.js';
-import { createOperationsFeature } from './features/operations-feature.js';
-import { createRunsFeature } from './features/runs-feature.js';
-import { createSpendFeature } from './features/spend-feature.js';
-import { createSweepsFeature } from './features/sweeps-feature.js';
-import type { Logger } from './logger.js';
-import type { AlertService } from './monitor/alert-service.js';
-import type { ActionRouter } from './queue/chat-intake.js';
-import { createControlQueue, createControlWorker, mergeControlHandlers } from './queue/control-worker.js';
-import type { InboxItem } from './queue/turn-inbox.js';
-import { createResearchStore, type ResearchStore } from './research/research-store.js';
-import type { Executor } from './runs/executor.js';
-import type { RunFollows } from './runs/run-follows.js';
-import type { RunOperations } from './runs/run-operation-types.js';
-import type { LlmBudget } from './spend/llm-budget.js';
-import type { SweepService } from './sweeps/sweep-service.js';
-import { createSweepStore } from './sweeps/sweep-store.js';
-import { createMemoryNotes, type MemoryNotes } from './tools/memory-tool.js';
-import type { Plans } from './tools/plan-tool.js';
-import type { Playbooks } from './tools/playbooks.js';
-import { createToolRegistry, type ToolRegistry } from './tools/registry.js';
+import type { Feature, FeatureBase } from './feature.js';
+import { createHelpFeature } from './help-feature.js';
+import { createHubFeature } from './hub-feature.js';
+import { createMonitorFeature } from './monitor-feature.js';
+import { createOperationsFeature } from './operations-feature.js';
+import { createRunsFeature } from './runs-feature.js';
+import { createSpendFeature } from './spend-feature.js';
+import { createSweepsFeature } from './sweeps-feature.js';
 
 interface FeatureDependencies {
   config: Config;
@@ -70,7 +70,7 @@ export interface Features {
 }
 
 /**
- * Composes the product features on top of the spine: each feature (src/features/) returns its actions,
+ * Composes the product features on top of the spine: each feature (src/app/) returns its actions,
  * control handlers, tools and workers, and this file only wires them together and joins the lists.
  */
 export async function createFeatures(dependencies: FeatureDependencies): Promise<Features> {

@@ -1,5 +1,5 @@
-import { compileMetricPattern } from '../config-metric-pattern.js';
-import type { RunsRuntime } from '../create-runs.js';
+import { createMetricsCharts } from '../charts/metrics-chart.js';
+import { compileMetricPattern } from '../config/metric-pattern.js';
 import { definedOnly } from '../defined-only.js';
 import { ALERT_ACTIONS } from '../monitor/alert-card.js';
 import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alert-policy.js';
@@ -9,7 +9,6 @@ import { createNvidiaSmiProbe } from '../monitor/gpu-probe.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { detectorConfigFrom, type Incident } from '../monitor/types.js';
 import { createRunWatcher } from '../monitor/watch-runs.js';
-import { createMetricsCharts } from '../notify/metrics-chart.js';
 import type { RunAccess } from '../runs/run-access.js';
 import type { RunFollows } from '../runs/run-follows.js';
 import type { RunOperations } from '../runs/run-operation-types.js';
@@ -17,6 +16,7 @@ import type { RunMeta } from '../runs/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import { createAlertTools } from '../tools/alert-tools.js';
 import { createShowMetricsTool } from '../tools/chart-tool.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface MonitorFeature extends Feature {

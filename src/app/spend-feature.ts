@@ -1,8 +1,8 @@
-import type { RunsRuntime } from '../create-runs.js';
 import { postDigest, scheduleDigest } from '../spend/digest.js';
 import type { LlmBudget } from '../spend/llm-budget.js';
 import { createSpendReports, type SpendReports } from '../spend/spend-report.js';
 import type { SweepStore } from '../sweeps/sweep-store.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface SpendFeature extends Feature {

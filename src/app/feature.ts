@@ -3,16 +3,16 @@ import type { Redis } from 'ioredis';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../bot/notifier.js';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { ActionFormProvider, ActionHandler } from '../queue/chat-intake.js';
 import type { ControlHandlers } from '../queue/control-worker.js';
 import type { ToolDefinition } from '../tools/registry.js';
 
 /**
- * What one product feature contributes on top of the spine; `src/features.ts` composes the lists.
+ * What one product feature contributes on top of the spine; `src/app/features.ts` composes the lists.
  * The factories live in this folder (not beside each feature) because they wire several folders together
- * (a monitor feature needs tools/, tools/ needs monitor/): only `src/features.ts` imports them.
+ * (a monitor feature needs tools/, tools/ needs monitor/): only `src/app/features.ts` imports them.
  */
 export interface Feature {
   /** Button handlers by verb: the card builders' action-id constants (`APPROVAL_ACTIONS`, …). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { compileMetricPattern } from './config-metric-pattern.js';
+import { compileMetricPattern } from './metric-pattern.js';
 
 /** Monitor variables whose checks need more than a number: a custom printed-metrics pattern, tracker links. */
 export const monitorEnvironment = {

@@ -2,10 +2,10 @@ import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { definedOnly } from './defined-only.js';
-import { ServiceError } from './errors.js';
-import type { Logger } from './logger.js';
-import { type RedisConnectionSettings, redisAnswers } from './redis.js';
+import { definedOnly } from '../defined-only.js';
+import { ServiceError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { type RedisConnectionSettings, redisAnswers } from './connection.js';
 
 /** How the embedded Redis keeps its data: an append-only file, fsynced every second, in `<dataDir>/redis`. */
 function embeddedRedisArguments(port: string, directory: string): string[] {

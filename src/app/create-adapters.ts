@@ -1,10 +1,10 @@
 import type { RequestListener } from 'node:http';
-import type { ChatAdapter } from './bot/chat-adapter.js';
-import { createDiscordAdapter } from './bot/discord/discord-adapter.js';
-import { createSlackAdapter } from './bot/slack/slack-adapter.js';
-import type { Config } from './config.js';
-import { definedOnly } from './defined-only.js';
-import type { Logger } from './logger.js';
+import type { ChatAdapter } from '../bot/chat-adapter.js';
+import { createDiscordAdapter } from '../bot/discord/discord-adapter.js';
+import { createSlackAdapter } from '../bot/slack/slack-adapter.js';
+import type { Config } from '../config/config.js';
+import { definedOnly } from '../defined-only.js';
+import type { Logger } from '../logger.js';
 
 interface ConfiguredAdapters {
   adapters: ChatAdapter[];

@@ -1,14 +1,14 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Redis, type RedisOptions } from 'ioredis';
-import { isLoopbackName } from './config-security.js';
-import { ConfigError } from './errors.js';
-import type { Logger } from './logger.js';
+import { isLoopbackName } from '../config/security.js';
+import { ConfigError } from '../errors.js';
+import type { Logger } from '../logger.js';
 
-/** What every connection needs to reach Redis: the URL and the settings beside it (`config-redis-auth.ts`). */
+/** What every connection needs to reach Redis: the URL and the settings beside it (`src/config/redis-auth.ts`). */
 export interface RedisConnectionSettings {
   redisUrl: string;
-  /** Sentinel: the primary is the one these sentinels name for `name` (`config-redis-auth.ts`). */
+  /** Sentinel: the primary is the one these sentinels name for `name` (`src/config/redis-auth.ts`). */
   redisSentinel?:
     | { sentinels: Array<{ host: string; port: number }>; name: string; password?: string | undefined }
     | undefined;

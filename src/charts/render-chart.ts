@@ -1,4 +1,4 @@
-import { definedOnly } from '../../defined-only.js';
+import { definedOnly } from '../defined-only.js';
 import { buildChart, type ChartInput } from './chart-config.js';
 import { renderLocal } from './render-local.js';
 import { renderWithQuickChart } from './render-quickchart.js';

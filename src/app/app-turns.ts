@@ -1,23 +1,23 @@
-import { runAgentTurn } from './agent/agent-loop.js';
-import type { LlmProvider } from './agent/llm-provider.js';
-import { runInLlmScope } from './agent/llm-scope.js';
-import type { ChatMessage } from './agent/messages.js';
-import { compactSession, withSummary } from './agent/session-compaction.js';
-import { parseSessionEntries, type SessionStore } from './agent/session-store.js';
-import { loadSystemPrompt } from './agent/system-prompt.js';
-import type { ThreadState } from './agent/thread-state.js';
-import { createTurnRunner } from './agent/turn-runner.js';
-import type { TraceStep, TurnTraceStore } from './agent/turn-trace.js';
-import { TURN_ACTIONS, turnStatusCard } from './bot/turn-status-card.js';
-import { createSessionCommands } from './commands/session-commands.js';
-import type { Config } from './config.js';
-import { definedOnly } from './defined-only.js';
+import { runAgentTurn } from '../agent/agent-loop.js';
+import type { LlmProvider } from '../agent/llm-provider.js';
+import { runInLlmScope } from '../agent/llm-scope.js';
+import type { ChatMessage } from '../agent/messages.js';
+import { compactSession, withSummary } from '../agent/session-compaction.js';
+import { parseSessionEntries, type SessionStore } from '../agent/session-store.js';
+import { loadSystemPrompt } from '../agent/system-prompt.js';
+import type { ThreadState } from '../agent/thread-state.js';
+import { createTurnRunner } from '../agent/turn-runner.js';
+import type { TraceStep, TurnTraceStore } from '../agent/turn-trace.js';
+import { TURN_ACTIONS, turnStatusCard } from '../bot/turn-status-card.js';
+import { createSessionCommands } from '../commands/session-commands.js';
+import type { Config } from '../config/config.js';
+import { definedOnly } from '../defined-only.js';
+import type { Logger } from '../logger.js';
+import type { ActionRouter } from '../queue/chat-intake.js';
+import type { QueueNotifier } from '../queue/notify-queue.js';
+import type { TurnInbox } from '../queue/turn-inbox.js';
+import type { LlmBudget } from '../spend/llm-budget.js';
 import type { Features } from './features.js';
-import type { Logger } from './logger.js';
-import type { ActionRouter } from './queue/chat-intake.js';
-import type { QueueNotifier } from './queue/notify-queue.js';
-import type { TurnInbox } from './queue/turn-inbox.js';
-import type { LlmBudget } from './spend/llm-budget.js';
 
 /** What a thread's turn is made of: its history, commands, the agent loop, and the status card. */
 interface AppTurnsOptions {

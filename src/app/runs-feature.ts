@@ -1,4 +1,3 @@
-import { createRunsRuntime, type RunsRuntime } from '../create-runs.js';
 import { definedOnly } from '../defined-only.js';
 import { JOBS, schedule } from '../queue/jobs.js';
 import type { Executor } from '../runs/executor.js';
@@ -6,6 +5,7 @@ import { createRunAccess, type RunAccess } from '../runs/run-access.js';
 import type { RunEvent } from '../runs/run-events.js';
 import { createRunFollows, type RunFollows } from '../runs/run-follows.js';
 import { createFollowTools } from '../tools/follow-tools.js';
+import { createRunsRuntime, type RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 /** How often every run's process state is checked (one batched executor poll) and the GPU queue advanced. */

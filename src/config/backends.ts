@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BACKEND_KINDS, type BackendKind, parseBackendName } from './runs/backends.js';
+import { BACKEND_KINDS, type BackendKind, parseBackendName } from './backend-kinds.js';
 
 /** Where runs go: `SHEPHERD_BACKENDS`, the default `SHEPHERD_EXECUTOR`, and each backend's own settings. */
 

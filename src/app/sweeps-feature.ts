@@ -1,5 +1,4 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
-import type { RunsRuntime } from '../create-runs.js';
 import type { RunAccess } from '../runs/run-access.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import { type CompareRuns, createRunComparison } from '../sweeps/compare-runs.js';
@@ -8,6 +7,7 @@ import { createSweepService, type SweepService } from '../sweeps/sweep-service.j
 import type { SweepStore } from '../sweeps/sweep-store.js';
 import { createSweepTools } from '../sweeps/sweep-tools.js';
 import type { ScriptChecks } from '../tools/script-checks.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface SweepsFeature extends Feature {

@@ -1,4 +1,4 @@
-import { BotError } from '../../errors.js';
+import { BotError } from '../errors.js';
 import type { BuiltChart } from './chart-config.js';
 
 /** Rendering by a QuickChart server (`POST {url}/chart`), the public one or a self-hosted instance. */

@@ -1,5 +1,4 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
-import type { RunsRuntime } from '../create-runs.js';
 import { definedOnly } from '../defined-only.js';
 import { detectorConfigFrom } from '../monitor/types.js';
 import { createNetworkIsolation } from '../runs/network-isolation.js';
@@ -15,6 +14,7 @@ import { createRunInspectTools } from '../tools/run-inspect-tools.js';
 import { createRunTools } from '../tools/run-tools.js';
 import { createScriptChecks, type ScriptChecks } from '../tools/script-checks.js';
 import { createWatchOperations, WATCH_ACTIONS, type WatchOperations } from '../tools/watch-operations.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface OperationsFeature extends Feature {

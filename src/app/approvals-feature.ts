@@ -4,9 +4,9 @@ import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
 import { createRunCardLinks } from '../approvals/run-card-links.js';
-import type { RunsRuntime } from '../create-runs.js';
 import type { ResearchStore } from '../research/research-store.js';
 import type { SpendReports } from '../spend/spend-report.js';
+import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
 
 interface ApprovalsFeature extends Feature {

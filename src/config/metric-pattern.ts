@@ -1,4 +1,4 @@
-import { BotError } from './errors.js';
+import { BotError } from '../errors.js';
 
 /** A `SHEPHERD_METRIC_PATTERN` that is not a usable regular expression. */
 export class MetricPatternError extends BotError {

@@ -1,7 +1,7 @@
-import { loadConfig } from './config.js';
+import { loadConfig } from '../config/config.js';
 
 /*
- * The container's HEALTHCHECK (`node dist/src/healthcheck.js`): every role (bot, worker, all) answers
+ * The container's HEALTHCHECK (`node dist/src/app/healthcheck.js`): every role (bot, worker, all) answers
  * `/healthz` on its own HTTP port (see docs/operations.md); asked on loopback, so the playground's Host
  * check and token never stand in the way. Exit 0 healthy, 1 not.
  */

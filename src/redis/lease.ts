@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { ChainableCommander, Redis } from 'ioredis';
-import { LeaseError } from './errors.js';
+import { LeaseError } from '../errors.js';
 
 /**
  * One Redis lease for every "only one of us at a time" section (a run's state change, a monitor tick, a

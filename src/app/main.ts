@@ -1,11 +1,11 @@
+import { type Config, loadConfig } from '../config/config.js';
+import { ConfigError } from '../errors.js';
+import { createLogger } from '../logger.js';
+import { redisConnectionOptions } from '../redis/connection.js';
+import { ensureRedis } from '../redis/embedded-redis.js';
+import { scrubRunEnvironment } from '../runs/run-environment.js';
+import { registerSecretValues } from '../text/redact.js';
 import { createApp } from './app.js';
-import { type Config, loadConfig } from './config.js';
-import { ensureRedis } from './ensure-redis.js';
-import { ConfigError } from './errors.js';
-import { createLogger } from './logger.js';
-import { registerSecretValues } from './redact.js';
-import { redisConnectionOptions } from './redis.js';
-import { scrubRunEnvironment } from './runs/run-environment.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
 /** Entry point: the only place that reads `process.env`. */

@@ -5,7 +5,7 @@ import { metricsFileOf } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
 import type { RunService } from '../runs/run-service.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
-import { renderChart } from './charts/render-chart.js';
+import { renderChart } from './render-chart.js';
 
 export interface ChartRequest {
   run: string;
