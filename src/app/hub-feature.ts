@@ -106,7 +106,6 @@ export function createHubFeature(
         name: 'push_to_hub',
         description:
           "Ask to publish a completed run's saved model (shepherd.save_model) to the Hugging Face Hub with a generated model card. An approver must approve the card first; the URL is posted when the upload is done.",
-        kind: 'write',
         input: pushInput,
         execute: (input, context) =>
           pushes.request(

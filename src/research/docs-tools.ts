@@ -68,7 +68,6 @@ export function createDocsTools(session: ResearchSession): ToolDefinition[] {
       name: 'docs_search',
       description:
         "Search the Hugging Face documentation (transformers, trl, peft, accelerate, datasets, hub…). Returns matching excerpts with each page's URL; read a whole page with docs_fetch.",
-      kind: 'read',
       input: z.object({
         query: z
           .string()
@@ -107,7 +106,6 @@ export function createDocsTools(session: ResearchSession): ToolDefinition[] {
     defineTool({
       name: 'docs_fetch',
       description: `Read one documentation page as text (cut to ${PAGE_CHARS} characters, start and end kept). Only URLs under the Hugging Face Hub, its docs and the GitHub API are fetched.`,
-      kind: 'read',
       input: z.object({ url: z.string().max(500).describe('The page URL, e.g. from docs_search') }),
       async execute(input) {
         const { docsUrl, githubApiUrl } = session.endpoints;
@@ -132,7 +130,6 @@ export function createDocsTools(session: ResearchSession): ToolDefinition[] {
       name: 'papers_search',
       description:
         'Search machine-learning papers on the Hugging Face Hub (title, date, authors, abstract start, id for paper_read).',
-      kind: 'read',
       input: z.object({
         query: z.string().trim().min(3).max(200).describe('e.g. "group relative policy optimization"'),
       }),
@@ -161,7 +158,6 @@ export function createDocsTools(session: ResearchSession): ToolDefinition[] {
       name: 'paper_read',
       description:
         "One paper from the Hub's papers API: title, authors, date, abstract and code repository. The API gives the abstract, not the full text.",
-      kind: 'read',
       input: z.object({
         id: z
           .string()

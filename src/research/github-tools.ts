@@ -93,7 +93,6 @@ export function createGithubTools(session: ResearchSession): ToolDefinition[] {
       name: 'github_search_code',
       description:
         "Search code on GitHub (e.g. working examples of a trainer in its library's repository). One line per file with a matching fragment; read a file with github_read_file.",
-      kind: 'read',
       input: z.object({
         query: z
           .string()
@@ -142,7 +141,6 @@ export function createGithubTools(session: ResearchSession): ToolDefinition[] {
     defineTool({
       name: 'github_read_file',
       description: `Read one file of a GitHub repository (cut to ${PAGE_CHARS} characters, start and end kept).`,
-      kind: 'read',
       input: z.object({
         repo: repoName,
         path: repoPath.min(1).describe('The file path, e.g. examples/scripts/grpo.py'),
@@ -168,7 +166,6 @@ export function createGithubTools(session: ResearchSession): ToolDefinition[] {
     defineTool({
       name: 'github_list_repo',
       description: 'List a folder of a GitHub repository (files and subfolders), to find examples and tests.',
-      kind: 'read',
       input: z.object({
         repo: repoName,
         path: repoPath.optional().describe('A folder, e.g. examples/scripts; the root when omitted'),

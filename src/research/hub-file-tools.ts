@@ -70,7 +70,6 @@ export function createHubFileTools(
       name: 'hub_repo_files',
       description:
         'List the files of a Hugging Face Hub model, dataset or space (path and size), to find its README, config.json or scripts.',
-      kind: 'read',
       input: z.object({ repo: repoId, type: repoType }),
       async execute(input, context) {
         const files: Array<{ path: string; size: number; type: string }> = [];
@@ -109,7 +108,6 @@ export function createHubFileTools(
     defineTool({
       name: 'hub_read_file',
       description: `Read one text file of a Hub repo (README.md, config.json, a script), cut to ${PAGE_CHARS} characters.`,
-      kind: 'read',
       input: z.object({
         repo: repoId,
         path: filePath.describe('e.g. README.md or config.json'),

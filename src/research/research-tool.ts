@@ -114,7 +114,6 @@ export function createResearchTool(options: ResearchToolOptions): ToolDefinition
     name: 'research',
     description:
       'Research current usage of a library, model, dataset or paper in a separate sub-agent (docs, GitHub examples, papers, Hub files) before writing or changing a training script. Returns a summary with the source URLs and versions found; only the summary enters this conversation.',
-    kind: 'read',
     input: researchInput,
     async execute(input, context) {
       const budget = Math.min(input.budget_tokens ?? options.defaultBudget, options.defaultBudget);

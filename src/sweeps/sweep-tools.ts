@@ -13,7 +13,6 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
       name: 'start_sweep',
       description:
         'Start a hyper-parameter sweep of a workspace script: the cross product of the grid, one approval card for all trials, a canary trial first, bad trials stopped early, a leaderboard at the end. Each trial gets its values as --key value arguments and in shepherd.config().',
-      kind: 'write',
       input: z.object({
         script: z.string().min(1).max(300).optional().describe('Path of the .py script in the workspace'),
         command: z
@@ -91,7 +90,6 @@ export function createSweepTools(sweeps: SweepService, compare: CompareRuns): To
       name: 'compare_runs',
       description:
         'Post one chart of a metric for several runs overlaid on the step axis, and return a table of each run’s final and best value.',
-      kind: 'read',
       input: z.object({
         runs: z.array(runReference()).min(2).max(12).describe('Run names or ids'),
         metric: z.string().max(64).optional().describe('Metric (default loss)'),

@@ -11,7 +11,6 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
       name: 'add_alert_rule',
       description:
         'Add an alert rule to a run: Shepherd posts an alert with a chart once each time the condition becomes true. Examples of `when`: "eval_loss > 2.5", "reward < 0.2 for 100 steps", "step < 1000 at 2h" (checked once, 2 h after the start).',
-      kind: 'write',
       input: z.object({
         run: runReference(),
         when: z
@@ -25,7 +24,6 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
     defineTool({
       name: 'list_alert_rules',
       description: "List a run's alert rules and muted detectors.",
-      kind: 'read',
       input: z.object({ run: runReference() }),
       execute: (input) => operations.list(input.run),
     }),
@@ -33,7 +31,6 @@ export function createAlertTools(operations: AlertRuleOperations): ToolDefinitio
       name: 'mute_alert',
       description:
         'Mute (or unmute) one detector on a run, e.g. when the team knows a plateau is expected. Muting is recorded with who asked.',
-      kind: 'write',
       input: z.object({
         run: runReference(),
         detector: z.enum(MUTABLE_DETECTORS).describe('Which detector'),

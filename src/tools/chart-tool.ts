@@ -10,7 +10,6 @@ export function createShowMetricsTool(postChart: (request: ChartRequest) => Prom
     name: 'show_metrics',
     description:
       'Post a chart of a run’s metrics into the thread (downsampled, NaN points marked). Use it when someone asks how a run is going or wants to see a curve.',
-    kind: 'read',
     input: z.object({
       run: runReference(),
       metrics: z

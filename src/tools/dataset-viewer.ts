@@ -246,7 +246,6 @@ export function createInspectDatasetTool(
     name: 'inspect_dataset',
     description:
       'Look inside a Hugging Face dataset before writing the loading code: its configs and splits, row counts, features (columns) with types, and the first rows (long cells cut). With `method` (sft, dpo, grpo, kto, reward, classification) it checks the columns that method needs and says what is missing and which columns could be mapped; the launch card shows that verdict. Explains gated or private datasets. Use search_datasets first to find the id.',
-    kind: 'read',
     input: inspectInput,
     async execute(input, context) {
       try {

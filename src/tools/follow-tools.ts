@@ -22,7 +22,6 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
       name: 'follow_run',
       description:
         'Come back to this thread when a run finishes, fails, raises an alert or stalls: you then get one note with the step, the loss and your `note`, and one turn to act (answer, or start the next step through approval). Offer it when someone says "when it is done…". Each event fires once per launch; following again replaces the earlier follow.',
-      kind: 'write',
       input: z.object({
         run: runReference(),
         events: z
@@ -67,7 +66,6 @@ export function createFollowTools(options: FollowToolsOptions): ToolDefinition[]
     defineTool({
       name: 'unfollow_run',
       description: 'Stop following a run (no more notes or turns for it in this thread).',
-      kind: 'write',
       input: z.object({ run: runReference() }),
       async execute(input) {
         const meta = await options.findRun(input.run);

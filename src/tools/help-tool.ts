@@ -67,7 +67,6 @@ export function createHelpTool(options: { botName?: string; playbooks?: () => Pr
   return defineTool({
     name: 'help',
     description: `Describe what ${botName} can do (runs, approvals, monitoring, plain commands, playbooks). Use it when someone asks what you can do or how something works.`,
-    kind: 'read',
     input: helpInput,
     async execute(input) {
       const playbooks = (await options.playbooks?.()) ?? 'Playbooks: none installed.';

@@ -175,7 +175,6 @@ export function createHubTools(client: HubClient, revisions?: HubRevisions): Too
       name: 'search_models',
       description:
         'Search the Hugging Face Hub for models by name, most downloaded first. One line per model: id · downloads · likes · task · parameter count (when known) · library. Use get_model_info for the size and license of a candidate.',
-      kind: 'read',
       input: searchModelsInput,
       async execute(input, context) {
         let models: HubModelSummary[];
@@ -203,7 +202,6 @@ export function createHubTools(client: HubClient, revisions?: HubRevisions): Too
       name: 'search_datasets',
       description:
         'Search the Hugging Face Hub for datasets by name, most downloaded first. One line per dataset: id · downloads · likes · task categories · size category.',
-      kind: 'read',
       input: searchDatasetsInput,
       async execute(input, context) {
         let datasets: HubDatasetSummary[];
@@ -229,7 +227,6 @@ export function createHubTools(client: HubClient, revisions?: HubRevisions): Too
       name: 'get_model_info',
       description:
         'Details of one Hugging Face Hub model: task, library, parameter count, downloads, likes, license, gating, base model and main tags. Use it to size GPUs and check the license before a fine-tune.',
-      kind: 'read',
       input: getModelInfoInput,
       async execute(input, context) {
         try {

@@ -72,7 +72,6 @@ export function createMemoryTool(options: {
     name: 'estimate_memory',
     description:
       'Estimate GPU memory per GPU for fine-tuning a model (full, LoRA or QLoRA) from its parameter count, precision, optimizer states, gradients and activations; says whether it fits on the cluster GPUs and what to change if not. Call it before start_training for any model over ~1B parameters; the launch card then shows the estimate.',
-    kind: 'read',
     input: estimateInput,
     async execute(input, context) {
       let parameters = parseParameterCount(input.model);

@@ -85,7 +85,6 @@ export function createPlanTool(plans: Plans): ToolDefinition {
     name: 'plan',
     description:
       "Show or update the thread's plan: a short checklist for work of more than two steps. Send the whole list each time with each step pending, running, done or failed; the plan card in the thread is edited in place.",
-    kind: 'read',
     input: planInput,
     async execute(input, context) {
       await plans.set(context.threadId, input.steps);

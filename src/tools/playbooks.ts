@@ -120,7 +120,6 @@ export function createReadPlaybookTool(playbooks: Playbooks) {
     name: 'read_playbook',
     description:
       "Load one of the team's playbooks (how we do SFT, LoRA/QLoRA, DPO, evaluation, multi-GPU, fitting in memory) with a minimal script. Call it before writing a training script for one of those tasks. `help` with topic playbooks lists them.",
-    kind: 'read',
     input: z.object({
       name: z.string().min(1).max(64).describe('Playbook name as listed by help, e.g. sft-trl'),
     }),

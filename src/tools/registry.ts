@@ -21,8 +21,6 @@ export interface ToolContext {
 export interface ToolDefinition<Input extends z.ZodType = z.ZodType> {
   name: string;
   description: string;
-  /** `write` tools change the world (start/stop runs, edit scripts) and may need approval. */
-  kind: 'read' | 'write';
   input: Input;
   /** Method syntax on purpose: it lets a specific tool stand in a `ToolDefinition[]`. */
   execute(input: z.output<Input>, context: ToolContext): Promise<string | object>;
@@ -36,8 +34,6 @@ interface ToolResult {
 export interface ToolRegistry {
   specs(): ToolSpec[];
   execute(call: ToolCall, context: ToolContext): Promise<ToolResult>;
-  names(): string[];
-  get(name: string): ToolDefinition | undefined;
 }
 
 /** Identity helper that infers the input type for `execute` from the schema. */
@@ -126,7 +122,5 @@ export function createToolRegistry(tools: ToolDefinition[]): ToolRegistry {
   return {
     specs: () => specs,
     execute,
-    names: () => [...byName.keys()],
-    get: (name) => byName.get(name),
   };
 }

@@ -60,7 +60,6 @@ export function createRunInspectTools(options: {
       name: 'read_run_file',
       description:
         "Read a run's files: train.py or an archived train_vN.py (numbered lines), output.log (last 100 lines by default; start_line/end_line for a range, grep to search with context), a metrics summary, the run's config or its meta. At most 200 lines or 16 KB per call; the answer says how to get more.",
-      kind: 'read',
       input: readInput,
       async execute(input) {
         const meta = await runs.find(input.run);
@@ -107,7 +106,6 @@ export function createRunInspectTools(options: {
       name: 'list_checkpoints',
       description:
         "List a run's checkpoints: step, path, time, the loss at that step, and whether it was healthy (outside a NaN or divergence episode). Use it to pick where a restart or a fix should continue from.",
-      kind: 'read',
       input: z.object({ run: runReference() }),
       async execute(input) {
         const meta = await runs.find(input.run);
@@ -136,7 +134,6 @@ export function createRunInspectTools(options: {
       name: 'edit_script',
       description:
         "Change a run's train.py by exact-match replacements (each `old` must occur exactly once; otherwise you get the candidate lines). The diff goes to the team on an approval card, like update_script; once approved the old version is archived and the run restarts from its last checkpoint. Read the script with read_run_file first. Use update_script only for whole rewrites.",
-      kind: 'write',
       input: editInput,
       async execute(input, context) {
         const meta = await runs.find(input.run);

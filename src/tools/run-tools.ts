@@ -66,7 +66,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'start_training',
       description:
         'Create a training run from a complete train.py and ask the team to approve it (an approval card is posted; the run starts when a teammate approves). You are told the decision later.',
-      kind: 'write',
       input: startTrainingInput,
       execute: (input, context) => {
         if ((input.script === undefined) === (input.command === undefined)) {
@@ -122,14 +121,12 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
     defineTool({
       name: 'list_training_runs',
       description: 'List all training runs of the team with status, GPUs and last step.',
-      kind: 'read',
       input: z.object({}),
       execute: () => operations.list(),
     }),
     defineTool({
       name: 'get_training_status',
       description: 'Status of one run: state, GPUs, last metrics and trend, last checkpoint, last log lines.',
-      kind: 'read',
       input: z.object({ run: runReference() }),
       execute: (input) => operations.status(input.run),
     }),
@@ -137,7 +134,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'pause_training',
       description:
         'Pause a run: it saves a checkpoint and stops, freeing its GPUs. Resume later continues from the checkpoint.',
-      kind: 'write',
       input: z.object({ run: runReference() }),
       execute: (input, context) => operations.pause(input.run, context.actor, context.threadId, 'agent'),
     }),
@@ -145,7 +141,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'resume_training',
       description:
         'Resume a paused (or failed) run from its last checkpoint. Runs with GPUs need a new approval.',
-      kind: 'write',
       input: z.object({ run: runReference() }),
       execute: (input, context) =>
         operations.resume(input.run, context.actor, context.threadId, 'agent', {
@@ -156,7 +151,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
     defineTool({
       name: 'stop_training',
       description: 'Stop a run for good (it gets a chance to checkpoint first).',
-      kind: 'write',
       input: z.object({ run: runReference() }),
       execute: (input, context) => operations.stop(input.run, context.actor, context.threadId, 'agent'),
     }),
@@ -164,7 +158,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
       name: 'update_script',
       description:
         'Propose a new train.py for a run. The diff goes to the team on an approval card; once approved the old version is archived (train_vN.py) and the run restarts from its last checkpoint. Returns the unified diff.',
-      kind: 'write',
       input: z.object({
         run: runReference(),
         script: z.string().min(1).describe('The complete new Python source of train.py'),
@@ -189,7 +182,6 @@ export function createRunTools(operations: RunOperations): ToolDefinition[] {
     defineTool({
       name: 'get_cluster_info',
       description: 'GPUs in total, free, and held by each run; host load (or Slurm nodes and queue).',
-      kind: 'read',
       input: z.object({}),
       execute: () => operations.cluster(),
     }),

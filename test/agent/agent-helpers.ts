@@ -88,7 +88,6 @@ export function testTools() {
     defineTool({
       name: 'list_training_runs',
       description: 'List all training runs.',
-      kind: 'read',
       input: z.object({}),
       async execute() {
         executed.push('list_training_runs');
@@ -98,7 +97,6 @@ export function testTools() {
     defineTool({
       name: 'get_training_status',
       description: 'Status of one run.',
-      kind: 'read',
       input: z.object({ run: z.string().min(1).describe('Run name') }),
       async execute(input) {
         executed.push(`get_training_status:${input.run}`);
@@ -108,7 +106,6 @@ export function testTools() {
     defineTool({
       name: 'explode',
       description: 'Always fails.',
-      kind: 'write',
       input: z.object({}),
       async execute() {
         executed.push('explode');

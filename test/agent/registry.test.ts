@@ -9,7 +9,6 @@ const context = { threadId: 'web:c:t', actor: { id: 'u1', name: 'alice' } };
 const startTool = defineTool({
   name: 'start_training',
   description: 'Start a run.',
-  kind: 'write',
   input: z.object({
     name: z.string().min(1).describe('Run name'),
     gpus: z.number().int().positive().describe('GPU count'),
@@ -24,7 +23,6 @@ const startTool = defineTool({
 const bigTool = defineTool({
   name: 'big',
   description: 'Returns a lot.',
-  kind: 'read',
   input: z.object({}),
   async execute() {
     return 'x'.repeat(MAX_TOOL_RESULT_CHARS + 100);
@@ -43,8 +41,7 @@ describe('tool registry', () => {
       required: ['name', 'gpus'],
     });
     expect(spec?.parameters).not.toHaveProperty('$schema');
-    expect(registry.names()).toEqual(['start_training', 'big', 'help']);
-    expect(registry.get('start_training')?.kind).toBe('write');
+    expect(registry.specs().map((item) => item.name)).toEqual(['start_training', 'big', 'help']);
   });
 
   it('executes with parsed input (defaults applied) and the context', async () => {

@@ -318,10 +318,13 @@ describe('hub client', () => {
 describe('hub tools through the registry', () => {
   const registry = () => createToolRegistry(createHubTools(createHubClient({ baseUrl, timeoutMs: 500 })));
 
-  it('are read tools with described inputs', () => {
+  it('are listed with described inputs', () => {
     const tools = registry();
-    expect(tools.names()).toEqual(['search_models', 'search_datasets', 'get_model_info']);
-    for (const name of tools.names()) expect(tools.get(name)?.kind).toBe('read');
+    expect(tools.specs().map((item) => item.name)).toEqual([
+      'search_models',
+      'search_datasets',
+      'get_model_info',
+    ]);
     const spec = tools.specs().find((item) => item.name === 'search_models');
     expect(spec?.parameters).toMatchObject({
       required: ['query'],
