@@ -1,4 +1,6 @@
 import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import { parseJsonWith } from '../text/json.js';
 import { redactSecrets } from '../text/redact.js';
 
 /**
@@ -6,41 +8,43 @@ import { redactSecrets } from '../text/redact.js';
  * (name, arguments, a summary of the result, duration). Kept per thread in Redis, newest last, capped.
  */
 
-interface TraceLlmCall {
-  kind: 'llm';
-  model: string;
+const traceLlmCall = z.object({
+  kind: z.literal('llm'),
+  model: z.string(),
   /** `turn` (first call) or `tool_round`. */
-  reason: string;
-  durationMs: number;
-  inputTokens?: number;
-  outputTokens?: number;
-  toolCalls: number;
-  error?: string;
-}
+  reason: z.string(),
+  durationMs: z.number(),
+  inputTokens: z.number().optional(),
+  outputTokens: z.number().optional(),
+  toolCalls: z.number(),
+  error: z.string().optional(),
+});
 
-interface TraceToolCall {
-  kind: 'tool';
-  name: string;
+const traceToolCall = z.object({
+  kind: z.literal('tool'),
+  name: z.string(),
   /** The arguments as JSON, cut to a readable length. */
-  arguments: string;
+  arguments: z.string(),
   /** The start of the result. */
-  result: string;
-  isError: boolean;
-  durationMs: number;
-}
+  result: z.string(),
+  isError: z.boolean(),
+  durationMs: z.number(),
+});
 
-export type TraceStep = TraceLlmCall | TraceToolCall;
+export type TraceStep = z.output<typeof traceLlmCall> | z.output<typeof traceToolCall>;
 
-interface TurnTrace {
-  id: string;
-  threadId: string;
-  startedAt: number;
-  endedAt: number;
-  outcome: string;
+/** A turn as stored (read back against this schema: an entry of another shape is skipped). */
+const turnTraceSchema = z.object({
+  id: z.string(),
+  threadId: z.string(),
+  startedAt: z.number(),
+  endedAt: z.number(),
+  outcome: z.string(),
   /** The answer posted for the turn (cut), to place the trace under it. */
-  reply: string;
-  steps: TraceStep[];
-}
+  reply: z.string(),
+  steps: z.array(z.discriminatedUnion('kind', [traceLlmCall, traceToolCall])),
+});
+type TurnTrace = z.output<typeof turnTraceSchema>;
 
 const MAX_TURNS = 50;
 const TTL_SECONDS = 30 * 24 * 3600;
@@ -87,11 +91,8 @@ export function createTurnTraceStore(options: { redis: Redis; prefix: string }):
     async list(threadId) {
       const raw = await options.redis.lrange(key(threadId), 0, -1);
       return raw.flatMap((entry) => {
-        try {
-          return [JSON.parse(entry) as TurnTrace];
-        } catch {
-          return [];
-        }
+        const trace = parseJsonWith(turnTraceSchema, entry);
+        return trace === undefined ? [] : [trace];
       });
     },
   };

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import type { AlertRule, RuleSpec } from './alert-rules.js';
+import { z } from 'zod';
+import { parseJsonWith } from '../text/json.js';
+import { type AlertRule, alertRuleSchema, type RuleSpec } from './alert-rules.js';
 
 /**
  * Per-run alert rules and detector mutes, stored in Redis next to the run's monitor state
@@ -24,13 +26,18 @@ export const MUTABLE_DETECTORS = [
 ] as const;
 type MutableDetector = (typeof MUTABLE_DETECTORS)[number];
 
-export interface Mute {
-  detector: MutableDetector;
+/** A detector muted on a run, as stored. */
+const muteSchema = z.object({
+  detector: z.enum(MUTABLE_DETECTORS),
   /** Epoch ms; absent = until unmuted. */
-  until?: number;
-  by: { id: string; name: string };
-  at: string;
-}
+  until: z.number().optional(),
+  by: z.object({ id: z.string(), name: z.string() }),
+  at: z.string(),
+});
+export type Mute = z.output<typeof muteSchema>;
+
+/** A line of a run's mute/unmute audit trail. */
+const auditLine = z.record(z.string(), z.unknown());
 
 export interface AlertPolicy {
   rules: AlertRule[];
@@ -67,16 +74,15 @@ export function createAlertPolicyStore(options: { redis: Redis; prefix: string; 
   const mutesKey = (runId: string) => `${prefix}:alert-mutes:${runId}`;
   const auditKey = (runId: string) => `${prefix}:alert-audit:${runId}`;
 
-  function parseAll<T>(raw: Record<string, string>): T[] {
-    const items: T[] = [];
-    for (const value of Object.values(raw)) {
-      try {
-        items.push(JSON.parse(value) as T);
-      } catch {
-        // a corrupt entry is skipped rather than disabling every other rule
-      }
-    }
-    return items;
+  /** A corrupt entry is skipped rather than disabling every other rule. */
+  function parseAll<Schema extends z.ZodType>(
+    schema: Schema,
+    raw: Record<string, string>,
+  ): z.output<Schema>[] {
+    return Object.values(raw).flatMap((value) => {
+      const item = parseJsonWith(schema, value);
+      return item === undefined ? [] : [item];
+    });
   }
 
   async function load(runId: string): Promise<AlertPolicy> {
@@ -85,8 +91,8 @@ export function createAlertPolicyStore(options: { redis: Redis; prefix: string; 
       redis.hgetall(mutesKey(runId)),
     ]);
     return {
-      rules: parseAll<AlertRule>(rules).sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
-      mutes: parseAll<Mute>(mutes).filter((mute) => mute.until === undefined || mute.until > clock()),
+      rules: parseAll(alertRuleSchema, rules).sort((a, b) => a.createdAt.localeCompare(b.createdAt)),
+      mutes: parseAll(muteSchema, mutes).filter((mute) => mute.until === undefined || mute.until > clock()),
     };
   }
 
@@ -165,9 +171,10 @@ export function createAlertPolicyStore(options: { redis: Redis; prefix: string; 
     },
     /** The mute/unmute audit trail of a run, oldest first. */
     async audit(runId: string): Promise<Array<Record<string, unknown>>> {
-      return (await redis.lrange(auditKey(runId), 0, -1)).map(
-        (line) => JSON.parse(line) as Record<string, unknown>,
-      );
+      return (await redis.lrange(auditKey(runId), 0, -1)).flatMap((line) => {
+        const entry = parseJsonWith(auditLine, line);
+        return entry === undefined ? [] : [entry];
+      });
     },
   };
 }

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * Alert rules people set from chat: `<metric> <op> <value> [for N steps]` (checked on every logged point;
  * with `for N steps` the condition must hold continuously for N steps) or `<metric> <op> <value> at 2h`
@@ -7,20 +9,24 @@
 const RULE_OPERATORS = ['>', '>=', '<', '<=', '==', '!='] as const;
 type RuleOperator = (typeof RULE_OPERATORS)[number];
 
-export interface AlertRule {
-  id: string;
-  metric: string;
-  op: RuleOperator;
-  value: number;
+const person = z.object({ id: z.string(), name: z.string() });
+
+/** A rule as stored (read back from Redis against this schema). */
+export const alertRuleSchema = z.object({
+  id: z.string(),
+  metric: z.string(),
+  op: z.enum(RULE_OPERATORS),
+  value: z.number(),
   /** The condition must hold for this many steps. */
-  forSteps?: number;
+  forSteps: z.number().optional(),
   /** Checked once at this many seconds after the run started. */
-  atS?: number;
+  atS: z.number().optional(),
   /** The rule as people wrote it (normalised), shown in lists and alerts. */
-  text: string;
-  createdBy: { id: string; name: string };
-  createdAt: string;
-}
+  text: z.string(),
+  createdBy: person,
+  createdAt: z.string(),
+});
+export type AlertRule = z.output<typeof alertRuleSchema>;
 
 export type RuleSpec = Pick<AlertRule, 'metric' | 'op' | 'value' | 'forSteps' | 'atS' | 'text'>;
 

@@ -1,9 +1,10 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { z } from 'zod';
 import { decodeThreadId } from '../bot/chat-adapter.js';
-import type { AuditEntry } from '../runs/audit-log.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import { isLaunched, type RunMeta, type RunStatus } from '../runs/run-types.js';
+import { parseJsonWith } from '../text/json.js';
 
 /**
  * GPU time from the runs' real durations: every stretch a run spent `running` (its audit trail, one line
@@ -27,28 +28,33 @@ interface Window {
   to: Date;
 }
 
-async function readAudit(runDir: string): Promise<AuditEntry[]> {
+/** What spend reads of an audit entry: when a run changed state, and to what. */
+const auditTransition = z.object({ ts: z.string(), to: z.string() });
+type AuditTransition = z.output<typeof auditTransition>;
+
+async function readAudit(runDir: string): Promise<AuditTransition[]> {
   let text: string;
   try {
     text = await readFile(join(runDir, RUN_FILES.audit), 'utf8');
   } catch {
     return [];
   }
-  const entries: AuditEntry[] = [];
+  const entries: AuditTransition[] = [];
   for (const line of text.split('\n')) {
     if (line.trim() === '') continue;
-    try {
-      const entry = JSON.parse(line) as AuditEntry;
-      if (typeof entry.ts === 'string' && typeof entry.to === 'string') entries.push(entry);
-    } catch {
-      // a torn last line: skip it
-    }
+    // A torn last line, or one of another shape, is skipped.
+    const entry = parseJsonWith(auditTransition, line);
+    if (entry !== undefined) entries.push(entry);
   }
   return entries;
 }
 
 /** Stretches spent running, as [start, end] epoch ms; an open one ends at `now`. */
-export function runningIntervals(entries: AuditEntry[], meta: RunMeta, now: Date): Array<[number, number]> {
+export function runningIntervals(
+  entries: AuditTransition[],
+  meta: RunMeta,
+  now: Date,
+): Array<[number, number]> {
   const intervals: Array<[number, number]> = [];
   let openedAt: number | undefined;
   for (const entry of entries) {

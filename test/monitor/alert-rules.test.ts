@@ -172,4 +172,24 @@ describe('rules and mutes in the monitor', () => {
     expect(run.fired).toEqual(['nan@20']);
     expect((await run.store.audit('muted-run')).map((entry) => entry.action)).toEqual(['mute']);
   });
+
+  it('skips a stored rule or mute of another shape instead of handing it to the detectors', async () => {
+    const store = createAlertPolicyStore({ redis, prefix });
+    const rule = await store.addRule('shapes-run', parseRuleSpec('loss > 2'), alice);
+    await redis.hset(
+      `${prefix}:alert-rules:shapes-run`,
+      'ru_bad',
+      JSON.stringify({ id: 'ru_bad', metric: 'loss' }),
+    );
+    await redis.hset(`${prefix}:alert-rules:shapes-run`, 'ru_torn', '{"id": "ru_torn", "met');
+    await store.mute('shapes-run', 'spike', alice);
+    await redis.hset(
+      `${prefix}:alert-mutes:shapes-run`,
+      'nope',
+      JSON.stringify({ detector: 'everything', at: 'x' }),
+    );
+    const policy = await store.load('shapes-run');
+    expect(policy.rules.map((item) => item.id)).toEqual([rule.id]);
+    expect(policy.mutes.map((item) => item.detector)).toEqual(['spike']);
+  });
 });
