@@ -1,5 +1,4 @@
 import { open, stat } from 'node:fs/promises';
-import type { Redis } from 'ioredis';
 
 /**
  * Incremental reader of an append-only text file. Each call reads at most `maxBytes` from the saved byte
@@ -124,30 +123,6 @@ export async function readFileTail(path: string, maxBytes: number): Promise<stri
   } finally {
     await handle.close();
   }
-}
-
-/**
- * Cursors persisted in Redis, one hash per run (`<prefix>:monitor:<runId>`, field `cursor:<name>`).
- * The monitor writes cursors in the same HSET as its statistics so both move together.
- */
-export function createTailReader(options: { redis: Redis; prefix: string; maxBytes?: number }) {
-  const { redis, prefix } = options;
-  const maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES_PER_READ;
-  const key = (runId: string) => `${prefix}:monitor:${runId}`;
-  return {
-    key,
-    async loadCursor(runId: string, name: string): Promise<FileCursor | undefined> {
-      return parseCursor(await redis.hget(key(runId), `cursor:${name}`));
-    },
-    /** Read what is new in `path` since the committed cursor; call `commit` after processing. */
-    async read(runId: string, name: string, path: string): Promise<TailChunk> {
-      const cursor = await this.loadCursor(runId, name);
-      return readNewLines(path, cursor, maxBytes);
-    },
-    async commit(runId: string, name: string, cursor: FileCursor | undefined): Promise<void> {
-      if (cursor !== undefined) await redis.hset(key(runId), `cursor:${name}`, JSON.stringify(cursor));
-    },
-  };
 }
 
 /** Parse a stored cursor; anything unreadable means "start from 0". */

@@ -1,28 +1,16 @@
 import { appendFile, mkdtemp, rename, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createTailReader,
-  type FileCursor,
-  readFileTail,
-  readNewLines,
-} from '../../src/monitor/tail-reader.js';
-import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
+import { type FileCursor, readFileTail, readNewLines } from '../../src/monitor/tail-reader.js';
 
 let directory: string;
-let redis: Redis;
-const prefix = uniquePrefix('tail');
 
 beforeAll(async () => {
   directory = await mkdtemp(join(tmpdir(), 'shepherd-tail-'));
-  redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
 });
 afterAll(async () => {
   await rm(directory, { recursive: true, force: true });
-  await deleteKeysWithPrefix(prefix);
-  redis.disconnect();
 });
 
 describe('readNewLines', () => {
@@ -93,43 +81,5 @@ describe('readNewLines', () => {
     await writeFile(path, 'first line\nsecond line\nthird line\n');
     expect(await readFileTail(path, 16)).toBe('third line\n');
     expect(await readFileTail(join(directory, 'none'), 16)).toBe('');
-  });
-});
-
-describe('createTailReader', () => {
-  it('offsets survive a new reader instance: nothing read twice or skipped', async () => {
-    const path = join(directory, 'restart.jsonl');
-    await writeFile(path, '');
-    const written: string[] = [];
-    const read: string[] = [];
-    let next = 0;
-    for (let round = 0; round < 6; round++) {
-      // Finish the previous round's half-written line, write 7 lines, leave a new line half-written.
-      const lines = Array.from({ length: 7 }, () => `line-${next++}`);
-      const head = round === 0 ? '' : `-tail-${round - 1}\n`;
-      await appendFile(path, `${head}${lines.join('\n')}\nhalf`);
-      if (round > 0) written.push(`half-tail-${round - 1}`);
-      written.push(...lines);
-      // Every round uses a brand-new reader on the same Redis, like a restarted worker.
-      const reader = createTailReader({ redis, prefix });
-      const chunk = await reader.read('run-1', 'metrics', path);
-      read.push(...chunk.lines);
-      await reader.commit('run-1', 'metrics', chunk.cursor);
-    }
-    expect(read).toEqual(written);
-    expect(read.length).toBe(47);
-  });
-
-  it('an uncommitted read is read again by the next reader (commit after processing)', async () => {
-    const path = join(directory, 'uncommitted.jsonl');
-    await writeFile(path, 'a\nb\n');
-    const reader = createTailReader({ redis, prefix });
-    const first = await reader.read('run-2', 'metrics', path);
-    expect(first.lines).toEqual(['a', 'b']);
-    // crash before commit: the next reader sees the same lines
-    const second = await createTailReader({ redis, prefix }).read('run-2', 'metrics', path);
-    expect(second.lines).toEqual(['a', 'b']);
-    await reader.commit('run-2', 'metrics', second.cursor);
-    expect((await reader.read('run-2', 'metrics', path)).lines).toEqual([]);
   });
 });
