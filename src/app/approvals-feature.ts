@@ -1,5 +1,5 @@
 import { APPROVAL_ACTIONS } from '../approvals/approval-card.js';
-import { createEditFormProvider } from '../approvals/approval-edits.js';
+import { createEditFormProvider, type EditChecks } from '../approvals/approval-edits.js';
 import { createRejectFormProvider } from '../approvals/approval-forms.js';
 import { type ApprovalService, createApprovalService } from '../approvals/approval-service.js';
 import { type Approval, createApprovalStore, type Decision } from '../approvals/approval-store.js';
@@ -25,6 +25,8 @@ export function createApprovalsFeature(
     research: ResearchStore;
     /** Applies a decision on a whole sweep (bound once the sweeps exist). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
+    /** Checks a sweep card's Edit (bound once the sweeps exist). */
+    checkSweepEdit: NonNullable<EditChecks['checkSweepEdit']>;
     /** Compiles an edited script (bound once the script checks exist). */
     checkSyntax(source: string): Promise<string | undefined>;
   },
@@ -57,6 +59,7 @@ export function createApprovalsFeature(
       ? {}
       : { budget: { limitUsd: budgetUsdMonth, spentUsd: (at: Date) => spend.spentThisMonth(at) } }),
     onSweepDecision: dependencies.onSweepDecision,
+    checkSweepEdit: dependencies.checkSweepEdit,
     basedOn: async (threadId) =>
       (await dependencies.research.lastSources(threadId)).map((source) =>
         source.version === undefined ? source.url : `${source.url} (${source.version})`,

@@ -96,8 +96,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runs: runs.runs,
     spend: spend.spend,
     research: researchStore,
-    onSweepDecision: async (approval, decision) =>
-      sweeps === undefined ? 'sweeps are not ready' : sweeps.onDecision(approval, decision),
+    ...sweepsOnCards(() => sweeps),
     checkSyntax: async (source) => operations.scriptChecks.checkSyntax(source),
   });
   const operations = createOperationsFeature(base, {
@@ -151,6 +150,19 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     playbooks: help.playbooks,
     plans: help.plans,
     ...spine(features, dependencies, controlQueue),
+  };
+}
+
+/** A sweep's card is decided and edited by the sweep service, which is composed after the approvals. */
+function sweepsOnCards(current: () => SweepService | undefined) {
+  return {
+    onSweepDecision: async (...args: Parameters<SweepService['onDecision']>) =>
+      current()?.onDecision(...args) ?? 'sweeps are not ready',
+    checkSweepEdit: async (...args: Parameters<SweepService['checkEdit']>) => {
+      const sweeps = current();
+      if (sweeps === undefined) throw new Error('sweeps are not ready');
+      return sweeps.checkEdit(...args);
+    },
   };
 }
 

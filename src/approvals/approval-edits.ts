@@ -7,15 +7,16 @@ import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 
 /**
  * Edit on an approval card: a form with the card's GPUs, hours, name and (start and script-change cards)
- * script, pre-filled; submitting it approves with the edits. This file holds the form, the reading of
- * its values (shape only: limits and names are the run service's to check) and the edit's diff lines.
+ * script, pre-filled; submitting it approves with the edits. A sweep's card edits GPUs and hours per trial
+ * and the sweep's name. This file holds the form, the reading of its values (shape only: limits and names
+ * are the run or sweep service's to check) and the edit's diff lines.
  */
 
 const FIELDS = { gpus: 'gpus', hours: 'hours', name: 'name', script: 'script' } as const;
 /** The longest script a form field takes on each surface (Slack's initial value, Discord's text input). */
 const SCRIPT_LIMIT: Record<Platform, number> = { slack: 3000, discord: 4000, web: 100_000 };
 
-type EditableKind = 'start' | 'resume' | 'script-change';
+type EditableKind = 'start' | 'resume' | 'script-change' | 'sweep';
 type EditValues = NonNullable<Decision['edits']>['after'];
 /** An edit as submitted, before the run service checked it. */
 interface ProposedEdit {
@@ -26,7 +27,12 @@ interface ProposedEdit {
 }
 
 export function isEditable(approval: Approval): approval is Approval & { kind: EditableKind } {
-  return approval.kind === 'start' || approval.kind === 'resume' || approval.kind === 'script-change';
+  return (
+    approval.kind === 'start' ||
+    approval.kind === 'resume' ||
+    approval.kind === 'script-change' ||
+    approval.kind === 'sweep'
+  );
 }
 
 /** GPUs only change where the run holds none: not on a script change (the run may be running). */
@@ -57,11 +63,17 @@ function scriptLeftOut(script: string | undefined, platform: Platform): string |
 function editForm(approval: Approval, script: string | undefined, platform: Platform): CardForm {
   const leftOut = scriptLeftOut(script, platform);
   const fields: CardForm['fields'] = [];
+  const perTrial = approval.kind === 'sweep' ? ' per trial' : '';
   if (editsGpus(approval))
-    fields.push({ id: FIELDS.gpus, label: 'GPUs', initial: String(approval.gpus), maxLength: 4 });
+    fields.push({ id: FIELDS.gpus, label: `GPUs${perTrial}`, initial: String(approval.gpus), maxLength: 4 });
   fields.push(
-    { id: FIELDS.hours, label: 'Max hours', initial: String(approval.maxHours), maxLength: 10 },
-    { id: FIELDS.name, label: 'Run name', initial: approval.runName, maxLength: 60 },
+    { id: FIELDS.hours, label: `Max hours${perTrial}`, initial: String(approval.maxHours), maxLength: 10 },
+    {
+      id: FIELDS.name,
+      label: approval.kind === 'sweep' ? 'Sweep name' : 'Run name',
+      initial: approval.runName,
+      maxLength: 60,
+    },
   );
   if (script !== undefined && leftOut === undefined)
     fields.push({
@@ -119,7 +131,7 @@ function readEditValues(
   }
   const name = values[FIELDS.name]?.trim();
   if (name !== undefined) {
-    if (name === '') return { error: 'the run needs a name' };
+    if (name === '') return { error: `the ${approval.kind === 'sweep' ? 'sweep' : 'run'} needs a name` };
     after.name = name;
   }
   const edit: ProposedEdit = { before, after };
@@ -162,6 +174,8 @@ export interface EditChecks {
   readScript(runId: string): Promise<string>;
   /** The run service's check: the values as they would be applied, or a thrown `RunError`. */
   checkRevision(runId: string, revision: Partial<EditValues>): Promise<EditValues>;
+  /** The sweep service's check of a sweep card's edit (every trial checked like a run); absent: no sweeps. */
+  checkSweepEdit?: ((sweepId: string, edit: Partial<EditValues>) => Promise<EditValues>) | undefined;
   /** A syntax error with its line, or undefined when the script compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
   /** Throws when the script is too large for any run. */
@@ -183,7 +197,9 @@ export async function checkEdit(
   const { edit } = read;
   let after: EditValues;
   try {
-    after = await checks.checkRevision(approval.runId, edit.after);
+    if (approval.kind !== 'sweep') after = await checks.checkRevision(approval.runId, edit.after);
+    else if (checks.checkSweepEdit === undefined) return { error: 'sweeps are not available here' };
+    else after = await checks.checkSweepEdit(approval.runId, edit.after);
     if (edit.script !== undefined) checks.assertScriptSize(edit.script);
   } catch (error) {
     return { error: error instanceof Error ? error.message : String(error) };

@@ -67,6 +67,8 @@ interface ApprovalServiceOptions {
   budget?: { limitUsd: number; spentUsd(now: Date): Promise<number> };
   /** Applies a decision on a whole sweep (set once the sweep service exists); returns the outcome. */
   onSweepDecision?: (approval: Approval, decision: Decision) => Promise<string>;
+  /** Checks a sweep card's Edit (bound once the sweep service exists). */
+  checkSweepEdit?: EditChecks['checkSweepEdit'];
   /**
    * The sources of the thread's last research (within the hour): an agent's start or script-change card
    * shows them as "based on", so approvers see what the script was written from.
@@ -123,6 +125,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     readScript: options.readScript,
     checkRevision: (runId, revision) => runs.checkRevision(runId, revision),
     assertScriptSize,
+    checkSweepEdit: options.checkSweepEdit,
     ...definedOnly({ checkSyntax: options.checkSyntax }),
   };
 

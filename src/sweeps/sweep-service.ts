@@ -8,6 +8,7 @@ import type { RunMeta } from '../runs/run-types.js';
 import { createSweepContext, SHEPHERD, type SweepServiceOptions } from './sweep-context.js';
 import { pauseSweep, resumeSweep, stopSweep } from './sweep-controls.js';
 import { createSweep } from './sweep-creation.js';
+import { applySweepEdit, checkSweepEdit } from './sweep-edits.js';
 import { describeValues, type SweepSpec } from './sweep-grid.js';
 import { handleTrialIncident } from './sweep-incidents.js';
 import { advanceSweep } from './sweep-progress.js';
@@ -29,6 +30,10 @@ export function createSweepService(options: SweepServiceOptions) {
   async function onDecision(approval: Approval, decision: Decision): Promise<string> {
     const approved = decision.decision === 'approved';
     const by: Actor = decision.auto ? SHEPHERD : decision.user;
+    // Edits first, while the sweep still waits: a retried job finds it moved on and skips them.
+    const pending = (await store.get(approval.runId))?.state === 'pending_approval';
+    if (approved && pending && decision.edits !== undefined)
+      await applySweepEdit(context, approval.runId, decision.edits.after, by, decision.user.name);
     const sweep = await store.update(approval.runId, (current) => {
       if (current.state !== 'pending_approval') return undefined;
       return approved
@@ -79,6 +84,8 @@ export function createSweepService(options: SweepServiceOptions) {
     ): Promise<string> =>
       createSweep(context, { spec, threadId, actor, origin, ...definedOnly({ toolCall }) }),
     onDecision,
+    checkEdit: (sweepId: string, edit: Parameters<typeof checkSweepEdit>[2]) =>
+      checkSweepEdit(context, sweepId, edit),
     onIncident: (incident: Incident, meta: RunMeta): Promise<boolean> =>
       handleTrialIncident(context, incident, meta),
     tick,

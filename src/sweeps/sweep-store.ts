@@ -89,6 +89,8 @@ export interface SweepStore {
     id: string,
     change: (sweep: Sweep) => Sweep | undefined | Promise<Sweep | undefined>,
   ): Promise<Sweep>;
+  /** Gives the sweep a new name (its card's Edit): the new name is claimed, the old one freed. */
+  rename(id: string, name: string): Promise<Sweep>;
   /** Reserves trial run ids ahead of their creation. */
   linkRun(runId: string, sweepId: string): Promise<void>;
 }
@@ -181,6 +183,20 @@ export function createSweepStore(options: { redis: Redis; prefix: string; now?: 
         const stamped = { ...next, updatedAt: now().toISOString() };
         await write(stamped);
         return stamped;
+      });
+    },
+    rename(id, name) {
+      return withLock(id, async () => {
+        const current = await get(id);
+        if (current === undefined) throw new RunError('run_not_found', `no sweep ${id}`);
+        if (current.name === name) return current;
+        const claimed = await redis.set(nameKey(name), id, 'NX');
+        if (claimed !== 'OK' && (await redis.get(nameKey(name))) !== id)
+          throw new RunError('name_taken', `a sweep named ${name} already exists; pick another name`);
+        if (current.name.toLowerCase() !== name.toLowerCase()) await redis.del(nameKey(current.name));
+        const renamed = { ...current, name, updatedAt: now().toISOString() };
+        await write(renamed);
+        return renamed;
       });
     },
     async linkRun(runId, sweepId) {

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunMeta } from '../../src/runs/run-types.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { expectEditedRun } from '../helpers/approval-edits.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 
@@ -203,6 +204,74 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
       'grid-2',
     );
   }, 150_000);
+
+  it('Edit on the sweep card: approvers only, GPUs the host has, then every trial starts with the edited GPUs, hours and name', async () => {
+    const threadId = await shepherd.mention(
+      'sweep train.py --grid lr=0.1 --grid bs=16,32 --gpus 1 --hours 1 --name shaped --canary-steps 5',
+      'alice',
+    );
+    const withCard = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'Approve sweep').length === 1,
+    );
+    const message = cardsTitled(withCard, 'Approve sweep')[0];
+    const edit = message?.card?.actions?.find((action) => action.label === 'Edit')?.actionId ?? '';
+    expect(edit).toMatch(/^edit:ap_/);
+    const click = (user: string, extra: Record<string, unknown>) =>
+      shepherd.click(threadId, message?.id ?? '', edit, user, extra);
+
+    const carol = await click('carol', { openForm: true });
+    expect(carol.status).toBe(403);
+    const opened = await click('bob', { openForm: true });
+    expect(opened.status).toBe(200);
+    const form = opened.body.form as { fields: Array<{ id: string; label: string; initial?: string }> };
+    expect(form.fields.map((field) => [field.label, field.initial])).toEqual([
+      ['GPUs per trial', '1'],
+      ['Max hours per trial', '1'],
+      ['Sweep name', 'shaped'],
+    ]);
+    const tooMany = await click('bob', { values: { gpus: '5', hours: '1', name: 'shaped' } });
+    expect(tooMany.status).toBe(422);
+    expect(String(tooMany.body.error)).toContain('this host has 4');
+    const badName = await click('bob', { values: { gpus: '2', hours: '1', name: 'no spaces' } });
+    expect(badName.status).toBe(422);
+    expect(String(badName.body.error)).toContain('a sweep name is letters, digits and dashes');
+    for (const meta of await runsNamed(shepherd.dataDir, shepherd, 'shaped-'))
+      expect(meta.status).toBe('pending_approval');
+
+    const submitted = await click('bob', { values: { gpus: '2', hours: '0.5', name: 'reshaped' } });
+    expect(submitted.status).toBe(200);
+    expect(submitted.body.message).toBe('approved with edits');
+    // The canary holds the edited number of GPUs while it runs.
+    const deadline = Date.now() + 20_000;
+    let canary = (await runsNamed(shepherd.dataDir, shepherd, 'reshaped-1'))[0];
+    while (canary?.status !== 'running' && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      canary = (await runsNamed(shepherd.dataDir, shepherd, 'reshaped-1'))[0];
+    }
+    expect(canary?.gpuIndices).toHaveLength(2);
+    const done = await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((m) => m.text.includes('🏁')),
+      60_000,
+    );
+    const resolved = cardsTitled(done, 'Approve sweep')[0]?.card;
+    expect(resolved?.resolved).toMatch(/^Approved by bob with edits at \d\d:\d\d UTC$/);
+    expect(resolved?.text).toContain('GPUs: 1 → 2');
+    expect(resolved?.text).toContain('max hours: 1 → 0.5');
+    expect(resolved?.text).toContain('name: shaped → reshaped');
+    for (const index of [1, 2])
+      await expectEditedRun(shepherd, {
+        name: `reshaped-${index}`,
+        gpus: 2,
+        maxHours: 0.5,
+        before: { gpus: 1, maxHours: 1, name: `shaped-${index}` },
+        by: 'bob',
+      });
+    for (const meta of await runsNamed(shepherd.dataDir, shepherd, 'reshaped-'))
+      expect(meta.status, meta.name).toBe('completed');
+    expect(botMessages(done).find((m) => m.text.includes('🏁'))?.text).toContain('reshaped-1');
+  }, 90_000);
 
   it('stops the sweep when the canary crashes: the other trials never start and the thread says why', async () => {
     const threadId = await shepherd.mention(

@@ -82,7 +82,13 @@ describe('the Edit form', () => {
       ['script', 'print(2)\n'],
     ]);
     expect(await formFor('web', 'print(1)\n', 'carol')).toBeUndefined();
-    expect(await formFor('web', '', 'bob', { ...approval, kind: 'sweep' })).toBeUndefined();
+    expect(await formFor('web', '', 'bob', { ...approval, kind: 'schedule' })).toBeUndefined();
+    const sweep = await formFor('web', '', 'bob', { ...approval, kind: 'sweep' });
+    expect(sweep?.fields.map((field) => field.label)).toEqual([
+      'GPUs per trial',
+      'Max hours per trial',
+      'Sweep name',
+    ]);
   });
 
   it('renders as a Slack modal with the note on top and as a Discord modal within its limits', async () => {
