@@ -105,8 +105,10 @@ async function provenanceOf(
     provenance.scriptSha256 = createHash('sha256').update(script).digest('hex');
   const approver = await runApprover(runDir);
   if (approver !== undefined) provenance.runApprover = approver;
-  const revisions = revisionLines(await readReproducibility(runDir));
+  const reproducibility = await readReproducibility(runDir);
+  const revisions = revisionLines(reproducibility);
   if (revisions.length > 0) provenance.revisions = revisions;
+  if (reproducibility.record !== undefined) provenance.launch = reproducibility.record;
   return provenance;
 }
 

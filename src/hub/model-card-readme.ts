@@ -1,3 +1,4 @@
+import type { LaunchRecord } from '../runs/launch-record.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { evalLine, formatValue, formatWall } from './model-ready-card.js';
 import type { ModelSummary } from './model-summary.js';
@@ -18,6 +19,8 @@ export interface ModelProvenance {
   pushedAt: string;
   /** Model and dataset revisions the run printed or the thread's Hub tools resolved (launch record). */
   revisions?: string[];
+  /** The newest launch's record (command, seed, git, environment, `pip freeze`). */
+  launch?: LaunchRecord;
 }
 
 /** A YAML scalar the Hub's front-matter parser reads back as the same string. */
@@ -93,6 +96,63 @@ function provenanceLines(meta: RunMeta, provenance: ModelProvenance): string[] {
   ];
 }
 
+function environmentLines(record: LaunchRecord): string[] {
+  const environment = record.environment;
+  if (environment === undefined) return [`- Environment: ${record.environmentNote ?? 'not probed'}`];
+  const torch =
+    environment.torch === undefined
+      ? 'not importable'
+      : `${environment.torch}${environment.torchCuda === undefined ? '' : ` (built for CUDA ${environment.torchCuda})`}`;
+  return [
+    `- Python: ${environment.python ?? 'not recorded'}`,
+    `- torch: ${torch}`,
+    `- CUDA: ${environment.cuda ?? 'not recorded (no nvidia-smi)'}`,
+    `- Driver: ${environment.driver ?? 'not recorded (no nvidia-smi)'}`,
+  ];
+}
+
+/** `pip freeze` in full, folded so the card stays readable. */
+function freezeBlock(record: LaunchRecord): string[] {
+  const freeze = record.environment?.pipFreeze;
+  if (freeze === undefined) {
+    const reason = record.environment?.errors.pipFreeze;
+    return record.environment === undefined
+      ? []
+      : ['', `pip freeze: not available (${reason ?? 'no answer'})`];
+  }
+  return [
+    '',
+    '<details>',
+    `<summary>pip freeze (${freeze.length} packages)</summary>`,
+    '',
+    '```text',
+    ...freeze,
+    '```',
+    '',
+    '</details>',
+  ];
+}
+
+/** What it takes to reproduce the run: the newest launch's record, as `status <run> --full` shows it. */
+function reproducibilityLines(record: LaunchRecord | undefined): string[] {
+  if (record === undefined) return ['No launch record (the run predates them).'];
+  const args =
+    record.args === undefined || record.args.length === 0 ? 'none' : `\`${record.args.join(' ')}\``;
+  const git =
+    record.git === undefined
+      ? 'not a git checkout'
+      : `${record.git.commit}${record.git.dirty ? ' (dirty working tree; the diff is on the launch record)' : ' (clean)'}`;
+  return [
+    `- Launch ${record.launch} on ${record.backend}, recorded ${record.recordedAt}`,
+    `- Launch command: \`${record.command.join(' ')}\``,
+    `- Arguments: ${args}`,
+    `- Seed: ${record.seed ?? 'none passed'}`,
+    `- Git at launch: ${git}`,
+    ...environmentLines(record),
+    ...freezeBlock(record),
+  ];
+}
+
 export function modelCardReadme(meta: RunMeta, summary: ModelSummary, provenance: ModelProvenance): string {
   const evaluation = evalLine(summary);
   return [
@@ -113,6 +173,10 @@ export function modelCardReadme(meta: RunMeta, summary: ModelSummary, provenance
     '## Provenance',
     '',
     ...provenanceLines(meta, provenance),
+    '',
+    '## Reproducibility',
+    '',
+    ...reproducibilityLines(provenance.launch),
     '',
   ].join('\n');
 }

@@ -87,15 +87,17 @@ const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
 
 /**
- * `--eval` runs in Shepherd's local launcher (after training exits 0, status `evaluating`): Slurm, Kubernetes
- * and HF Jobs have no launcher of ours, so an eval there would silently never run. Refused before any card.
+ * `--eval` runs after training exits 0 (status `evaluating`): in Shepherd's local launcher, or in the Slurm
+ * batch script. Kubernetes and HF Jobs have no such step of ours, so an eval there would silently never run.
+ * Refused before any card.
  */
 function checkEvalPlacement(backend: BackendKind, image: string | undefined, config: Config): void {
+  if (backend === 'slurm') return;
   if (backend !== 'local') {
     const { title, flag } = BACKEND_LABELS[backend];
     throw new RunError(
       'invalid_run',
-      `--eval runs on the local backend only (Shepherd's own launcher runs it after training exits 0); Slurm, Kubernetes and HF Jobs do not run it, and this run goes to ${title} (--on ${flag}). Run it locally, or run the evaluation as its own run`,
+      `--eval runs on the local and Slurm backends only (after training exits 0, in the run directory); Kubernetes and HF Jobs do not run it, and this run goes to ${title} (--on ${flag}). Run it locally or on Slurm, or run the evaluation as its own run`,
     );
   }
   const container = config.localContainer;
@@ -138,7 +140,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
-    // The launcher runs the evaluation after training; remote backends have no launcher of ours yet.
+    // The local launcher or the Slurm batch script runs the evaluation after training; the others cannot.
     if (request.launch?.evalCommand !== undefined) checkEvalPlacement(backend, request.launch.image, config);
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {

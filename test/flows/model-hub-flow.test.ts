@@ -285,6 +285,23 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     // Searched but not named by the run: not on its record.
     expect(readme).not.toContain('Llama-2-7b-hf');
     expect(readme).toMatch(/- Created: \S+; started: \S+; ended: \S+; pushed: \S+/);
+    // The newest launch's record, as `status --full` shows it; `pip freeze` folded in a <details> block.
+    for (const part of [
+      '## Reproducibility',
+      '- Launch 1 on ',
+      '- Launch command: `python3 -u train.py`',
+      '- Arguments: none',
+      '- Seed: none passed',
+      `- Git at launch: ${gitCommit} (clean)`,
+      '- CUDA: ',
+      '- Driver: ',
+    ]) {
+      expect(readme).toContain(part);
+    }
+    expect(readme).toMatch(/\n- Python: 3\.\d+\.\d+\n- torch: /);
+    expect(readme).toMatch(
+      /<details>\n<summary>pip freeze \(\d+ packages\)<\/summary>\n\n```text\n[\s\S]*```\n\n<\/details>/,
+    );
     // The card is resolved with the outcome; `status` shows the URL.
     // The card's edit is its own post, which may land after the URL line: wait for it.
     const edited = await shepherd.waitForMessages(threadId, (all) =>

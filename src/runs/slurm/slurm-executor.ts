@@ -158,7 +158,8 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
     const applied = applyEnvironment(meta.command ?? [config.runs.python, '-u', RUN_FILES.script], spec);
     Object.assign(environment, applied.variables);
     const srun = meta.command !== undefined || (meta.nodes ?? 1) > 1;
-    const wallTime = await wallTimeOf(meta, !srun && applied.container === undefined, environment);
+    // `B:USR1` reaches the batch shell: only a script that `exec`s Python (no srun, container or eval) warns.
+    const wallTime = await wallTimeOf(meta, !srun && !applied.container && !meta.evalCommand, environment);
     await writeFile(
       scriptPath,
       renderJobScript({
@@ -169,7 +170,7 @@ export function createSlurmExecutor(options: SlurmExecutorOptions): Executor {
         runtimeDir,
         environment,
         ...(meta.command === undefined && spec === undefined ? {} : { command: applied.argv }),
-        ...definedOnly({ cwd: meta.cwd }),
+        ...definedOnly({ cwd: meta.cwd, evalCommand: meta.evalCommand }),
         ...(meta.args === undefined || meta.args.length === 0 ? {} : { args: meta.args }),
         srun,
         ...wallTime.jobScript,

@@ -41,6 +41,8 @@ interface JobScriptInput {
    * killed by it (an ignored signal stays ignored through exec); the helper installs its own handler.
    */
   ignoreSignal?: string;
+  /** `--eval`: a shell command run in the run directory after the training command exited 0. */
+  evalCommand?: string;
 }
 
 /** pyxis's srun options: the image, the mounts (GPUs come with the Slurm allocation), the working directory. */
@@ -54,9 +56,38 @@ function pyxisWords(container: { image: string; mounts: readonly ContainerMount[
 }
 
 /**
+ * The job's end with `--eval`: training is not `exec`ed; after it exits 0 (and was not stopped: a TERM only
+ * sets a flag in the shell, the training process still gets its own), the eval command runs in the run
+ * directory with its output in eval.log and output.log, evaluation.json saying running, then how it ended
+ * (the same fields as the local launcher's). The job exits with the training's code: an eval failure does
+ * not undo the training.
+ */
+function evaluationLines(training: string, evalCommand: string): string[] {
+  return [
+    'shepherd_evaluation() { printf "$@" > .evaluation.json.tmp && mv -f .evaluation.json.tmp evaluation.json; }',
+    'shepherd_stopped=',
+    "trap 'shepherd_stopped=1' TERM",
+    training,
+    'shepherd_rc=$?',
+    'if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ] && cd "$SHEPHERD_RUN_DIR"; then',
+    '  shepherd_started=$(date +%s)',
+    `  shepherd_evaluation '{"status": "running", "startedAt": %s}\\n' "$shepherd_started"`,
+    `  echo ${shellQuote(`=== evaluation: ${evalCommand} ===`)}`,
+    `  /bin/sh -c ${shellQuote(evalCommand)} < /dev/null 2>&1 | tee -a eval.log`,
+    `  shepherd_eval_rc=\${PIPESTATUS[0]}`,
+    '  shepherd_eval_status=failed',
+    '  [ "$shepherd_eval_rc" -eq 0 ] && shepherd_eval_status=passed',
+    `  shepherd_evaluation '{"status": "%s", "exitCode": %s, "startedAt": %s, "endedAt": %s}\\n' "$shepherd_eval_status" "$shepherd_eval_rc" "$shepherd_started" "$(date +%s)"`,
+    '  echo "=== evaluation ended: exit code $shepherd_eval_rc ==="',
+    'fi',
+    'exit "$shepherd_rc"',
+  ];
+}
+
+/**
  * The batch script `sbatch` runs on the compute node. It writes one header line per launch into
  * output.log, then `exec`s Python so `scancel --signal=TERM` reaches the training process directly and
- * Slurm records Python's own exit code.
+ * Slurm records Python's own exit code (with `--eval` the shell stays to run the evaluation after it).
  */
 export function renderJobScript(input: JobScriptInput): string {
   const exports = Object.entries(input.environment)
@@ -101,11 +132,12 @@ export function renderJobScript(input: JobScriptInput): string {
       '--ntasks-per-node=1',
       ...(pyxis && input.container !== undefined ? pyxisWords(input.container) : []),
     ];
-    lines.push(`exec ${srun.join(' ')} ${words.join(' ')}`);
-  } else {
-    if (input.ignoreSignal !== undefined) lines.push(`trap '' ${input.ignoreSignal}`);
-    lines.push(`exec ${words.join(' ')}`);
+    words = [...srun, ...words];
+  } else if (input.ignoreSignal !== undefined) {
+    lines.push(`trap '' ${input.ignoreSignal}`);
   }
+  if (input.evalCommand === undefined) lines.push(`exec ${words.join(' ')}`);
+  else lines.push(...evaluationLines(words.join(' '), input.evalCommand));
   lines.push('');
   return lines.join('\n');
 }

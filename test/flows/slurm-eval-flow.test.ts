@@ -1,0 +1,188 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { cardsTitled } from '../helpers/flow.js';
+import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
+
+/*
+ * `--eval` on the real one-node CI cluster: the batch script runs the eval command in the run directory
+ * after training exits 0 (status `evaluating`), and the run ends `completed` with the eval results, or with
+ * an eval-failure alert and the training result kept: the local backend's semantics. CPU only.
+ */
+
+const TRAIN_PY = `import time, shepherd
+for step in range(1, 5):
+    shepherd.log_metrics(step=step, loss=1.0 / step)
+    time.sleep(0.05)
+shepherd.finish()
+`;
+
+/** Waits for the test's go (so `evaluating` can be seen), prints an eval dict and logs one more number. */
+const EVAL_PY = `import os, sys, time, shepherd
+release = sys.argv[1]
+deadline = time.time() + 120
+while not os.path.exists(release) and time.time() < deadline:
+    time.sleep(0.1)
+print("evaluating in %s" % os.getcwd(), flush=True)
+print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
+shepherd.log_eval(eval_bleu=31.5)
+`;
+
+const BAD_EVAL_PY = `import sys
+def score():
+    raise RuntimeError("slurm eval exploded on purpose")
+score()
+`;
+
+interface MetaFile {
+  status: string;
+  exitCode?: number;
+  jobId?: string;
+  evaluation?: { status: string; exitCode?: number; results: Record<string, number> };
+}
+
+function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
+  return botMessages(messages).some((message) => pattern.test(message.text));
+}
+
+async function until(probe: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (probe()) return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe.skipIf(!slurmAvailable)(
+  `--eval on a real Slurm cluster${slurmAvailable ? '' : ` (skipped: ${SKIP_MESSAGE})`}`,
+  () => {
+    let llm: ScriptedLlmServer;
+    let workspace: string;
+    let dataDir: string;
+    let shepherd: TestApp;
+    const jobs = new Set<string>();
+    const metaOf = (runId: string) =>
+      JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as MetaFile;
+
+    beforeAll(async () => {
+      llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
+      workspace = mkdtempSync(join(tmpdir(), 'shepherd-slurm-eval-workspace-'));
+      dataDir = mkdtempSync(join(tmpdir(), 'shepherd-slurm-eval-'));
+      writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
+      writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
+      writeFileSync(join(workspace, 'bad_eval.py'), BAD_EVAL_PY);
+      shepherd = await startTestApp({
+        environment: {
+          SHEPHERD_EXECUTOR: 'slurm',
+          SHEPHERD_LLM_BASE_URL: llm.url,
+          SHEPHERD_WORKSPACE: workspace,
+          // The compute node is this host, so a local directory is "shared" with it.
+          SHEPHERD_DATA_DIR: dataDir,
+          SHEPHERD_MONITOR_INTERVAL_S: '0.5',
+          SHEPHERD_APPROVERS: 'bob',
+          SHEPHERD_SELF_APPROVAL: 'false',
+          SHEPHERD_MAX_AUTOFIX: '0',
+        },
+        dataDir,
+        overrides: { runEnvironment: { PATH: process.env.PATH, SLURM_CONF: slurmConf } },
+      });
+    });
+
+    afterAll(async () => {
+      if (jobs.size > 0) {
+        try {
+          execFileSync('scancel', [...jobs], { env: slurmEnvironment, timeout: 10_000, stdio: 'ignore' });
+        } catch {
+          // Already gone.
+        }
+      }
+      await shepherd?.stop();
+      await llm?.close();
+      rmSync(workspace, { recursive: true, force: true });
+      rmSync(dataDir, { recursive: true, force: true });
+    });
+
+    async function launch(name: string, evalCommand: string): Promise<{ threadId: string; runId: string }> {
+      const threadId = await shepherd.mention(
+        `run train_ok.py --gpus 0 --name ${name} --eval "${evalCommand}"`,
+        'alice',
+      );
+      const messages = await shepherd.waitForMessages(
+        threadId,
+        (all) => cardsTitled(all, name).some((card) => card.card?.actions !== undefined),
+        20_000,
+      );
+      const card = cardsTitled(messages, name)[0];
+      const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
+      expect(approve, 'an Approve button').toBeDefined();
+      const result = await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob');
+      expect(result.status).toBe(200);
+      await shepherd.waitForMessages(threadId, (all) =>
+        botSaid(all, new RegExp(`${name} is running on Slurm`)),
+      );
+      const meta = await shepherd.app.features.runs.service.findRun(name);
+      expect(meta.jobId).toMatch(/^\d+$/);
+      jobs.add(meta.jobId ?? '');
+      return { threadId, runId: meta.id };
+    }
+
+    it('runs the eval in the run directory after training, status evaluating, then completed with its results', {
+      timeout: 120_000,
+    }, async () => {
+      const release = join(workspace, 'release-eval');
+      const { threadId, runId } = await launch(
+        'slurm-eval',
+        `python3 -u ${join(workspace, 'eval.py')} ${release}`,
+      );
+      await until(() => metaOf(runId).status === 'evaluating', 'status evaluating');
+      await shepherd.waitForMessages(threadId, (all) =>
+        botSaid(all, /slurm-eval: training finished; evaluating/),
+      );
+      writeFileSync(release, 'go');
+      await until(() => metaOf(runId).status === 'completed', 'status completed');
+      const meta = metaOf(runId);
+      expect(meta.exitCode).toBe(0);
+      expect(meta.evaluation).toEqual({
+        status: 'passed',
+        exitCode: 0,
+        results: { eval_loss: 0.25, eval_accuracy: 0.875, eval_bleu: 31.5 },
+        startedAt: expect.any(String),
+        endedAt: expect.any(String),
+      });
+      const runDir = join(dataDir, 'runs', runId);
+      expect(readFileSync(join(runDir, 'eval.log'), 'utf8')).toContain(`evaluating in ${runDir}\n`);
+      expect(readFileSync(join(runDir, 'output.log'), 'utf8')).toContain(
+        '=== evaluation ended: exit code 0 ===',
+      );
+    });
+
+    it('reports a failed eval like a crash, once, and keeps the training result', {
+      timeout: 120_000,
+    }, async () => {
+      const { threadId, runId } = await launch(
+        'slurm-bad-eval',
+        `python3 -u ${join(workspace, 'bad_eval.py')}`,
+      );
+      const messages = await shepherd.waitForMessages(
+        threadId,
+        (all) => cardsTitled(all, 'slurm-bad-eval: evaluation failed').length > 0,
+        60_000,
+      );
+      const meta = metaOf(runId);
+      expect(meta.status).toBe('completed');
+      expect(meta.exitCode).toBe(0);
+      expect(meta.evaluation?.status).toBe('failed');
+      expect(meta.evaluation?.exitCode).toBe(1);
+      const alert = cardsTitled(messages, 'slurm-bad-eval: evaluation failed')[0]?.card;
+      expect(alert?.text).toContain('RuntimeError: slurm eval exploded on purpose');
+      expect(alert?.text).toContain('The training result and its checkpoints stay.');
+      const later = await shepherd.messages(threadId);
+      expect(cardsTitled(later, 'evaluation failed')).toHaveLength(1);
+    });
+  },
+);
