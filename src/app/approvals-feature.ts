@@ -65,6 +65,7 @@ export function createApprovalsFeature(
         source.version === undefined ? source.url : `${source.url} (${source.version})`,
       ),
     createSchedule: (runId, cron) => dependencies.runs.schedules.create(runId, cron),
+    checkSchedule: async (runId, cron) => (await dependencies.runs.schedules.prepare(runId, cron)).cron,
     readScript: (runId) => dependencies.runs.readScript(runId),
     checkSyntax: dependencies.checkSyntax,
   });

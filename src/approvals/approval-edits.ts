@@ -8,15 +8,21 @@ import type { Approval, ApprovalStore, Decision } from './approval-store.js';
 /**
  * Edit on an approval card: a form with the card's GPUs, hours, name and (start and script-change cards)
  * script, pre-filled; submitting it approves with the edits. A sweep's card edits GPUs and hours per trial
- * and the sweep's name. This file holds the form, the reading of its values (shape only: limits and names
+ * and the sweep's name; a recurring job's card edits its cron expression only. This file holds the form, the reading of its values (shape only: limits and names
  * are the run or sweep service's to check) and the edit's diff lines.
  */
 
-const FIELDS = { gpus: 'gpus', hours: 'hours', name: 'name', script: 'script' } as const;
+const FIELDS = {
+  gpus: 'gpus',
+  hours: 'hours',
+  name: 'name',
+  script: 'script',
+  schedule: 'schedule',
+} as const;
 /** The longest script a form field takes on each surface (Slack's initial value, Discord's text input). */
 const SCRIPT_LIMIT: Record<Platform, number> = { slack: 3000, discord: 4000, web: 100_000 };
 
-type EditableKind = 'start' | 'resume' | 'script-change' | 'sweep';
+type EditableKind = 'start' | 'resume' | 'script-change' | 'sweep' | 'schedule';
 type EditValues = NonNullable<Decision['edits']>['after'];
 /** An edit as submitted, before the run service checked it. */
 interface ProposedEdit {
@@ -31,7 +37,8 @@ export function isEditable(approval: Approval): approval is Approval & { kind: E
     approval.kind === 'start' ||
     approval.kind === 'resume' ||
     approval.kind === 'script-change' ||
-    approval.kind === 'sweep'
+    approval.kind === 'sweep' ||
+    approval.kind === 'schedule'
   );
 }
 
@@ -60,7 +67,17 @@ function scriptLeftOut(script: string | undefined, platform: Platform): string |
   return undefined;
 }
 
+/** A recurring job's card: one field, the cron expression (the run it repeats is already decided). */
+const scheduleForm = (approval: Approval): CardForm => ({
+  title: 'Edit and approve',
+  submitLabel: 'Approve',
+  fields: [
+    { id: FIELDS.schedule, label: 'Schedule (cron, UTC)', initial: approval.schedule ?? '', maxLength: 100 },
+  ],
+});
+
 function editForm(approval: Approval, script: string | undefined, platform: Platform): CardForm {
+  if (approval.kind === 'schedule') return scheduleForm(approval);
   const leftOut = scriptLeftOut(script, platform);
   const fields: CardForm['fields'] = [];
   const perTrial = approval.kind === 'sweep' ? ' per trial' : '';
@@ -157,6 +174,7 @@ export function editChangeLines(edits: NonNullable<Decision['edits']>): string[]
   if (before.gpus !== after.gpus) lines.push(`GPUs: ${before.gpus} → ${after.gpus}`);
   if (before.maxHours !== after.maxHours) lines.push(`max hours: ${before.maxHours} → ${after.maxHours}`);
   if (before.name !== after.name) lines.push(`name: ${before.name} → ${after.name}`);
+  if (before.schedule !== after.schedule) lines.push(`schedule: ${before.schedule} → ${after.schedule}`);
   if (edits.scriptDiff !== undefined) lines.push('script: edited');
   return lines;
 }
@@ -176,6 +194,8 @@ export interface EditChecks {
   checkRevision(runId: string, revision: Partial<EditValues>): Promise<EditValues>;
   /** The sweep service's check of a sweep card's edit (every trial checked like a run); absent: no sweeps. */
   checkSweepEdit?: ((sweepId: string, edit: Partial<EditValues>) => Promise<EditValues>) | undefined;
+  /** The `schedule` command's check of a cron for the run: the cron as it would be created, or a thrown error. */
+  checkSchedule?: ((runId: string, cron: string) => Promise<string>) | undefined;
   /** A syntax error with its line, or undefined when the script compiles. */
   checkSyntax?: (source: string) => Promise<string | undefined>;
   /** Throws when the script is too large for any run. */
@@ -191,6 +211,7 @@ export async function checkEdit(
   values: Readonly<Record<string, string>>,
   checks: EditChecks,
 ): Promise<{ edits: Decision['edits'] } | { error: string }> {
+  if (approval.kind === 'schedule') return checkScheduleEdit(approval, values, checks);
   const scriptBefore = await scriptToEdit(approval, checks.readScript);
   const read = readEditValues(approval, values, scriptBefore);
   if ('error' in read) return read;
@@ -225,4 +246,25 @@ export async function checkEdit(
       ...(edit.script === undefined || scriptDiff === undefined ? {} : { script: edit.script, scriptDiff }),
     },
   };
+}
+
+/** A recurring job's edit: the cron, checked as `schedule` checks it; the run's values stay as they are. */
+async function checkScheduleEdit(
+  approval: Approval,
+  values: Readonly<Record<string, string>>,
+  checks: EditChecks,
+): Promise<{ edits: Decision['edits'] } | { error: string }> {
+  const cron = values[FIELDS.schedule]?.trim();
+  if (cron === undefined || cron === '') return { error: 'the recurring job needs a schedule' };
+  if (checks.checkSchedule === undefined || approval.schedule === undefined)
+    return { error: 'schedules are not available here' };
+  let checked: string;
+  try {
+    checked = await checks.checkSchedule(approval.runId, cron);
+  } catch (error) {
+    return { error: error instanceof Error ? error.message : String(error) };
+  }
+  if (checked === approval.schedule) return { edits: undefined };
+  const run = { gpus: approval.gpus, maxHours: approval.maxHours, name: approval.runName };
+  return { edits: { before: { ...run, schedule: approval.schedule }, after: { ...run, schedule: checked } } };
 }

@@ -5,7 +5,7 @@ import type { Approval, Decision } from './approval-store.js';
 /**
  * What a decided approval does to its run, sweep or schedule. An approval with edits first revises the run
  * (GPUs, hours, name: audited before → after) and its script (a new script version), then applies as usual,
- * so the run starts with the edited values.
+ * so the run starts with the edited values; a recurring job's edit only changes the cron it is created with.
  */
 
 interface ApprovalEffectOptions {
@@ -71,7 +71,8 @@ export function createApprovalEffects(options: ApprovalEffectOptions) {
       if (decision.decision !== 'approved') return 'nothing is scheduled';
       if (options.createSchedule === undefined || approval.schedule === undefined)
         return 'schedules are not available here';
-      return options.createSchedule(approval.runId, approval.schedule);
+      // An approval with edits creates the recurring job with the approver's cron.
+      return options.createSchedule(approval.runId, decision.edits?.after.schedule ?? approval.schedule);
     }
     if (decision.decision === 'approved') return applyApproved(approval, decision);
     if (approval.kind === 'start') {

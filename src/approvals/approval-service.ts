@@ -76,6 +76,8 @@ interface ApprovalServiceOptions {
   basedOn?: (threadId: string) => Promise<string[]>;
   /** Creates an approved recurring job (HF Jobs); absent where no backend schedules jobs. */
   createSchedule?: (runId: string, schedule: string) => Promise<string>;
+  /** Checks a recurring job card's edited cron as `schedule` does (absent: no schedules here). */
+  checkSchedule?: EditChecks['checkSchedule'];
   /** The run's current script (what a start card's Edit form opens with). */
   readScript(runId: string): Promise<string>;
   /** Compiles an edited script (a syntax error with its line, or undefined). */
@@ -126,6 +128,7 @@ export function createApprovalService(options: ApprovalServiceOptions): Approval
     checkRevision: (runId, revision) => runs.checkRevision(runId, revision),
     assertScriptSize,
     checkSweepEdit: options.checkSweepEdit,
+    checkSchedule: options.checkSchedule,
     ...definedOnly({ checkSyntax: options.checkSyntax }),
   };
 

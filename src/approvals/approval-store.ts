@@ -65,6 +65,8 @@ const editedValuesSchema = z.object({
   gpus: z.number().int().nonnegative(),
   maxHours: z.number().positive(),
   name: z.string(),
+  /** A recurring job's cron (schedule cards only; older records have none). */
+  schedule: z.string().optional(),
 });
 
 const decisionSchema = z.object({
@@ -73,7 +75,7 @@ const decisionSchema = z.object({
   at: z.string(),
   auto: z.boolean(),
   note: z.string().optional(),
-  /** Approved with edits (the card's Edit form): the values before and after, the edited script and its diff. */
+  /** Approved with edits (the card's Edit form): the values (or a schedule's cron) before and after, the edited script and its diff. */
   edits: z
     .object({
       before: editedValuesSchema,

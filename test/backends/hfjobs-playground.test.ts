@@ -1,11 +1,12 @@
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
-import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
+import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { outputOf, steps, until } from './remote-flow.js';
 
@@ -198,16 +199,49 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
       expect.arrayContaining([{ label: 'Schedule (cron, UTC)', value: '0 3 * * *' }]),
     );
     expect(emulator.scheduled.size).toBe(0);
-    const approveSchedule = scheduleCard.card?.actions?.find((action) => action.label === 'Approve');
-    expect(
-      (await shepherd.click(threadId, scheduleCard.id, approveSchedule?.actionId ?? '', 'bob')).status,
-    ).toBe(200);
+    // Edit: approvers only, the cron checked as `schedule` checks it, then approved with the edited cron.
+    const edit = scheduleCard.card?.actions?.find((action) => action.label === 'Edit')?.actionId ?? '';
+    expect(edit).toMatch(/^edit:ap_/);
+    const click = (user: string, extra: Record<string, unknown>) =>
+      shepherd.click(threadId, scheduleCard.id, edit, user, extra);
+    expect((await click('carol', { openForm: true })).status).toBe(403);
+    expect((await click('carol', { values: { schedule: '30 4 * * *' } })).status).toBe(403);
+    const opened = await click('bob', { openForm: true });
+    expect(opened.status).toBe(200);
+    const form = opened.body.form as { fields: Array<{ id: string; label: string; initial?: string }> };
+    expect(form.fields.map((field) => [field.id, field.label, field.initial])).toEqual([
+      ['schedule', 'Schedule (cron, UTC)', '0 3 * * *'],
+    ]);
+    const badCron = await click('bob', { values: { schedule: 'every morning' } });
+    expect(badCron.status).toBe(422);
+    expect(String(badCron.body.error)).toContain('"every morning" is not a schedule: give five cron fields');
+    expect(emulator.scheduled.size).toBe(0);
+    const submitted = await click('bob', { values: { schedule: ' 30 4 * * * ' } });
+    expect(submitted.status).toBe(200);
+    expect(submitted.body.message).toBe('approved with edits');
     await until(() => emulator.scheduled.size === 1 || undefined, 'the scheduled job');
     const [schedule] = [...emulator.scheduled.values()];
-    expect(JSON.stringify(schedule)).toContain('0 3 * * *');
+    expect(JSON.stringify(schedule)).toContain('30 4 * * *');
+    expect(JSON.stringify(schedule)).not.toContain('0 3 * * *');
+    messages = await shepherd.waitForMessages(threadId, (all) =>
+      /^Approved by bob with edits/.test(
+        cardsTitled(all, 'Approve recurring job: hf-nan')[0]?.card?.resolved ?? '',
+      ),
+    );
+    const resolved = cardsTitled(messages, 'Approve recurring job: hf-nan')[0]?.card;
+    expect(resolved?.text).toContain('schedule: 0 3 * * * → 30 4 * * *');
+    const approvalId = edit.slice('edit:'.length);
+    const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
+    const recorded = JSON.parse((await redis.get(`${prefix}:approval-decision:${approvalId}`)) ?? '{}');
+    redis.disconnect();
+    expect(recorded).toMatchObject({
+      decision: 'approved',
+      user: { name: 'bob' },
+      edits: { before: { schedule: '0 3 * * *' }, after: { schedule: '30 4 * * *' } },
+    });
     await shepherd.reply(threadId, 'runs', 'carol');
     await shepherd.waitForMessages(threadId, (all) =>
-      botMessages(all).some((m) => /Scheduled on HF Jobs:\n• hf-nan: "0 3 \* \* \*"/.test(m.text)),
+      botMessages(all).some((m) => /Scheduled on HF Jobs:\n• hf-nan: "30 4 \* \* \*"/.test(m.text)),
     );
   });
 

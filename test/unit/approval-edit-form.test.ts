@@ -73,7 +73,7 @@ describe('the Edit form', () => {
     expect(form?.note).toContain('holds a secret');
   });
 
-  it('edits no GPUs on a script change, and is no form for someone who may not approve', async () => {
+  it('edits no GPUs on a script change, only the cron on a schedule card, and is no form for someone who may not approve', async () => {
     const change: Approval = { ...approval, kind: 'script-change', proposedScript: 'print(2)\n' };
     const form = await formFor('web', '', 'bob', change);
     expect(form?.fields.map((field) => [field.id, field.initial])).toEqual([
@@ -82,7 +82,14 @@ describe('the Edit form', () => {
       ['script', 'print(2)\n'],
     ]);
     expect(await formFor('web', 'print(1)\n', 'carol')).toBeUndefined();
-    expect(await formFor('web', '', 'bob', { ...approval, kind: 'schedule' })).toBeUndefined();
+    const schedule = await formFor('web', '', 'bob', {
+      ...approval,
+      kind: 'schedule',
+      schedule: '0 3 * * *',
+    });
+    expect(schedule?.fields.map((field) => [field.id, field.label, field.initial])).toEqual([
+      ['schedule', 'Schedule (cron, UTC)', '0 3 * * *'],
+    ]);
     const sweep = await formFor('web', '', 'bob', { ...approval, kind: 'sweep' });
     expect(sweep?.fields.map((field) => field.label)).toEqual([
       'GPUs per trial',
