@@ -31,7 +31,7 @@ function sections(
     approvals: [
       'Approvals: every start, every resume that takes GPUs, and every script change posts a card with',
       'the requester, GPUs, max hours, estimated cost and the script (or its diff), with Approve / Reject / Edit buttons.',
-      'Reject asks for an optional reason; Edit lets an approver change GPUs, hours, name and the script (a sweep card: GPUs and hours per trial and the sweep name) before approving.',
+      'Reject asks for an optional reason; Edit lets an approver change GPUs, hours, name and the script (a sweep card: GPUs and hours per trial and the sweep name; a recurring-job card: the cron) before approving.',
       'Team policy decides who may approve and whether you may approve your own job. The first decision wins.',
       'A script that does not compile gets no card (the error and its line are posted instead); a CPU pre-flight',
       'of a few steps may run first, and the card then shows its result.',
