@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,6 +33,17 @@ print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
 shepherd.log_eval(eval_bleu=31.5)
 `;
 
+/** Runs until a TERM, then says so and exits 0: a stopped run must still not be evaluated. */
+const LONG_PY = `import signal, sys, time
+def stop(signum, frame):
+    print("train: got TERM", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+print("train: started", flush=True)
+while True:
+    time.sleep(0.1)
+`;
+
 interface MetaFile {
   status: string;
   exitCode?: number;
@@ -54,6 +65,7 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
     mkdirSync(join(dataDir, 'runs'), { recursive: true });
     writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
     writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
+    writeFileSync(join(workspace, 'train_long.py'), LONG_PY);
     // The claim is the bot's runs directory, as deploy/kubernetes mounts it.
     emulator = await startKubernetesEmulator({
       namespaces: ['ml'],
@@ -75,6 +87,7 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
         SHEPHERD_SELF_APPROVAL: 'false',
         SHEPHERD_MONITOR_INTERVAL_S: '0.5',
         SHEPHERD_MAX_AUTOFIX: '0',
+        SHEPHERD_STOP_GRACE_S: '20',
       },
       prefix,
       dataDir,
@@ -124,5 +137,39 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
     });
     const runDir = join(dataDir, 'runs', run.id);
     expect(readFileSync(join(runDir, 'eval.log'), 'utf8')).toContain(`evaluating in ${runDir}\n`);
+  });
+
+  it('passes a stop on to training (bash is PID 1) and does not evaluate a stopped run', {
+    timeout: 120_000,
+  }, async () => {
+    const threadId = await shepherd.mention(
+      `run train_long.py --on k8s --gpus 1 --name k8s-eval-stop --eval "python3 -c pass"`,
+      'alice',
+    );
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => cardsTitled(all, 'k8s-eval-stop').some((card) => card.card?.actions !== undefined),
+      20_000,
+    );
+    const card = cardsTitled(messages, 'k8s-eval-stop')[0];
+    const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
+    expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
+    const run = await shepherd.app.features.runs.service.findRun('k8s-eval-stop');
+    const runDir = join(dataDir, 'runs', run.id);
+    const output = () => {
+      try {
+        return readFileSync(join(runDir, 'output.log'), 'utf8');
+      } catch {
+        return '';
+      }
+    };
+    await until(() => output().includes('train: started'), 'training to start', 60_000);
+    const startedStop = Date.now();
+    await shepherd.reply(threadId, 'stop k8s-eval-stop', 'alice');
+    await until(() => metaOf(run.id).status === 'stopped', 'status stopped', 60_000);
+    await until(() => output().includes('train: got TERM'), 'the TERM in training', 20_000);
+    // Well within the 20 s grace: the TERM reached training, not the kubelet's SIGKILL.
+    expect(Date.now() - startedStop).toBeLessThan(15_000);
+    expect(existsSync(join(runDir, 'evaluation.json'))).toBe(false);
   });
 });
