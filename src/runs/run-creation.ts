@@ -87,17 +87,25 @@ const CREATE_LOCK = '__create__';
 const CREATE_WAIT = { waitMs: 30_000 };
 
 /**
- * `--eval` runs after training exits 0 (status `evaluating`): in Shepherd's local launcher, or in the Slurm
- * batch script. Kubernetes and HF Jobs have no such step of ours, so an eval there would silently never run.
- * Refused before any card.
+ * `--eval` runs after training exits 0 (status `evaluating`): in Shepherd's local launcher, the Slurm batch
+ * script, or the Kubernetes pod's command when the run directory is on the PVC (without one the pod's
+ * evaluation.json never reaches Shepherd). HF Jobs has no such step of ours, so an eval there would
+ * silently never run. Refused before any card.
  */
 function checkEvalPlacement(backend: BackendKind, image: string | undefined, config: Config): void {
   if (backend === 'slurm') return;
+  if (backend === 'kubernetes') {
+    if (config.kubernetes.pvc !== undefined) return;
+    throw new RunError(
+      'invalid_run',
+      '--eval on Kubernetes needs SHEPHERD_K8S_PVC: the evaluation writes its results into the run directory, which only a PVC shares with Shepherd. Set it, run on another backend, or run the evaluation as its own run',
+    );
+  }
   if (backend !== 'local') {
     const { title, flag } = BACKEND_LABELS[backend];
     throw new RunError(
       'invalid_run',
-      `--eval runs on the local and Slurm backends only (after training exits 0, in the run directory); Kubernetes and HF Jobs do not run it, and this run goes to ${title} (--on ${flag}). Run it locally or on Slurm, or run the evaluation as its own run`,
+      `--eval runs on the local, Slurm and Kubernetes backends only (after training exits 0, in the run directory); HF Jobs does not run it, and this run goes to ${title} (--on ${flag}). Run it on another backend, or run the evaluation as its own run`,
     );
   }
   const container = config.localContainer;
@@ -140,7 +148,7 @@ export function createRunCreation(options: RunCreationOptions): RunCreation {
     // The cost estimate must be a number too (no Infinity from a huge GPU count on a cluster).
     estimateCostUsd(request.gpus, maxHours, config.runs.gpuHourUsd);
     const backend = executor.resolve(request.backend);
-    // The local launcher or the Slurm batch script runs the evaluation after training; the others cannot.
+    // The local launcher, the Slurm batch script or the Kubernetes pod runs the evaluation after training.
     if (request.launch?.evalCommand !== undefined) checkEvalPlacement(backend, request.launch.image, config);
     const total = allocator.inventory.length;
     if (!executor.backend(backend).allocatesGpus && request.gpus > total) {

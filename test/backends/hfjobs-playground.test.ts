@@ -76,11 +76,13 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
       'alice',
     );
     const messages = await shepherd.waitForMessages(threadId, (all) =>
-      botMessages(all).some((m) => /--eval runs on the local and Slurm backends only/.test(m.text)),
+      botMessages(all).some((m) =>
+        /--eval runs on the local, Slurm and Kubernetes backends only/.test(m.text),
+      ),
     );
     const refusal = botMessages(messages).find((m) => /--eval runs on/.test(m.text));
     expect(refusal?.text).toContain(
-      'Kubernetes and HF Jobs do not run it, and this run goes to HF Jobs (--on hf). Run it locally or on Slurm',
+      'HF Jobs does not run it, and this run goes to HF Jobs (--on hf). Run it on another backend',
     );
     expect(cardsTitled(messages, 'Approve')).toEqual([]);
     expect(emulator.allJobs()).toHaveLength(0);
@@ -102,7 +104,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.reply(local, 'resume eval-stays-local --on hf', 'alice');
     await shepherd.waitForMessages(local, (all) =>
       botMessages(all).some((m) =>
-        /--eval runs on the local and Slurm backends only.*this run goes to HF Jobs/.test(m.text),
+        /--eval runs on the local, Slurm and Kubernetes backends only.*this run goes to HF Jobs/.test(m.text),
       ),
     );
     const meta = await shepherd.app.features.runs.service.findRun('eval-stays-local');

@@ -209,4 +209,12 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
       botMessages(messages).some((m) => /Kubernetes Job research\/nobody was not found/.test(m.text)),
     ).toBe(true);
   });
+
+  it('refuses --eval on Kubernetes without a PVC before any card, naming SHEPHERD_K8S_PVC', async () => {
+    const threadId = await shepherd.mention(`run ${SCRIPT} --on k8s --eval "python3 eval.py"`, 'frank');
+    const messages = await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((m) => /--eval on Kubernetes needs SHEPHERD_K8S_PVC/.test(m.text)),
+    );
+    expect(cardsTitled(messages, 'Approve')).toEqual([]);
+  });
 });

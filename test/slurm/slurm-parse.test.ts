@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderJobScript, shellQuote } from '../../src/runs/slurm/slurm-job-script.js';
+import { shellQuote } from '../../src/runs/evaluation-script.js';
+import { renderJobScript } from '../../src/runs/slurm/slurm-job-script.js';
 import {
   countGpus,
   describePendingReason,

@@ -11,6 +11,7 @@ import type {
   V1VolumeMount,
 } from '@kubernetes/client-node';
 import type { Config } from '../../config/config.js';
+import { evaluationLines, shellQuote } from '../evaluation-script.js';
 import type { RunMeta } from '../run-types.js';
 import { hoursLeft } from '../time-limit.js';
 
@@ -130,6 +131,17 @@ export function containerArgv(meta: RunMeta, scriptName = 'train.py'): string[] 
   return [...base, ...(meta.args ?? [])];
 }
 
+/**
+ * The container's command: the argv itself, or with `--eval` a bash script that runs it (PID 1 passes a
+ * TERM on to it), then the evaluation in the run directory (on the PVC, where Shepherd reads evaluation.json).
+ */
+function containerCommand(meta: RunMeta, scriptName: string | undefined): string[] {
+  const argv = containerArgv(meta, scriptName);
+  if (meta.evalCommand === undefined) return argv;
+  const training = argv.map(shellQuote).join(' ');
+  return ['/bin/bash', '-c', evaluationLines(training, meta.evalCommand, 'forward').join('\n')];
+}
+
 function runEnvironment(input: JobManifestInput, configMapName: string): V1EnvVar[] {
   const { meta, jobName } = input;
   const environment: V1EnvVar[] = [
@@ -221,7 +233,7 @@ export function buildJobManifests(input: JobManifestInput): JobManifests {
   const container: V1Container = {
     name: CONTAINER_NAME,
     image,
-    command: containerArgv(meta, input.files.script?.name),
+    command: containerCommand(meta, input.files.script?.name),
     workingDir: POD_PATHS.run,
     env: runEnvironment(input, configMapName),
     volumeMounts: mounts,

@@ -1,12 +1,8 @@
 import { apptainerPrefix, type ContainerMount, pyxisMountsFlag } from '../container-argv.js';
+import { evaluationLines, shellQuote } from '../evaluation-script.js';
 
 /** File name of the generated batch script inside the run directory. */
 export const SLURM_JOB_SCRIPT = 'slurm_job.sh';
-
-/** Quote a value for a POSIX shell (single quotes; embedded quotes closed and escaped). */
-export function shellQuote(value: string): string {
-  return `'${value.replaceAll("'", `'\\''`)}'`;
-}
 
 interface JobScriptInput {
   python: string;
@@ -52,35 +48,6 @@ function pyxisWords(container: { image: string; mounts: readonly ContainerMount[
     `--container-image=${shellQuote(container.image)}`,
     ...(mounts === undefined ? [] : [shellQuote(mounts)]),
     '--container-workdir="$PWD"',
-  ];
-}
-
-/**
- * The job's end with `--eval`: training is not `exec`ed; after it exits 0 (and was not stopped: a TERM only
- * sets a flag in the shell, the training process still gets its own), the eval command runs in the run
- * directory with its output in eval.log and output.log, evaluation.json saying running, then how it ended
- * (the same fields as the local launcher's). The job exits with the training's code: an eval failure does
- * not undo the training.
- */
-function evaluationLines(training: string, evalCommand: string): string[] {
-  return [
-    'shepherd_evaluation() { printf "$@" > .evaluation.json.tmp && mv -f .evaluation.json.tmp evaluation.json; }',
-    'shepherd_stopped=',
-    "trap 'shepherd_stopped=1' TERM",
-    training,
-    'shepherd_rc=$?',
-    'if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ] && cd "$SHEPHERD_RUN_DIR"; then',
-    '  shepherd_started=$(date +%s)',
-    `  shepherd_evaluation '{"status": "running", "startedAt": %s}\\n' "$shepherd_started"`,
-    `  echo ${shellQuote(`=== evaluation: ${evalCommand} ===`)}`,
-    `  /bin/sh -c ${shellQuote(evalCommand)} < /dev/null 2>&1 | tee -a eval.log`,
-    `  shepherd_eval_rc=\${PIPESTATUS[0]}`,
-    '  shepherd_eval_status=failed',
-    '  [ "$shepherd_eval_rc" -eq 0 ] && shepherd_eval_status=passed',
-    `  shepherd_evaluation '{"status": "%s", "exitCode": %s, "startedAt": %s, "endedAt": %s}\\n' "$shepherd_eval_status" "$shepherd_eval_rc" "$shepherd_started" "$(date +%s)"`,
-    '  echo "=== evaluation ended: exit code $shepherd_eval_rc ==="',
-    'fi',
-    'exit "$shepherd_rc"',
   ];
 }
 
@@ -137,7 +104,7 @@ export function renderJobScript(input: JobScriptInput): string {
     lines.push(`trap '' ${input.ignoreSignal}`);
   }
   if (input.evalCommand === undefined) lines.push(`exec ${words.join(' ')}`);
-  else lines.push(...evaluationLines(words.join(' '), input.evalCommand));
+  else lines.push(...evaluationLines(words.join(' '), input.evalCommand, 'group'));
   lines.push('');
   return lines.join('\n');
 }
