@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { until } from '../helpers/until.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -113,13 +114,3 @@ describe('reject with a reason on Slack (Bolt ↔ emulator)', () => {
     expect((await shepherd.app.features.runs.service.findRun('slack-reason')).status).toBe('rejected');
   }, 60_000);
 });
-
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
