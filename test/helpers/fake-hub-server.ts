@@ -148,7 +148,18 @@ function handle(url: URL, request: IncomingMessage, response: ServerResponse) {
   if (datasetRepo !== undefined) {
     const sha = HUB_SHAS[datasetRepo];
     if (sha === undefined) return sendJson(response, 401, { error: 'Repository not found' });
-    return sendJson(response, 200, { _id: `d-${datasetRepo}`, id: datasetRepo, private: false, sha });
+    // `datasetInfo` of @huggingface/hub (dist/index.js: GET …/revision/HEAD with DATASET_EXPAND_KEYS, and
+    // `sha` when asked for): the fields of `ApiDatasetInfo` (types/api/api-dataset.d.ts) it expands.
+    return sendJson(response, 200, {
+      _id: `d-${datasetRepo}`,
+      id: datasetRepo,
+      private: false,
+      downloads: 0,
+      gated: false,
+      likes: 0,
+      lastModified: '2024-09-25T12:32:56.000Z',
+      sha,
+    });
   }
   const model = /^\/api\/models\/(.+)\/revision\/HEAD$/.exec(url.pathname)?.[1];
   if (model !== undefined) {
