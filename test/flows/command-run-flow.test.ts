@@ -288,7 +288,9 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     const service = shepherd.app.features.runs.service;
     const outputOf = async (name: string) => {
       const meta = await service.findRun(name);
-      return readFileSync(join(shepherd.dataDir, 'runs', meta.id, 'output.log'), 'utf8');
+      // Under load the launcher may not have created output.log yet: keep waiting for it.
+      const path = join(shepherd.dataDir, 'runs', meta.id, 'output.log');
+      return existsSync(path) ? readFileSync(path, 'utf8') : '';
     };
     for (const [name, marker] of [
       ['in-alpha', 'alpha'],
