@@ -21,8 +21,6 @@ import type { Feature, FeatureBase } from './feature.js';
 
 interface MonitorFeature extends Feature {
   alerts: AlertService;
-  /** Starts watching a run (its monitor ticks). */
-  watchRun(runId: string): Promise<void>;
   postChart: ReturnType<typeof createMetricsCharts>;
   alertRules: AlertRuleOperations;
 }
@@ -109,10 +107,13 @@ export function createMonitorFeature(
   });
   return {
     alerts,
-    async watchRun(runId) {
-      // A resumed run's rules and mutes are its own again for as long as it is watched.
-      await alertPolicy.keep(runId);
-      await watcher.watch(runId);
+    hooks: {
+      async onRunEvent(event) {
+        if (event.type !== 'run-started') return;
+        // A resumed run's rules and mutes are its own again for as long as it is watched.
+        await alertPolicy.keep(event.meta.id);
+        await watcher.watch(event.meta.id);
+      },
     },
     postChart,
     alertRules,

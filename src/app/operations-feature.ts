@@ -95,6 +95,7 @@ export function createOperationsFeature(
     watching,
     scriptChecks,
     datasetChecks,
+    hooks: { checkSyntax: scriptChecks.checkSyntax },
     actions: Object.values(WATCH_ACTIONS).map((verb) => ({
       verb,
       handler: (action, token) => watching.onAction(action, verb, token),

@@ -61,6 +61,7 @@ export function createSweepsFeature(
   return {
     sweeps,
     compare,
+    hooks: { sweepCards: { decide: sweeps.onDecision, checkEdit: sweeps.checkEdit } },
     actions: [],
     // After the runs' refresh (the runs feature's handler of the same kind runs first).
     controlHandlers: { 'run-schedule': () => sweeps.tick() },
