@@ -55,6 +55,15 @@ const RECORDERS: Record<EvaluationRecording, { define: string; directory: string
   },
 };
 
+interface EvaluationOptions {
+  recording?: EvaluationRecording;
+  /**
+   * Several processes run these lines (one per node, a multi-node Kubernetes Job): the variable holding
+   * each one's rank. Only rank 0 evaluates; the others exit with training's code.
+   */
+  rankVariable?: string;
+}
+
 /**
  * Bash lines: training (a shell command line), then, after it exits 0 and was not stopped, the eval
  * command in `$SHEPHERD_RUN_DIR` (or the job's directory) with its output in eval.log and the job's log,
@@ -65,14 +74,15 @@ export function evaluationLines(
   training: string,
   evalCommand: string,
   stop: StopSignalling,
-  recording: EvaluationRecording = 'file',
+  options: EvaluationOptions = {},
 ): string[] {
-  const recorder = RECORDERS[recording];
+  const recorder = RECORDERS[options.recording ?? 'file'];
+  const rank = options.rankVariable === undefined ? '' : ` && [ "\${${options.rankVariable}:-0}" = 0 ]`;
   return [
     recorder.define,
     'shepherd_stopped=',
     ...trainingLines(training, stop),
-    `if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ] && cd ${recorder.directory}; then`,
+    `if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ]${rank} && cd ${recorder.directory}; then`,
     '  shepherd_started=$(date +%s)',
     `  shepherd_evaluation '{"status": "running", "startedAt": %s}\\n' "$shepherd_started"`,
     `  echo ${shellQuote(`=== evaluation: ${evalCommand} ===`)}`,
