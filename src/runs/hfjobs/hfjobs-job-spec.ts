@@ -130,7 +130,9 @@ export function createHfJobSpecBuilder(options: {
       };
       const payload: Payload = { files, runtime: RUNTIME_DIR, ...start };
       if (meta.evalCommand !== undefined)
-        payload.wrapper = evaluationLines('"$@"', meta.evalCommand, 'forward', { recording: 'log' }).join('\n');
+        payload.wrapper = evaluationLines('"$@"', meta.evalCommand, 'forward', { recording: 'log' }).join(
+          '\n',
+        );
       const encoded = deflateSync(Buffer.from(JSON.stringify(payload), 'utf8'), { level: 9 }).toString(
         'base64',
       );
