@@ -42,6 +42,13 @@ shepherd.log_eval(eval_bleu=31.5)
 const BAD_EVAL_PY = `raise RuntimeError("eval exploded on purpose")
 `;
 
+/** Runs until the job is cancelled. */
+const LONG_EVAL_PY = `import time
+print("eval: started", flush=True)
+while True:
+    time.sleep(0.1)
+`;
+
 interface MetaFile {
   status: string;
   exitCode?: number;
@@ -63,6 +70,7 @@ describe('--eval on HF Jobs (emulated Jobs API, real job processes, reports thro
     writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
     writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
     writeFileSync(join(workspace, 'bad_eval.py'), BAD_EVAL_PY);
+    writeFileSync(join(workspace, 'long_eval.py'), LONG_EVAL_PY);
     emulator = await startHfJobsEmulator({ schedulingMs: 200 });
     llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
     shepherd = await startTestApp({
@@ -188,5 +196,32 @@ describe('--eval on HF Jobs (emulated Jobs API, real job processes, reports thro
     expect(cardsTitled(after, 'Model ready: hf-bad-eval')[0]?.card?.text).toContain('The evaluation failed');
     expect(cardsTitled(after, 'evaluation failed')).toHaveLength(1);
     expect(botMessages(after).some((message) => /hf-bad-eval failed/.test(message.text))).toBe(false);
+  });
+
+  it('stop during the eval cancels the job: the run is stopped, with no alert and no finished card', {
+    timeout: 120_000,
+  }, async () => {
+    const threadId = await shepherd.mention(
+      `run train_ok.py --on hf --gpus 1 --name hf-eval-stop --eval "python3 -u ${join(workspace, 'long_eval.py')}"`,
+      'alice',
+    );
+    const runId = await approve(threadId, 'hf-eval-stop');
+    await until(() => metaOf(runId).status === 'evaluating', 'status evaluating', 60_000);
+    await until(() => outputOf(dataDir, runId).includes('eval: started'), 'the eval to start');
+    const jobId = (await shepherd.app.features.runs.service.findRun('hf-eval-stop')).jobId ?? '';
+    await shepherd.reply(threadId, 'stop hf-eval-stop', 'alice');
+    await until(() => metaOf(runId).status === 'stopped', 'status stopped', 60_000);
+    expect(emulator.job(jobId)?.status.stage).toBe('CANCELED');
+    expect(emulator.pidOf(jobId)).toBeUndefined();
+    await shepherd.waitForMessages(threadId, (all) =>
+      botMessages(all).some((message) => /^Stopped hf-eval-stop/.test(message.text)),
+    );
+    // A few monitor ticks for a wrong alert to show up.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const after = await shepherd.messages(threadId);
+    expect(cardsTitled(after, 'hf-eval-stop: evaluation failed')).toHaveLength(0);
+    expect(cardsTitled(after, 'hf-eval-stop failed')).toHaveLength(0);
+    expect(cardsTitled(after, 'hf-eval-stop finished')).toHaveLength(0);
+    expect(cardsTitled(after, 'Model ready: hf-eval-stop')).toHaveLength(0);
   });
 });
