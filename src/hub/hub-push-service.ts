@@ -132,6 +132,11 @@ export function createHubPushService(options: HubPushServiceOptions): HubPushSer
         'no_model',
         `${meta.name} saved no model: the script calls \`shepherd.save_model(path)\` to name its final model directory`,
       );
+    if (meta.model.location !== undefined)
+      throw new HubPushError(
+        'no_model',
+        `${meta.name} saved its model inside ${meta.model.location}, whose files Shepherd cannot read: push it from the script (e.g. \`model.push_to_hub(...)\`)`,
+      );
     return meta;
   }
 

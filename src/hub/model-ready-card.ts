@@ -41,7 +41,8 @@ export function modelReadyCard(
   links?: TrackerLinks,
 ): Card {
   const { metric } = summary;
-  const lines = [`${meta.name} completed and saved its model: \`${meta.model?.path ?? '?'}\`.`];
+  const where = meta.model?.location === undefined ? '' : ` (in ${meta.model.location})`;
+  const lines = [`${meta.name} completed and saved its model: \`${meta.model?.path ?? '?'}\`${where}.`];
   const evaluation = evalLine(summary);
   if (evaluation !== undefined) lines.push(`Eval: ${evaluation}`);
   if (summary.evalStatus === 'failed') lines.push('⚠️ The evaluation failed; see the alert above.');

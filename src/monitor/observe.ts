@@ -177,6 +177,9 @@ export function observeEnd(
   const launch = meta.launchCount;
   const metrics = lossMetricNames(state).slice(0, 2);
   if (isCleanFinish(processState)) {
+    // Shepherd ended it (stop, pause): a clean exit after its TERM (the helper's on_stop, or a batch script
+    // or pod command stopped during its `--eval`, which exits with training's 0) is that ending, not a finish.
+    if (meta.stopRequested !== undefined || meta.status === 'stopped' || meta.status === 'paused') return;
     // An evaluated run's ending is not recorded yet (its evaluation comes with it): the next tick reads it.
     if (isLaunched(meta.status) && meta.evalCommand !== undefined) return;
     if (meta.evaluation?.status === 'failed' && observeEpisode(state.episodes, `eval:${launch}`, true)) {

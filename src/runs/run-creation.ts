@@ -1,6 +1,6 @@
 import { symlink } from 'node:fs/promises';
 import path from 'node:path';
-import { BACKEND_LABELS, type BackendKind } from '../config/backend-kinds.js';
+import type { BackendKind } from '../config/backend-kinds.js';
 import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError } from '../errors.js';
@@ -88,24 +88,17 @@ const CREATE_WAIT = { waitMs: 30_000 };
 
 /**
  * `--eval` runs after training exits 0 (status `evaluating`): in Shepherd's local launcher, the Slurm batch
- * script, or the Kubernetes pod's command when the run directory is on the PVC (without one the pod's
- * evaluation.json never reaches Shepherd). HF Jobs has no such step of ours, so an eval there would
- * silently never run. Refused before any card.
+ * script, the Kubernetes pod's command when the run directory is on the PVC (without one the pod's
+ * evaluation.json never reaches Shepherd), or the HF job's command (reported through its log). Refused
+ * before any card where it could not run or report.
  */
 function checkEvalPlacement(backend: BackendKind, image: string | undefined, config: Config): void {
-  if (backend === 'slurm') return;
+  if (backend === 'slurm' || backend === 'hfjobs') return;
   if (backend === 'kubernetes') {
     if (config.kubernetes.pvc !== undefined) return;
     throw new RunError(
       'invalid_run',
       '--eval on Kubernetes needs SHEPHERD_K8S_PVC: the evaluation writes its results into the run directory, which only a PVC shares with Shepherd. Set it, run on another backend, or run the evaluation as its own run',
-    );
-  }
-  if (backend !== 'local') {
-    const { title, flag } = BACKEND_LABELS[backend];
-    throw new RunError(
-      'invalid_run',
-      `--eval runs on the local, Slurm and Kubernetes backends only (after training exits 0, in the run directory); HF Jobs does not run it, and this run goes to ${title} (--on ${flag}). Run it on another backend, or run the evaluation as its own run`,
     );
   }
   const container = config.localContainer;

@@ -97,6 +97,7 @@ const runMetaSchema = z.object({
       info: z.record(z.string(), z.unknown()),
       step: z.number().optional(),
       savedAt: z.string(),
+      location: z.string().optional(),
     })
     .optional(),
   hubPushes: z

@@ -162,6 +162,8 @@ export interface SavedModel {
   info: Record<string, unknown>;
   step?: number;
   savedAt: string;
+  /** Where the directory is when not on Shepherd's host (`HF job <id>`): it cannot be pushed from here. */
+  location?: string;
 }
 
 export interface HubPush {

@@ -211,10 +211,27 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
   });
 
   it('refuses --eval on Kubernetes without a PVC before any card, naming SHEPHERD_K8S_PVC', async () => {
-    const threadId = await shepherd.mention(`run ${SCRIPT} --on k8s --eval "python3 eval.py"`, 'frank');
+    const creates = () =>
+      emulator.calls.filter(
+        (call) => call.verb === 'create' && ['jobs', 'configmaps'].includes(call.resource),
+      ).length;
+    const before = creates();
+    const threadId = await shepherd.mention(
+      `run ${SCRIPT} --on k8s --name k8s-no-pvc-eval --eval "python3 eval.py"`,
+      'frank',
+    );
     const messages = await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /--eval on Kubernetes needs SHEPHERD_K8S_PVC/.test(m.text)),
     );
     expect(cardsTitled(messages, 'Approve')).toEqual([]);
+    expect(cardsTitled(messages, 'k8s-no-pvc-eval')).toEqual([]);
+    // Nothing reached the cluster, and no run was recorded.
+    expect(creates()).toBe(before);
+    expect(
+      emulator
+        .jobs('ml')
+        .some((job) => job.metadata?.annotations?.['shepherd.dev/run-name'] === 'k8s-no-pvc-eval'),
+    ).toBe(false);
+    await expect(shepherd.app.features.runs.service.findRun('k8s-no-pvc-eval')).rejects.toThrow();
   });
 });

@@ -168,6 +168,16 @@ describe('evaluate', () => {
     expect(done.incidents.map((incident) => incident.title)).toEqual(['qwen-gsm8k finished']);
     expect(evaluate(finished, none, none, exited, 11_000, context()).incidents).toEqual([]);
 
+    // A run Shepherd stopped (or is stopping) that exited 0 after the TERM: no summary, no crash.
+    for (const ended of [
+      { ...meta, status: 'stopped' as const },
+      { ...meta, status: 'paused' as const },
+      { ...meta, status: 'evaluating' as const, stopRequested: 'stop' as const },
+    ]) {
+      const stopped = evaluate(warmUp(3), none, none, exited, 10_000, context({ meta: ended }));
+      expect(stopped.incidents, ended.status).toEqual([]);
+    }
+
     const crashed = warmUp(3);
     const failed: ProcessState = { kind: 'exited', exitCode: 1 };
     expect(needsCrashLog(crashed, meta, failed, none, none)).toBe(true);

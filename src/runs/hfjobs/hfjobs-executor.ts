@@ -205,6 +205,8 @@ export function createHfJobsExecutor(options: HfJobsExecutorOptions): HfJobsExec
     const spec = await specs.build({ meta, runDir, image, flavor: flavor.name });
     const namespace = await client.namespace();
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
+    // The new job's log says afresh whether (and how) it evaluated.
+    await rm(path.join(runDir, RUN_FILES.evaluation), { force: true });
     const job = await client.runJob(namespace, spec);
     const what = meta.command === undefined ? `script v${meta.scriptVersion}` : 'command';
     await appendRunFile(
