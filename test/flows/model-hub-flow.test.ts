@@ -8,6 +8,7 @@ import { repoFile } from '../helpers/fake-hub-repos.js';
 import { type FakeHubServer, HUB_SHAS, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * From a finished run to a model on the (fake) Hub, in the playground with real processes: `--eval` after
@@ -75,15 +76,7 @@ function metaOf(dataDir: string, runId: string): MetaFile {
   return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as MetaFile;
 }
 
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 100 });
 
 const botSaid = (messages: PlaygroundMessage[], pattern: RegExp) =>
   botMessages(messages).some((message) => pattern.test(message.text));
