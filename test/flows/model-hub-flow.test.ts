@@ -340,12 +340,18 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     const card = await pushCard(threadId, 3);
     expect(card.card?.fields?.find((entry) => entry.label === 'Repo')?.value).toBe('test-org/tiny-sft-agent');
     expect(card.card?.fields?.find((entry) => entry.label === 'Asked by')?.value).toBe('alice');
-    const toolResult = llm.requests
-      .flatMap(
-        (request) =>
-          (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ?? [],
-      )
-      .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1');
+    // The card is posted by the tool, before the turn sends the tool's result back to the model: wait for it.
+    const toolResult = await until(
+      () =>
+        llm.requests
+          .flatMap(
+            (request) =>
+              (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ??
+              [],
+          )
+          .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1'),
+      'the push_to_hub result sent back to the model',
+    );
     expect(String(toolResult?.content)).toMatch(/waiting for an approver/);
     await approvePush(threadId, card);
     await shepherd.waitForMessages(threadId, (all) =>
