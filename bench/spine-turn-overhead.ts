@@ -126,7 +126,7 @@ async function probeHttp(index: number): Promise<number> {
   const marker = `probe-h${index}`;
   const arrived = arrival(marker);
   const t0 = Date.now();
-  const response = await fetch(`${app.web.address().url}/api/messages`, {
+  const response = await fetch(`${app.playground.address().url}/api/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ channel, user: 'alice', text: `@shepherd ${marker}` }),

@@ -33,6 +33,7 @@ export const SHEPHERD_RULES: BoundaryRules = {
   sourceRoot: 'src',
   ports: [
     'src/bot/chat-adapter.ts',
+    'src/bot/runs-directory.ts',
     'src/agent/llm-provider.ts',
     'src/runs/executor.ts',
     'src/tools/tool-call.ts',

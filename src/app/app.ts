@@ -8,9 +8,9 @@ import { createRedactingProvider } from '../agent/redacting-provider.js';
 import { createSessionStore } from '../agent/session-store.js';
 import { createThreadState } from '../agent/thread-state.js';
 import { createTurnTraceStore } from '../agent/turn-trace.js';
-import type { ChatAdapter, Platform } from '../bot/chat-adapter.js';
-import { createWebTurnsRoutes } from '../bot/web/turns-api.js';
-import { createWebAdapter, type WebAdapter } from '../bot/web/web-adapter.js';
+import type { ChatAdapter } from '../bot/chat-adapter.js';
+import type { PlaygroundApp } from '../bot/web/playground-app.js';
+import type { WebAdapter } from '../bot/web/web-adapter.js';
 import { createWebStore } from '../bot/web/web-store.js';
 import { parseSessionCommand } from '../commands/session-commands.js';
 import type { Config } from '../config/config.js';
@@ -18,20 +18,17 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { createOps, type Ops } from '../ops/create-ops.js';
 import { instrumentProvider } from '../ops/instrumented-provider.js';
-import { createWebRunsRoutes } from '../playground/runs-api.js';
-import { createWebRunsSource } from '../playground/runs-source.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from '../queue/chat-intake.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from '../queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from '../queue/turn-worker.js';
 import { createRedis } from '../redis/connection.js';
 import type { Executor } from '../runs/executor.js';
-import { createRunsDirectory } from '../runs/runs-directory.js';
 import { createLlmBudget, type LlmBudget } from '../spend/llm-budget.js';
 import { createLlmLedger } from '../spend/llm-ledger.js';
 import { registerSecretValues } from '../text/redact.js';
 import { createAppTurns } from './app-turns.js';
-import { createConfiguredAdapters } from './create-adapters.js';
+import { createAdapters } from './create-adapters.js';
 import { createFeatures, type Features } from './features.js';
 
 /** Things tests and deployments may swap at the edges. */
@@ -50,7 +47,10 @@ export interface AppOverrides {
 export interface App {
   readonly config: Config;
   readonly redis: Redis;
+  /** The web chat adapter (posting into the playground's store). */
   readonly web: WebAdapter;
+  /** The playground app hosting it: the HTTP server, page and APIs; `address()` after `start()`. */
+  readonly playground: PlaygroundApp;
   readonly notifier: QueueNotifier;
   readonly inbox: TurnInbox;
   readonly turnQueue: Queue;
@@ -70,8 +70,8 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
-  const spine = createSpine(config, logger, overrides);
-  const { redis, prefix, web, notifier, inbox, turnQueue, ops } = spine;
+  const spine = createSpine(config, logger);
+  const { redis, prefix, notifier, inbox, turnQueue, ops } = spine;
   const llmCalls = createLlmCallCounter({ redis, prefix, logger });
   registerSecretValues(config.secretValues);
   const llmBudget = createLlmBudget({
@@ -102,22 +102,25 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     onAlert: (kind) => ops.metrics.alert(kind),
     ...definedOnly({ executor: overrides.executor }),
   });
-  // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
-  spine.handlers.runs = createRunsDirectory(features);
-  web.extend(
-    createWebRunsRoutes({
-      source: createWebRunsSource(features),
-      logger: logger.child({ component: 'web' }),
-      botName: config.botName,
-    }),
-  );
-  web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
+  // Made after the features: Slack's App Home, Discord's autocomplete and the playground list runs.
+  const chat = createAdapters({
+    config,
+    logger,
+    redis,
+    webStore: spine.webStore,
+    traces: spine.traces,
+    mounts: ops.mounts,
+    runs: features.runs,
+    operations: features.operations,
+    ...definedOnly({ extra: overrides.adapters }),
+  });
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
   const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,
     redis,
-    web,
+    web: chat.web,
+    playground: chat.playground,
     notifier,
     inbox,
     turnQueue,
@@ -125,36 +128,21 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     llmCalls,
     ops,
     pushEvent: spine.pushEvent,
-    ...createLifecycle({ config, logger, spine, features, processBatch }),
+    ...createLifecycle({ config, logger, spine, chat, features, processBatch }),
   };
 }
 
 type Spine = ReturnType<typeof createSpine>;
 
 /** Connections, adapters, queues and stores of the chat spine (no features yet). */
-function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
+function createSpine(config: Config, logger: Logger) {
   const redis = createRedis(config, { logger });
   // The ack path (playground store, inbox) has a connection of its own, so its one script per message never
   // waits behind a worker's commands. Not auto-pipelined: that cost ~20 µs of CPU per ack (bench/spine-ack-cpu.ts).
   const ackRedis = createRedis(config, { logger });
   const prefix = config.queuePrefix;
-  const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
   const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
-  const web = createWebAdapter({
-    store: webStore,
-    redis,
-    host: config.host,
-    port: config.port,
-    botName: config.botName,
-    playground: config.playground,
-    logger: logger.child({ component: 'web' }),
-    mounts: [...ops.mounts, ...configured.mounts],
-  });
-  const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
-  for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
-    adapters.set(adapter.platform, adapter);
-  }
   const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix, logger);
@@ -177,7 +165,7 @@ function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
   const sessions = createSessionStore({ redis, prefix, logger });
   const traces = createTurnTraceStore({ redis, prefix });
   return {
-    ...{ redis, ackRedis, prefix, ops, webStore, web, adapters, notifier, inbox, turnQueue },
+    ...{ redis, ackRedis, prefix, ops, webStore, notifier, inbox, turnQueue },
     ...{ threadState, actions, handlers, pushEvent, sessions, traces },
   };
 }
@@ -219,11 +207,13 @@ function createLifecycle(options: {
   config: Config;
   logger: Logger;
   spine: Spine;
+  chat: ReturnType<typeof createAdapters>;
   features: Features;
   processBatch: ReturnType<typeof createAppTurns>;
 }): Pick<App, 'start' | 'stop'> {
   const { config, logger, spine, features } = options;
-  const { redis, ackRedis, prefix, ops, adapters, notifier, turnQueue, web } = spine;
+  const { redis, ackRedis, prefix, ops, notifier, turnQueue } = spine;
+  const { adapters, playground } = options.chat;
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
   const workers: Worker[] = [];
@@ -278,7 +268,7 @@ function createLifecycle(options: {
         {
           role: config.role,
           adapters: runsAdapters ? [...adapters.keys()] : [],
-          playground: runsAdapters ? web.address().url : undefined,
+          playground: runsAdapters ? playground.address().url : undefined,
         },
         'shepherd started',
       );

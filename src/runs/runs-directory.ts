@@ -1,5 +1,5 @@
 import { join } from 'node:path';
-import type { RunOverview, RunsDirectory } from '../bot/chat-adapter.js';
+import type { RunOverview, RunsDirectory } from '../bot/runs-directory.js';
 import { definedOnly } from '../defined-only.js';
 import { readLastMetrics } from './file-tail.js';
 import { RUN_FILES } from './run-files.js';

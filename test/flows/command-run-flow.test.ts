@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * `run … -- <command>`, named environments and `watch <log> --pid N` through the playground, on the
@@ -79,15 +80,7 @@ function alive(pid: number): boolean {
   }
 }
 
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));

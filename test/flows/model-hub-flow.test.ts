@@ -8,6 +8,7 @@ import { repoFile } from '../helpers/fake-hub-repos.js';
 import { type FakeHubServer, HUB_SHAS, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * From a finished run to a model on the (fake) Hub, in the playground with real processes: `--eval` after
@@ -75,15 +76,7 @@ function metaOf(dataDir: string, runId: string): MetaFile {
   return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as MetaFile;
 }
 
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 100 });
 
 const botSaid = (messages: PlaygroundMessage[], pattern: RegExp) =>
   botMessages(messages).some((message) => pattern.test(message.text));
@@ -347,12 +340,18 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     const card = await pushCard(threadId, 3);
     expect(card.card?.fields?.find((entry) => entry.label === 'Repo')?.value).toBe('test-org/tiny-sft-agent');
     expect(card.card?.fields?.find((entry) => entry.label === 'Asked by')?.value).toBe('alice');
-    const toolResult = llm.requests
-      .flatMap(
-        (request) =>
-          (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ?? [],
-      )
-      .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1');
+    // The card is posted by the tool, before the turn sends the tool's result back to the model: wait for it.
+    const toolResult = await until(
+      () =>
+        llm.requests
+          .flatMap(
+            (request) =>
+              (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ??
+              [],
+          )
+          .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1'),
+      'the push_to_hub result sent back to the model',
+    );
     expect(String(toolResult?.content)).toMatch(/waiting for an approver/);
     await approvePush(threadId, card);
     await shepherd.waitForMessages(threadId, (all) =>

@@ -6,25 +6,14 @@ import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from 
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { ensureRunUser, RUN_USER } from '../helpers/run-user.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * The CPU pre-flight (SHEPHERD_PREFLIGHT_STEPS): before a card, the script runs a few steps with no
  * GPUs; the card shows the steps, time and loss, or the traceback — and Approve stays available.
  */
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 30_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 100 });
 
 /** "pre-flight: " or, as root with a run user, "pre-flight (as shepherd-runner, no network): ". */
 const PREFLIGHT = String.raw`pre-flight(?: \([^)]*\))?`;

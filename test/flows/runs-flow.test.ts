@@ -4,24 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 const HEALTHY = 'test/fixtures/healthy_train.py';
 
 const cardMessage = (messages: PlaygroundMessage[], titlePart: string) => cardsTitled(messages, titlePart)[0];
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () => {
   let llm: ScriptedLlmServer;

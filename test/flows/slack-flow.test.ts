@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { type ScriptedLlmServer, type Step, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { until } from '../helpers/until.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -45,16 +46,6 @@ function shown(message: StoredMessage): string {
     ),
   ]);
   return [...parts, message.text ?? ''].join('\n');
-}
-
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -516,7 +507,7 @@ describe('Slack over signed HTTP (mounted on the playground server) → real cor
         SHEPHERD_LLM_BASE_URL: llm.url,
       },
     });
-    endpoint = `${shepherd.app.web.address().url}/slack/events`;
+    endpoint = `${shepherd.app.playground.address().url}/slack/events`;
   });
 
   afterAll(async () => {

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -56,19 +57,7 @@ function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
 }
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 200 });
 
 function squeueState(jobId: string): string | undefined {
   try {

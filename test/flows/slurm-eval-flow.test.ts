@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -67,14 +68,7 @@ function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
 }
 
-async function until(probe: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (probe()) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 200 });
 
 describe.skipIf(!slurmAvailable)(
   `--eval on a real Slurm cluster${slurmAvailable ? '' : ` (skipped: ${SKIP_MESSAGE})`}`,

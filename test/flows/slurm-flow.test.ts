@@ -7,6 +7,7 @@ import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from 
 import { cardsTitled, fetchesPng, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -125,19 +126,7 @@ async function waitForForeignGpuJobs(): Promise<void> {
   );
 }
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 200 });
 
 /** Waits for the `index`-th card whose title contains `titlePart` and clicks its Approve as bob. */
 async function approveCard(shepherd: TestApp, threadId: string, titlePart: string, index = 0): Promise<void> {

@@ -81,7 +81,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const logger = options.logger ?? createLogger(config.logLevel);
   const app = await createApp(config, logger, { runEnvironment: process.env, ...options.overrides });
   await app.start();
-  const url = app.web.address().url;
+  const url = app.playground.address().url;
 
   const json = async (path: string, init?: RequestInit) => {
     const response = await fetch(`${url}${path}`, init);

@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { type DiscordEmulator, startDiscordEmulator } from '../discord/emulator/discord-emulator.js';
 import { makeUser } from '../discord/emulator/payloads.js';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { untilEvery } from '../helpers/until.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -19,15 +20,7 @@ import {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 describe('a spoofed display name cannot approve (real Bolt and discord.js against the emulators)', () => {
   let slack: SlackEmulator;
