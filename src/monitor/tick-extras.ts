@@ -1,8 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
-import type { AlertPolicy } from './alert-policy.js';
-import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
@@ -17,6 +15,7 @@ import { isLossMetric } from './detectors/robust.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
 import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
+import { type AlertPolicy, type AlertRule, observeRulePoint, type RuleProgress } from './policy-checks.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 
 /**

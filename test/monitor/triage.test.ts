@@ -1,7 +1,7 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLlmCallCounter } from '../../src/agent/llm-call-counter.js';
-import { checkPythonSyntax, parseTriageAnswer, triage } from '../../src/monitor/triage.js';
+import { checkPythonSyntax, parseTriageAnswer, triage } from '../../src/monitor/alerts/triage.js';
 import type { TriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 

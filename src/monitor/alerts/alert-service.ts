@@ -1,21 +1,23 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { LlmProvider } from '../agent/llm-provider.js';
-import type { ActionOutcome, InboundAction } from '../bot/chat-adapter.js';
-import type { IdempotentNotifier } from '../bot/notifier.js';
-import { renderChart } from '../charts/render-chart.js';
-import { createDecisionStore, type DecisionStore } from '../decisions/decision-store.js';
-import { definedOnly } from '../defined-only.js';
-import { DecisionRecordError, errorMessage, ServiceError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { kindLabel } from '../runs/checkpoint-entries.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { LlmProvider } from '../../agent/llm-provider.js';
+import type { ActionOutcome, InboundAction } from '../../bot/chat-adapter.js';
+import type { IdempotentNotifier } from '../../bot/notifier.js';
+import { renderChart } from '../../charts/render-chart.js';
+import { createDecisionStore, type DecisionStore } from '../../decisions/decision-store.js';
+import { definedOnly } from '../../defined-only.js';
+import { DecisionRecordError, errorMessage, ServiceError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import { type ControlJob, enqueue, JOBS } from '../../queue/jobs.js';
+import { kindLabel } from '../../runs/checkpoint-entries.js';
+import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
+import type { RunAccess } from '../../runs/run-access.js';
+import type { RunOperations } from '../../runs/run-operation-types.js';
+import type { RunService } from '../../runs/run-service.js';
+import type { RunMeta } from '../../runs/run-types.js';
+import type { RunsFacade } from '../../runs/runs-facade.js';
+import type { IncidentSink, Monitor } from '../monitor-port.js';
+import type { Incident } from '../types.js';
 import {
   type Alert,
   type AlertDecision,
@@ -26,8 +28,6 @@ import {
   resolvedAlertCard,
 } from './alert-card.js';
 import { createAlertTriage, SHEPHERD, WEIGHT_INCIDENTS } from './alert-triage.js';
-import type { Monitor } from './monitor.js';
-import type { Incident } from './types.js';
 
 /**
  * Turns monitor incidents into alert cards (with a chart and Acknowledge / Stop run / Ask Shepherd to fix),
@@ -42,7 +42,7 @@ const CLAIM_MS = 5 * 60_000;
 
 type AlertActionJob = Extract<ControlJob, { kind: 'alert-action' }>;
 
-export interface AlertService {
+export interface AlertService extends IncidentSink {
   /**
    * Posts one alert card for an incident (at most one, however often the monitor re-delivers it). True only
    * for the call that recorded the alert, so a counter moves once per alert, not once per delivery attempt.

@@ -3,9 +3,9 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { LlmCallCounter } from '../agent/llm-call-counter.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import { renderTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
+import type { LlmCallCounter } from '../../agent/llm-call-counter.js';
+import { RUN_FILES } from '../../runs/run-files.js';
+import { renderTriageSnapshot, type TriageSnapshot } from '../triage-snapshot.js';
 
 /**
  * LLM triage: one question per incident (or per person asking), answered with a strict structure. An
@@ -54,7 +54,7 @@ export function parseTriageAnswer(text: string): ParseOutcome {
   return { ok: true, answer: result.data };
 }
 
-const DEFAULT_PROMPT_PATH = new URL('../../prompts/triage.md', import.meta.url);
+const DEFAULT_PROMPT_PATH = new URL('../../../prompts/triage.md', import.meta.url);
 
 /** The triage prompt template (`prompts/triage.md`), with `{{snapshot}}` where the snapshot goes. */
 async function loadTriagePrompt(path: string | URL = DEFAULT_PROMPT_PATH): Promise<string> {
