@@ -9,6 +9,7 @@ import { definedOnly } from '../../defined-only.js';
 import { DecisionRecordError, errorMessage, ServiceError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../../queue/jobs.js';
+import { createLeases } from '../../redis/lease.js';
 import { kindLabel } from '../../runs/checkpoint-entries.js';
 import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
 import type { RunAccess } from '../../runs/run-access.js';
@@ -52,8 +53,6 @@ export interface AlertService extends IncidentSink {
   onAction(action: InboundAction, verb: AlertVerb, alertId: string): Promise<ActionOutcome>;
   /** Control job: applies an alert button, or runs triage (automatic or asked for). */
   apply(job: AlertActionJob): Promise<void>;
-  /** How many fixes Shepherd has proposed for a run. */
-  autofixCount(runId: string): Promise<number>;
 }
 
 interface AlertServiceOptions {
@@ -83,6 +82,7 @@ interface AlertServiceOptions {
 export function createAlertService(options: AlertServiceOptions): AlertService {
   const { redis, prefix, notifier, logger } = options;
   const claimKey = (id: string) => `${prefix}:alert-claim:${id}`;
+  const leases = createLeases(redis);
   // Keys `<prefix>:alert:<id>` and `<prefix>:alert-decision:<id>`, as before the primitive.
   const alerts: DecisionStore<Alert, AlertDecision> = createDecisionStore(
     { name: 'alert', subject: alertSchema, decision: alertDecisionSchema },
@@ -120,7 +120,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
 
   /**
    * Posts one alert card for an incident. The monitor re-delivers an incident until it is acknowledged, so
-   * two ticks (or a tick after a restart) may hand over the same one: a SET NX claim on the alert id lets
+   * two ticks (or a tick after a restart) may hand over the same one: a lease on the alert id lets
    * one delivery at a time through and is held until the card id is recorded, and the card itself is a
    * keyed notify job, so a delivery retried after a post that landed (but whose wait failed) reuses that
    * post instead of making a second card.
@@ -128,9 +128,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
   async function onIncident(incident: Incident, meta: RunMeta): Promise<boolean> {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     if ((await deliveredAlert(id))?.cardMessageId !== undefined) return false;
-    const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
-    const claimed = await redis.set(claimKey(id), token, 'PX', CLAIM_MS, 'NX');
-    if (claimed !== 'OK')
+    const claim = await leases.tryAcquire(claimKey(id), CLAIM_MS);
+    if (claim === undefined)
       throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
       // Checked again under the claim: a delivery that finished between the first read and the claim.
@@ -138,13 +137,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       await deliver(id, incident, meta);
       return true;
     } finally {
-      // Released only by its owner; a retry is safe because the card post is keyed by the alert id.
-      await redis.eval(
-        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-        1,
-        claimKey(id),
-        token,
-      );
+      // Released only by its holder; a retry is safe because the card post is keyed by the alert id.
+      await claim.release();
     }
   }
 
@@ -283,5 +277,5 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
     });
   }
 
-  return { onIncident, onAction, apply, autofixCount: triage.autofixCount };
+  return { onIncident, onAction, apply };
 }

@@ -45,7 +45,6 @@ interface AlertTriageOptions {
 
 interface AlertTriage {
   run(alert: Alert, askedBy: ChatUser): Promise<void>;
-  autofixCount(runId: string): Promise<number>;
 }
 
 /** The fix count outlives a run's end long enough for a fix, a resume and another fix; then it goes. */
@@ -67,7 +66,6 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
   async function ask(alert: Alert, askedBy: ChatUser, snapshot: TriageSnapshot): Promise<TriageResult> {
     return triage({
       snapshot,
-      reason: `triage:${alert.kind}`,
       ask: async (prompt) => {
         // Billed to the alert's thread and to whoever asked (Shepherd itself for an automatic triage).
         const response = await runInLlmScope({ threadId: alert.threadId, person: askedBy }, () =>
@@ -192,5 +190,5 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
     });
   }
 
-  return { run, autofixCount };
+  return { run };
 }

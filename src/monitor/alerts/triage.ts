@@ -3,7 +3,6 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { LlmCallCounter } from '../../agent/llm-call-counter.js';
 import { RUN_FILES } from '../../runs/run-files.js';
 import { renderTriageSnapshot, type TriageSnapshot } from '../triage-snapshot.js';
 
@@ -82,15 +81,11 @@ export async function triage(options: {
   snapshot: TriageSnapshot;
   /** Prompt template; defaults to prompts/triage.md. */
   template?: string;
-  counter?: LlmCallCounter;
-  /** Counter reason, e.g. `triage:crash` or `triage:user`. */
-  reason?: string;
 }): Promise<TriageResult> {
   const template = options.template ?? (await loadTriagePrompt());
   const prompt = buildTriagePrompt(template, options.snapshot);
   let lastReason = '';
   for (let attempt = 1; attempt <= 2; attempt++) {
-    await options.counter?.increment(options.reason ?? 'triage');
     const text = await options.ask(attempt === 1 ? prompt : `${prompt}\n\n${CORRECTION(lastReason)}`);
     const outcome = parseTriageAnswer(text);
     if (!outcome.ok) {
