@@ -223,7 +223,11 @@ export function createMonitor(options: MonitorOptions): Monitor {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) cache.delete(oldest);
     }
-    const incidents = parseOutbox((results?.at(-2)?.[1] ?? {}) as Record<string, string>);
+    const incidents = parseOutbox(
+      (results?.at(-2)?.[1] ?? {}) as Record<string, string>,
+      options.logger,
+      runId,
+    );
     if (incidents.length > MAX_OUTBOX) {
       // An adapter down for a long time must not make the outbox grow without bound: drop the oldest.
       const dropped = incidents.splice(0, incidents.length - MAX_OUTBOX);
