@@ -295,7 +295,9 @@ export function createExtrasState(): ExtrasState {
 export function runTickExtras(input: TickExtrasInput): Raise[] {
   const raised: Raise[] = [];
   const observers = TICK_DETECTORS.map((detector) => detector.observe(input, raised));
-  for (const point of input.points) for (const observer of observers) observer.point?.(point);
+  // Only the detectors that look at points are called per point (this loop runs for every point).
+  const pointSteps = observers.flatMap((observer) => (observer.point === undefined ? [] : [observer.point]));
+  for (const point of input.points) for (const step of pointSteps) step(point);
   for (const observer of observers) observer.tick?.();
   return raised;
 }
