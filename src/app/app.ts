@@ -1,6 +1,5 @@
 import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { createLlmCallCounter, type LlmCallCounter } from '../agent/llm-call-counter.js';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import { createMeteredProvider } from '../agent/metered-provider.js';
 import { createLlmProvider } from '../agent/providers/create-llm-provider.js';
@@ -55,8 +54,6 @@ export interface App {
   readonly inbox: TurnInbox;
   readonly turnQueue: Queue;
   readonly features: Features;
-  /** `llm_calls_total` by reason. */
-  readonly llmCalls: LlmCallCounter;
   /** Health, readiness, Prometheus metrics and the queue dashboard. */
   readonly ops: Ops;
   start(): Promise<void>;
@@ -72,7 +69,6 @@ export interface App {
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
   const spine = createSpine(config, logger);
   const { redis, prefix, notifier, inbox, turnQueue, ops } = spine;
-  const llmCalls = createLlmCallCounter({ redis, prefix, logger });
   registerSecretValues(config.secretValues);
   const llmBudget = createLlmBudget({
     ledger: createLlmLedger({
@@ -87,7 +83,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     botName: config.botName,
     logger: logger.child({ component: 'llm-budget' }),
   });
-  const provider = createProvider(config, logger, overrides, ops, llmCalls, llmBudget);
+  const provider = createProvider(config, logger, overrides, ops, llmBudget);
   const features = await createFeatures({
     config,
     logger,
@@ -125,7 +121,6 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     inbox,
     turnQueue,
     features,
-    llmCalls,
     ops,
     pushEvent: spine.pushEvent,
     ...createLifecycle({ config, logger, spine, chat, features, processBatch }),
@@ -179,7 +174,6 @@ function createProvider(
   logger: Logger,
   overrides: AppOverrides,
   ops: Ops,
-  llmCalls: LlmCallCounter,
   llmBudget: LlmBudget,
 ): LlmProvider {
   const provider =
@@ -187,10 +181,9 @@ function createProvider(
     createLlmProvider(config.llm, {
       logger,
       onCall: (reason) => {
+        // Counted once, in Prometheus (`shepherd_llm_calls_total`); the log line keeps each call visible.
         ops.metrics.llmCall(reason);
-        llmCalls
-          .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: error }, 'llm call not counted'));
+        logger.info({ metric: 'llm_calls_total', reason }, 'llm call');
         overrides.onLlmCall?.(reason);
       },
     });

@@ -6,7 +6,7 @@ import type { IdempotentNotifier } from '../bot/notifier.js';
 import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import type { AlertService } from '../monitor/alert-service.js';
+import type { AlertService } from '../monitor/alerts/alert-service.js';
 import type { ActionRouter } from '../queue/chat-intake.js';
 import { createControlQueue, createControlWorker, mergeControlHandlers } from '../queue/control-worker.js';
 import type { InboxItem } from '../queue/turn-inbox.js';

@@ -1,10 +1,13 @@
 import { createMetricsCharts } from '../charts/metrics-chart.js';
 import { compileMetricPattern } from '../config/metric-pattern.js';
 import { definedOnly } from '../defined-only.js';
-import { ALERT_ACTIONS } from '../monitor/alert-card.js';
-import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alert-policy.js';
-import { type AlertRuleOperations, createAlertRuleOperations } from '../monitor/alert-rule-operations.js';
-import { type AlertService, createAlertService } from '../monitor/alert-service.js';
+import { ALERT_ACTIONS } from '../monitor/alerts/alert-card.js';
+import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alerts/alert-policy.js';
+import {
+  type AlertRuleOperations,
+  createAlertRuleOperations,
+} from '../monitor/alerts/alert-rule-operations.js';
+import { type AlertService, createAlertService } from '../monitor/alerts/alert-service.js';
 import { createNvidiaSmiProbe } from '../monitor/gpu-probe.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { detectorConfigFrom, type Incident } from '../monitor/types.js';

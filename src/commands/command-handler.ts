@@ -1,7 +1,7 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
+import type { AlertRuleOperations } from '../monitor/alerts/alert-rule-operations.js';
 import { RunAccessError } from '../runs/run-access.js';
 import type { RunOperations } from '../runs/run-operation-types.js';
 import { userFacingError } from '../runs/run-texts.js';

@@ -3,7 +3,6 @@ import { recordMalformed } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/run-types.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
 import { redactedTail, redactSecrets } from '../text/redact.js';
-import { isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
@@ -18,6 +17,7 @@ import {
 } from './observe.js';
 import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
+import { isMuted } from './policy-checks.js';
 import type { TickContext } from './tick-context.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';
 import type { Incident, IncidentKind } from './types.js';

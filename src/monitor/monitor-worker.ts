@@ -5,7 +5,7 @@ import { createJobWorker } from '../queue/job-worker.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
 import type { RunMeta } from '../runs/run-types.js';
-import type { Monitor, TickResult } from './monitor.js';
+import type { Monitor, TickResult } from './monitor-port.js';
 import type { Incident } from './types.js';
 
 /**

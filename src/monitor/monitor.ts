@@ -6,12 +6,13 @@ import { createLeases, type Lease } from '../redis/lease.js';
 import type { ProcessState } from '../runs/executor.js';
 import { RUN_FILES } from '../runs/run-files.js';
 import type { RunMeta } from '../runs/run-types.js';
-import { type TrackerLinks, writeTrackerLinks } from '../runs/tracker-links.js';
-import type { AlertPolicy } from './alert-policy.js';
+import { writeTrackerLinks } from '../runs/tracker-links.js';
 import { type Evaluation, evaluate, needsCrashLog } from './evaluate.js';
 import type { GpuProbe } from './gpu-probe.js';
 import { logEvaluation, MAX_OUTBOX, parseOutbox } from './monitor-outbox.js';
+import type { Monitor, TickResult } from './monitor-port.js';
 import { type MonitorState, parseMonitorState, serialiseMonitorState } from './monitor-state.js';
+import type { AlertPolicy } from './policy-checks.js';
 import { createPrintedMetricsReader, metricsSourceOf } from './printed-metrics.js';
 import { chartSeries, DEFAULT_ROLLING_LIMITS, type RollingLimits } from './rolling-stats.js';
 import {
@@ -24,7 +25,7 @@ import {
 import type { TickContext } from './tick-context.js';
 import { watchesGpus } from './tick-extras.js';
 import { readTrackerFiles } from './tracker-files.js';
-import { buildTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
+import { buildTriageSnapshot } from './triage-snapshot.js';
 import { DEFAULT_DETECTOR_CONFIG, type DetectorConfig, type Incident } from './types.js';
 
 /**
@@ -48,7 +49,7 @@ export interface MonitorOptions {
   logger?: Logger;
   /** SHEPHERD_METRIC_PATTERN, compiled: tried first on output.log lines. */
   metricPattern?: RegExp;
-  /** People's rules and mutes of a run (alert-policy.ts); absent = none. */
+  /** People's rules and mutes of a run (alerts/alert-policy.ts); absent = none. */
   policy?: { load(runId: string): Promise<AlertPolicy> };
   /** GPU utilisation probe (nvidia-smi) for the idle-GPU detector; absent = detector off. */
   gpuProbe?: GpuProbe;
@@ -60,53 +61,11 @@ export interface MonitorOptions {
   mlflowTrackingUri?: (meta: RunMeta) => string | undefined;
 }
 
-export interface TickResult {
-  /** Incidents to deliver: new ones plus any not yet acknowledged with `ack` (at-least-once). */
-  incidents: Incident[];
-  newPoints: number;
-  malformed: { count: number; note?: string };
-  progress: { lastStep?: number; points: number; lastMetrics: Record<string, number> };
-  /** More data than the per-tick cap was waiting; the rest is read next tick. */
-  backlog: boolean;
-  /** The tick was skipped because another tick of the same run held the lock. */
-  skipped?: boolean;
-  /** The run's tracker links, when this tick found new ones (for its started card). */
-  links?: TrackerLinks;
-}
-
 /** A tick that outlives this is presumed dead: its lease expires and the next tick may run. */
 const TICK_LEASE_MS = 60_000;
 const CRASH_LOG_BYTES = 64 * 1024;
 /** Parsed states kept in memory between ticks (a few tens of KiB each). */
 const MAX_CACHED_RUNS = 2000;
-
-export interface Monitor {
-  /**
-   * One monitor tick for a run. Returns the incidents to deliver; call `ack` with their ids once posted.
-   * Concurrent ticks of the same run are serialised by a Redis lease (the loser is skipped).
-   */
-  tick(runId: string, meta: RunMeta, processState: ProcessState): Promise<TickResult>;
-  /** Mark incidents as delivered so later ticks stop returning them. */
-  ack(runId: string, incidentIds: string[]): Promise<void>;
-  /** Chart series (downsampled history + recent window) for the given metrics, or all tracked ones. */
-  series(runId: string, metrics?: string[]): Promise<Record<string, Array<{ step: number; value: number }>>>;
-  /** A compact, bounded snapshot for LLM triage (never called by the monitor itself). */
-  snapshot(input: {
-    meta: RunMeta;
-    processState: ProcessState;
-    script?: string;
-    incident?: Incident;
-  }): Promise<TriageSnapshot>;
-  /** The raw persisted state (tests, debugging). */
-  loadState(runId: string): Promise<MonitorState>;
-  /** Delete everything the monitor keeps for a run (after it ended and its last tick ran). */
-  forget(runId: string): Promise<void>;
-  /**
-   * A run that may come back (paused, or failed and open to a fix) keeps its state for `keepMs` after its
-   * last tick, for triage and for a resume that goes on from its cursors; a later tick keeps it again.
-   */
-  retire(runId: string, keepMs: number): Promise<void>;
-}
 
 /** What a tick read before evaluating: the state and everything new in the run's files. */
 interface TickInputs {
@@ -264,7 +223,11 @@ export function createMonitor(options: MonitorOptions): Monitor {
       const oldest = cache.keys().next().value;
       if (oldest !== undefined) cache.delete(oldest);
     }
-    const incidents = parseOutbox((results?.at(-2)?.[1] ?? {}) as Record<string, string>);
+    const incidents = parseOutbox(
+      (results?.at(-2)?.[1] ?? {}) as Record<string, string>,
+      options.logger,
+      runId,
+    );
     if (incidents.length > MAX_OUTBOX) {
       // An adapter down for a long time must not make the outbox grow without bound: drop the oldest.
       const dropped = incidents.splice(0, incidents.length - MAX_OUTBOX);

@@ -1,6 +1,6 @@
 import type { RunMeta } from '../runs/run-types.js';
 import type { EventPoint } from '../runs/tfevents/event-files.js';
-import type { AlertPolicy } from './alert-policy.js';
+import type { AlertPolicy } from './policy-checks.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';
 import type { RollingLimits } from './rolling-stats.js';
 import type { DetectorConfig } from './types.js';

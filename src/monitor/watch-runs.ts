@@ -8,8 +8,7 @@ import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
-import type { AlertService } from './alert-service.js';
-import type { Monitor, TickResult } from './monitor.js';
+import type { IncidentSink, Monitor, TickResult } from './monitor-port.js';
 import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
 import { createMonitorWorker, createTickHandler, type TickOutcome } from './monitor-worker.js';
 import { createRunWakeups, type DirectoryWatch } from './run-wakeups.js';
@@ -32,7 +31,7 @@ export function createRunWatcher(options: {
   prefix: string;
   monitor: Monitor;
   runs: RunsFacade;
-  alerts: AlertService;
+  alerts: IncidentSink;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
   /** A tick found the run's first tracker links (they go onto its started card). */

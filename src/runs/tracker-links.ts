@@ -14,7 +14,7 @@ import { writeFileAtomic } from './atomic-file.js';
  * A value is a URL, or (no URL printed) the command that opens the dashboard.
  */
 
-const trackerLinksSchema = z.object({
+export const trackerLinksSchema = z.object({
   wandb: z.string().optional(),
   mlflow: z.string().optional(),
   trackio: z.string().optional(),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { AlertPolicy } from '../../src/monitor/alert-policy.js';
 import { evaluate, type NewLines, needsCrashLog } from '../../src/monitor/evaluate.js';
 import { createMonitorState, type MonitorState } from '../../src/monitor/monitor-state.js';
+import type { AlertPolicy } from '../../src/monitor/policy-checks.js';
 import { createPrintedMetricsReader } from '../../src/monitor/printed-metrics.js';
 import { DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
 import type { TickContext } from '../../src/monitor/tick-context.js';

@@ -1,21 +1,24 @@
 import type { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { LlmProvider } from '../agent/llm-provider.js';
-import type { ActionOutcome, InboundAction } from '../bot/chat-adapter.js';
-import type { IdempotentNotifier } from '../bot/notifier.js';
-import { renderChart } from '../charts/render-chart.js';
-import { createDecisionStore, type DecisionStore } from '../decisions/decision-store.js';
-import { definedOnly } from '../defined-only.js';
-import { DecisionRecordError, errorMessage, ServiceError } from '../errors.js';
-import type { Logger } from '../logger.js';
-import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { kindLabel } from '../runs/checkpoint-entries.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { LlmProvider } from '../../agent/llm-provider.js';
+import type { ActionOutcome, InboundAction } from '../../bot/chat-adapter.js';
+import type { IdempotentNotifier } from '../../bot/notifier.js';
+import { renderChart } from '../../charts/render-chart.js';
+import { createDecisionStore, type DecisionStore } from '../../decisions/decision-store.js';
+import { definedOnly } from '../../defined-only.js';
+import { DecisionRecordError, errorMessage, ServiceError } from '../../errors.js';
+import type { Logger } from '../../logger.js';
+import { type ControlJob, enqueue, JOBS } from '../../queue/jobs.js';
+import { createLeases } from '../../redis/lease.js';
+import { kindLabel } from '../../runs/checkpoint-entries.js';
+import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
+import type { RunAccess } from '../../runs/run-access.js';
+import type { RunOperations } from '../../runs/run-operation-types.js';
+import type { RunService } from '../../runs/run-service.js';
+import type { RunMeta } from '../../runs/run-types.js';
+import type { RunsFacade } from '../../runs/runs-facade.js';
+import type { IncidentSink, Monitor } from '../monitor-port.js';
+import type { Incident } from '../types.js';
 import {
   type Alert,
   type AlertDecision,
@@ -26,8 +29,6 @@ import {
   resolvedAlertCard,
 } from './alert-card.js';
 import { createAlertTriage, SHEPHERD, WEIGHT_INCIDENTS } from './alert-triage.js';
-import type { Monitor } from './monitor.js';
-import type { Incident } from './types.js';
 
 /**
  * Turns monitor incidents into alert cards (with a chart and Acknowledge / Stop run / Ask Shepherd to fix),
@@ -42,7 +43,7 @@ const CLAIM_MS = 5 * 60_000;
 
 type AlertActionJob = Extract<ControlJob, { kind: 'alert-action' }>;
 
-export interface AlertService {
+export interface AlertService extends IncidentSink {
   /**
    * Posts one alert card for an incident (at most one, however often the monitor re-delivers it). True only
    * for the call that recorded the alert, so a counter moves once per alert, not once per delivery attempt.
@@ -52,8 +53,6 @@ export interface AlertService {
   onAction(action: InboundAction, verb: AlertVerb, alertId: string): Promise<ActionOutcome>;
   /** Control job: applies an alert button, or runs triage (automatic or asked for). */
   apply(job: AlertActionJob): Promise<void>;
-  /** How many fixes Shepherd has proposed for a run. */
-  autofixCount(runId: string): Promise<number>;
 }
 
 interface AlertServiceOptions {
@@ -83,6 +82,7 @@ interface AlertServiceOptions {
 export function createAlertService(options: AlertServiceOptions): AlertService {
   const { redis, prefix, notifier, logger } = options;
   const claimKey = (id: string) => `${prefix}:alert-claim:${id}`;
+  const leases = createLeases(redis);
   // Keys `<prefix>:alert:<id>` and `<prefix>:alert-decision:<id>`, as before the primitive.
   const alerts: DecisionStore<Alert, AlertDecision> = createDecisionStore(
     { name: 'alert', subject: alertSchema, decision: alertDecisionSchema },
@@ -120,7 +120,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
 
   /**
    * Posts one alert card for an incident. The monitor re-delivers an incident until it is acknowledged, so
-   * two ticks (or a tick after a restart) may hand over the same one: a SET NX claim on the alert id lets
+   * two ticks (or a tick after a restart) may hand over the same one: a lease on the alert id lets
    * one delivery at a time through and is held until the card id is recorded, and the card itself is a
    * keyed notify job, so a delivery retried after a post that landed (but whose wait failed) reuses that
    * post instead of making a second card.
@@ -128,9 +128,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
   async function onIncident(incident: Incident, meta: RunMeta): Promise<boolean> {
     const id = `al_${incident.id.replace(/[^\w-]/g, '').slice(-40)}`;
     if ((await deliveredAlert(id))?.cardMessageId !== undefined) return false;
-    const token = `${process.pid}-${Math.random().toString(36).slice(2)}`;
-    const claimed = await redis.set(claimKey(id), token, 'PX', CLAIM_MS, 'NX');
-    if (claimed !== 'OK')
+    const claim = await leases.tryAcquire(claimKey(id), CLAIM_MS);
+    if (claim === undefined)
       throw new ServiceError('delivery_in_progress', `alert ${id} is being delivered`, { retryable: true });
     try {
       // Checked again under the claim: a delivery that finished between the first read and the claim.
@@ -138,13 +137,8 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       await deliver(id, incident, meta);
       return true;
     } finally {
-      // Released only by its owner; a retry is safe because the card post is keyed by the alert id.
-      await redis.eval(
-        "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end",
-        1,
-        claimKey(id),
-        token,
-      );
+      // Released only by its holder; a retry is safe because the card post is keyed by the alert id.
+      await claim.release();
     }
   }
 
@@ -283,5 +277,5 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
     });
   }
 
-  return { onIncident, onAction, apply, autofixCount: triage.autofixCount };
+  return { onIncident, onAction, apply };
 }

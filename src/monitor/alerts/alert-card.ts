@@ -1,9 +1,9 @@
 import { z } from 'zod';
-import type { Card } from '../bot/chat-adapter.js';
-import { definedOnly } from '../defined-only.js';
-import { trackerLinkLines } from '../runs/tracker-links.js';
-import { codeBlock } from '../text/code-block.js';
-import type { Incident } from './types.js';
+import type { Card } from '../../bot/chat-adapter.js';
+import { definedOnly } from '../../defined-only.js';
+import { trackerLinkLines } from '../../runs/tracker-links.js';
+import { codeBlock } from '../../text/code-block.js';
+import type { Incident } from '../types.js';
 
 /** The alert card: what is stored for it, its buttons, and the card before and after a decision. */
 

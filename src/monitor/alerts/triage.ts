@@ -3,9 +3,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { LlmCallCounter } from '../agent/llm-call-counter.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import { renderTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
+import { RUN_FILES } from '../../runs/run-files.js';
+import { renderTriageSnapshot, type TriageSnapshot } from '../triage-snapshot.js';
 
 /**
  * LLM triage: one question per incident (or per person asking), answered with a strict structure. An
@@ -54,7 +53,7 @@ export function parseTriageAnswer(text: string): ParseOutcome {
   return { ok: true, answer: result.data };
 }
 
-const DEFAULT_PROMPT_PATH = new URL('../../prompts/triage.md', import.meta.url);
+const DEFAULT_PROMPT_PATH = new URL('../../../prompts/triage.md', import.meta.url);
 
 /** The triage prompt template (`prompts/triage.md`), with `{{snapshot}}` where the snapshot goes. */
 async function loadTriagePrompt(path: string | URL = DEFAULT_PROMPT_PATH): Promise<string> {
@@ -82,15 +81,11 @@ export async function triage(options: {
   snapshot: TriageSnapshot;
   /** Prompt template; defaults to prompts/triage.md. */
   template?: string;
-  counter?: LlmCallCounter;
-  /** Counter reason, e.g. `triage:crash` or `triage:user`. */
-  reason?: string;
 }): Promise<TriageResult> {
   const template = options.template ?? (await loadTriagePrompt());
   const prompt = buildTriagePrompt(template, options.snapshot);
   let lastReason = '';
   for (let attempt = 1; attempt <= 2; attempt++) {
-    await options.counter?.increment(options.reason ?? 'triage');
     const text = await options.ask(attempt === 1 ? prompt : `${prompt}\n\n${CORRECTION(lastReason)}`);
     const outcome = parseTriageAnswer(text);
     if (!outcome.ok) {

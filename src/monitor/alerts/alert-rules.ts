@@ -1,32 +1,10 @@
-import { z } from 'zod';
+import type { AlertRule, RuleOperator } from '../policy-checks.js';
 
 /**
  * Alert rules people set from chat: `<metric> <op> <value> [for N steps]` (checked on every logged point;
  * with `for N steps` the condition must hold continuously for N steps) or `<metric> <op> <value> at 2h`
  * (checked once, when the run has been running that long). `step` is a metric too.
  */
-
-const RULE_OPERATORS = ['>', '>=', '<', '<=', '==', '!='] as const;
-type RuleOperator = (typeof RULE_OPERATORS)[number];
-
-const person = z.object({ id: z.string(), name: z.string() });
-
-/** A rule as stored (read back from Redis against this schema). */
-export const alertRuleSchema = z.object({
-  id: z.string(),
-  metric: z.string(),
-  op: z.enum(RULE_OPERATORS),
-  value: z.number(),
-  /** The condition must hold for this many steps. */
-  forSteps: z.number().optional(),
-  /** Checked once at this many seconds after the run started. */
-  atS: z.number().optional(),
-  /** The rule as people wrote it (normalised), shown in lists and alerts. */
-  text: z.string(),
-  createdBy: person,
-  createdAt: z.string(),
-});
-export type AlertRule = z.output<typeof alertRuleSchema>;
 
 export type RuleSpec = Pick<AlertRule, 'metric' | 'op' | 'value' | 'forSteps' | 'atS' | 'text'>;
 
@@ -82,47 +60,4 @@ export function parseRuleSpec(text: string): RuleSpec {
     spec.text += ` at ${formatDurationShort(seconds)}`;
   }
   return spec;
-}
-
-function compare(left: number, op: RuleOperator, right: number): boolean {
-  switch (op) {
-    case '>':
-      return left > right;
-    case '>=':
-      return left >= right;
-    case '<':
-      return left < right;
-    case '<=':
-      return left <= right;
-    case '==':
-      return left === right;
-    case '!=':
-      return left !== right;
-  }
-}
-
-/** Per-rule progress kept in the monitor state. */
-export interface RuleProgress {
-  /** Step where the condition started holding (for `for N steps`). */
-  since?: number;
-  /** A time rule was evaluated. */
-  checked?: boolean;
-}
-
-/**
- * One observation of a metric rule at a point. Returns whether the rule's condition holds (for long
- * enough); the caller feeds that into an episode so it fires once per episode.
- */
-export function observeRulePoint(
-  rule: AlertRule,
-  progress: RuleProgress,
-  step: number,
-  value: number,
-): boolean {
-  if (!Number.isFinite(value) || !compare(value, rule.op, rule.value)) {
-    delete progress.since;
-    return false;
-  }
-  progress.since ??= step;
-  return step - progress.since >= (rule.forSteps ?? 0);
 }

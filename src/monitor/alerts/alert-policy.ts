@@ -1,8 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { parseJsonWith } from '../text/json.js';
-import { type AlertRule, alertRuleSchema, type RuleSpec } from './alert-rules.js';
+import { parseJsonWith } from '../../text/json.js';
+import {
+  type AlertPolicy,
+  type AlertRule,
+  alertRuleSchema,
+  MUTABLE_DETECTORS,
+  type MutableDetector,
+  type Mute,
+  muteSchema,
+} from '../policy-checks.js';
+import type { RuleSpec } from './alert-rules.js';
 
 /**
  * Per-run alert rules and detector mutes, stored in Redis next to the run's monitor state
@@ -10,39 +19,8 @@ import { type AlertRule, alertRuleSchema, type RuleSpec } from './alert-rules.js
  * unmute is appended to the run's audit trail (`<prefix>:alert-audit:<runId>`, capped) with who and when.
  */
 
-export const MUTABLE_DETECTORS = [
-  'crash',
-  'nan',
-  'spike',
-  'divergence',
-  'plateau',
-  'stall',
-  'overfitting',
-  'throughput',
-  'grad_norm',
-  'idle_gpu',
-  'rule',
-  'script_alert',
-] as const;
-type MutableDetector = (typeof MUTABLE_DETECTORS)[number];
-
-/** A detector muted on a run, as stored. */
-const muteSchema = z.object({
-  detector: z.enum(MUTABLE_DETECTORS),
-  /** Epoch ms; absent = until unmuted. */
-  until: z.number().optional(),
-  by: z.object({ id: z.string(), name: z.string() }),
-  at: z.string(),
-});
-export type Mute = z.output<typeof muteSchema>;
-
 /** A line of a run's mute/unmute audit trail. */
 const auditLine = z.record(z.string(), z.unknown());
-
-export interface AlertPolicy {
-  rules: AlertRule[];
-  mutes: Mute[];
-}
 
 export const MAX_RULES_PER_RUN = 20;
 
@@ -58,13 +36,6 @@ export function normaliseDetector(text: string): MutableDetector | undefined {
     .replace(/^(?:script|script_alerts|alerts)$/, 'script_alert')
     .replace(/^overfit$/, 'overfitting');
   return (MUTABLE_DETECTORS as readonly string[]).includes(name) ? (name as MutableDetector) : undefined;
-}
-
-export function isMuted(policy: AlertPolicy | undefined, kind: string, now: number): boolean {
-  return (
-    policy?.mutes.some((mute) => mute.detector === kind && (mute.until === undefined || mute.until > now)) ??
-    false
-  );
 }
 
 export function createAlertPolicyStore(options: { redis: Redis; prefix: string; clock?: () => number }) {

@@ -1,21 +1,21 @@
 import type { Redis } from 'ioredis';
-import type { LlmProvider } from '../agent/llm-provider.js';
-import { runInLlmScope } from '../agent/llm-scope.js';
-import type { ChatUser } from '../bot/chat-adapter.js';
-import type { Notifier } from '../bot/notifier.js';
-import { definedOnly } from '../defined-only.js';
-import { errorMessage } from '../errors.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
-import { codeBlock } from '../text/code-block.js';
-import { redactedHead } from '../text/redact.js';
+import type { LlmProvider } from '../../agent/llm-provider.js';
+import { runInLlmScope } from '../../agent/llm-scope.js';
+import type { ChatUser } from '../../bot/chat-adapter.js';
+import type { Notifier } from '../../bot/notifier.js';
+import { definedOnly } from '../../defined-only.js';
+import { errorMessage } from '../../errors.js';
+import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
+import type { RunOperations } from '../../runs/run-operation-types.js';
+import type { RunService } from '../../runs/run-service.js';
+import type { RunMeta } from '../../runs/run-types.js';
+import type { RunsFacade } from '../../runs/runs-facade.js';
+import { codeBlock } from '../../text/code-block.js';
+import { redactedHead } from '../../text/redact.js';
+import type { Monitor } from '../monitor-port.js';
+import type { TriageSnapshot } from '../triage-snapshot.js';
 import { type Alert, incidentOfAlert } from './alert-card.js';
-import type { Monitor } from './monitor.js';
 import { checkPythonSyntax, type TriageResult, triage } from './triage.js';
-import type { TriageSnapshot } from './triage-snapshot.js';
 
 /**
  * Triage of one alert (automatic or asked for): the model sees a snapshot of the run and answers LGTM,
@@ -45,7 +45,6 @@ interface AlertTriageOptions {
 
 interface AlertTriage {
   run(alert: Alert, askedBy: ChatUser): Promise<void>;
-  autofixCount(runId: string): Promise<number>;
 }
 
 /** The fix count outlives a run's end long enough for a fix, a resume and another fix; then it goes. */
@@ -67,7 +66,6 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
   async function ask(alert: Alert, askedBy: ChatUser, snapshot: TriageSnapshot): Promise<TriageResult> {
     return triage({
       snapshot,
-      reason: `triage:${alert.kind}`,
       ask: async (prompt) => {
         // Billed to the alert's thread and to whoever asked (Shepherd itself for an automatic triage).
         const response = await runInLlmScope({ threadId: alert.threadId, person: askedBy }, () =>
@@ -192,5 +190,5 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
     });
   }
 
-  return { run, autofixCount };
+  return { run };
 }
