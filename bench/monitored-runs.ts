@@ -2,7 +2,8 @@
  * How many runs one core can watch when they are evaluated as their lines arrive (issue 27). Prints:
  *  monitored_runs_per_core — BENCH_RUNS runs (default 300) whose metrics.jsonl grows by one healthy line a
  *    second (written by a separate Python process, so writing costs this process nothing), each woken by its
- *    file watch and evaluated by the real monitor tick (at most SHEPHERD_MONITOR_MAX_EVALS_PER_S = 2 a second):
+ *    file watch and evaluated by the monitor's woken evaluation, `monitor.wake` (at most
+ *    SHEPHERD_MONITOR_MAX_EVALS_PER_S = 2 a second; the timer's ticks, `tick_cpu_ms` per interval, come on top):
  *    runs ÷ (this process's CPU seconds per second). Goal ≥ 5,000 with no alert;
  *  redis_cpu_share — Redis server CPU (INFO cpu) over the same window, as a share of one core;
  *  evaluations_per_s, evaluation_cpu_ms — what the window did, and the CPU of one evaluation;
@@ -73,7 +74,10 @@ const wakeups = createRunWakeups({
   evaluate: async (runId) => {
     const meta = metas.get(runId);
     if (meta === undefined) return 'done';
-    const result = await monitor.tick(runId, meta, { kind: 'alive' });
+    // The production wake-up path (watch-runs.ts → monitor.wake): the run held in memory, new points only.
+    const result = await monitor.wake(runId, meta);
+    if (result === 'locked') return 'locked';
+    if (result === 'held-elsewhere') return 'done';
     evaluations += 1;
     alerts += result.incidents.length;
     return 'done';
@@ -97,6 +101,7 @@ async function window(durationS: number, writing: boolean) {
   return {
     wallS,
     cpuS: (cpu.user + cpu.system) / 1e6,
+    systemS: cpu.system / 1e6,
     redisCpuS: (await redisCpuSeconds()) - redisBefore,
     evaluations: evaluations - evaluationsBefore,
   };
@@ -120,6 +125,7 @@ try {
   print('evaluations_per_s', busy.evaluations / busy.wallS);
   print('evaluation_cpu_ms', (busy.cpuS * 1000) / Math.max(1, busy.evaluations));
   print('alerts', alerts);
+  note(`of which system (kernel) CPU: ${((100 * busy.systemS) / busy.cpuS).toFixed(0)} %`);
   note('the same runs, files unchanged');
   // Wait out the wake-ups of the last lines first.
   for (let last = -1; last !== evaluations; ) {
@@ -131,6 +137,7 @@ try {
   print('idle_evaluations', idle.evaluations);
 } finally {
   await wakeups.close();
+  await monitor.endHolds();
   const keys = await redis.keys(`${prefix}:*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();

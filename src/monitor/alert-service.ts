@@ -26,7 +26,7 @@ import {
   resolvedAlertCard,
 } from './alert-card.js';
 import { createAlertTriage, SHEPHERD, WEIGHT_INCIDENTS } from './alert-triage.js';
-import type { Monitor } from './monitor.js';
+import type { Monitor } from './monitor-types.js';
 import type { Incident } from './types.js';
 
 /**

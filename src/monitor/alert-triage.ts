@@ -13,7 +13,7 @@ import type { RunsFacade } from '../runs/runs-facade.js';
 import { codeBlock } from '../text/code-block.js';
 import { redactedHead } from '../text/redact.js';
 import { type Alert, incidentOfAlert } from './alert-card.js';
-import type { Monitor } from './monitor.js';
+import type { Monitor } from './monitor-types.js';
 import { checkPythonSyntax, type TriageResult, triage } from './triage.js';
 import type { TriageSnapshot } from './triage-snapshot.js';
 

@@ -69,6 +69,8 @@ interface TickExtrasInput {
   policy: AlertPolicy | undefined;
   /** GPU utilisation read this tick (the shell probes); `undefined` turns the idle-GPU detector off. */
   gpu: { utilisation: number[] | undefined } | undefined;
+  /** A woken evaluation: the per-tick (time-based) detectors wait for the timer. */
+  woken: boolean;
 }
 
 type TickPoint = TickExtrasInput['points'][number];
@@ -242,6 +244,7 @@ export function runTickExtras(input: TickExtrasInput): Raise[] {
     observeOverfitting(input, point, raised);
     observeValueRules(input, point, raised);
   }
+  if (input.woken) return raised;
   observeTimeRules(input, raised);
   const alive = input.processState.kind === 'alive';
   observeTickThroughput(input, alive, raised);
