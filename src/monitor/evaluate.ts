@@ -141,7 +141,7 @@ export function evaluate(
   context.printedMetrics.applyProgress(state, incoming.progressStep, now, context.limits);
 
   observeTrends(state, context, raise);
-  const dumpStacks = observeStall(state, processState, now, context, raise);
+  const dumpStacks = context.woken === true ? false : observeStall(state, processState, now, context, raise);
   observeExtras(state, accepted, processState, metrics.more, now, context, raise);
   const scriptAlertsSkipped = observeScriptAlerts(state, context, raise);
   // The process end only once the metrics are drained, so the summary is final.
@@ -234,6 +234,7 @@ function observeExtras(
     settings: context.detectors,
     policy: context.policy,
     gpu: context.gpu,
+    woken: context.woken === true,
   });
   for (const item of extraRaises) raise(item.kind, item.key, item.fields);
 }

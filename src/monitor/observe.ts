@@ -131,6 +131,8 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
         divergenceText(meta.name, name, divergence, detectors.divergenceWindow, from, lastStep),
       );
     }
+    // A plateau is judged over minutes: the timer's tick does it, not each wake-up.
+    if (context.woken === true) continue;
     // A diverging or NaN loss is not also "plateaued": one alert for one problem.
     if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
       continue;

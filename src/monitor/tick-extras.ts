@@ -65,6 +65,8 @@ interface TickExtrasInput {
   policy: AlertPolicy | undefined;
   /** GPU utilisation read this tick (the shell probes); `undefined` turns the idle-GPU detector off. */
   gpu: { utilisation: number[] | undefined } | undefined;
+  /** A woken evaluation: the per-tick (time-based) detectors wait for the timer. */
+  woken: boolean;
 }
 
 type TickPoint = TickExtrasInput['points'][number];
@@ -298,6 +300,8 @@ export function runTickExtras(input: TickExtrasInput): Raise[] {
   // Only the detectors that look at points are called per point (this loop runs for every point).
   const pointSteps = observers.flatMap((observer) => (observer.point === undefined ? [] : [observer.point]));
   for (const point of input.points) for (const step of pointSteps) step(point);
+  // A woken evaluation leaves the per-tick (time-based) detectors to the timer.
+  if (input.woken) return raised;
   for (const observer of observers) observer.tick?.();
   return raised;
 }

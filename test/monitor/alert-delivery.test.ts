@@ -6,7 +6,7 @@ import type { Card, ChatAdapter } from '../../src/bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../../src/bot/notifier.js';
 import { createLogger } from '../../src/logger.js';
 import { createAlertService } from '../../src/monitor/alerts/alert-service.js';
-import type { Monitor } from '../../src/monitor/monitor-port.js';
+import type { Monitor } from '../../src/monitor/monitor-types.js';
 import type { Incident } from '../../src/monitor/types.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
 import type { RunOperations } from '../../src/runs/run-operation-types.js';

@@ -17,7 +17,7 @@ import type { RunOperations } from '../../runs/run-operation-types.js';
 import type { RunService } from '../../runs/run-service.js';
 import type { RunMeta } from '../../runs/run-types.js';
 import type { RunsFacade } from '../../runs/runs-facade.js';
-import type { IncidentSink, Monitor } from '../monitor-port.js';
+import type { IncidentSink, Monitor } from '../monitor-types.js';
 import type { Incident } from '../types.js';
 import {
   type Alert,

@@ -12,7 +12,7 @@ import type { RunMeta } from '../../runs/run-types.js';
 import type { RunsFacade } from '../../runs/runs-facade.js';
 import { codeBlock } from '../../text/code-block.js';
 import { redactedHead } from '../../text/redact.js';
-import type { Monitor } from '../monitor-port.js';
+import type { Monitor } from '../monitor-types.js';
 import type { TriageSnapshot } from '../triage-snapshot.js';
 import { type Alert, incidentOfAlert } from './alert-card.js';
 import { checkPythonSyntax, type TriageResult, triage } from './triage.js';
