@@ -18,7 +18,7 @@ import { createAlertPolicyStore } from '../src/monitor/alert-policy.js';
 import type { AlertService } from '../src/monitor/alert-service.js';
 import { createMonitor } from '../src/monitor/monitor.js';
 import { createRunWatcher } from '../src/monitor/watch-runs.js';
-import type { RunMeta, RunStatus } from '../src/runs/run-types.js';
+import type { RunMeta, RunStatus } from '../src/runs/records/run-types.js';
 import type { RunsFacade } from '../src/runs/runs-facade.js';
 import { note, print } from './lib/output.js';
 import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';

@@ -26,7 +26,7 @@ import { createTurnInbox, type TurnInbox } from '../queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from '../queue/turn-worker.js';
 import { createRedis } from '../redis/connection.js';
 import type { Executor } from '../runs/executor.js';
-import { createRunsDirectory } from '../runs/runs-directory.js';
+import { createRunsDirectory } from '../runs/operations/runs-directory.js';
 import { createLlmBudget, type LlmBudget } from '../spend/llm-budget.js';
 import { createLlmLedger } from '../spend/llm-ledger.js';
 import { registerSecretValues } from '../text/redact.js';

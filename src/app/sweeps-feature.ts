@@ -1,5 +1,5 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
-import type { RunAccess } from '../runs/run-access.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import { type CompareRuns, createRunComparison } from '../sweeps/compare-runs.js';
 import { createSweepCommands } from '../sweeps/sweep-commands.js';

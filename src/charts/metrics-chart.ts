@@ -2,8 +2,8 @@ import { createReadStream, existsSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Notifier } from '../bot/notifier.js';
 import { metricsFileOf } from '../runs/derived-file.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
 import { parseMetricLine } from '../runs/metric-line.js';
-import type { RunService } from '../runs/run-service.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import { renderChart } from './render-chart.js';
 

@@ -11,8 +11,8 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { readReproducibility, revisionLines } from '../runs/launch-record.js';
-import type { HubPush, RunMeta } from '../runs/run-types.js';
+import { readReproducibility, revisionLines } from '../runs/launch/launch-record.js';
+import type { HubPush, RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import {
   formatBytes,

@@ -5,9 +5,9 @@ import { RUN_REFERENCE } from '../commands/parse-command.js';
 import { parseFork } from '../commands/parse-fork.js';
 import { definedOnly } from '../defined-only.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import type { ForkRequest } from '../runs/fork-config.js';
-import { userFacingError } from '../runs/run-texts.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { ForkRequest } from '../runs/operations/fork-config.js';
+import { userFacingError } from '../runs/operations/run-texts.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { ModelSummary } from './model-summary.js';
 

@@ -7,7 +7,7 @@ import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { metricsFileOf } from '../runs/derived-file.js';
 import { readSavedModel } from '../runs/evaluation-files.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { HubPushService } from './hub-push-service.js';

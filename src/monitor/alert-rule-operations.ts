@@ -1,6 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { ToolPolicyError } from '../errors.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import {
   type AlertPolicyStore,
   MAX_RULES_PER_RUN,

@@ -9,12 +9,12 @@ import { definedOnly } from '../defined-only.js';
 import { DecisionRecordError, errorMessage, ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { kindLabel } from '../runs/checkpoint-entries.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import { kindLabel } from '../runs/checkpoints/checkpoint-entries.js';
+import type { CheckpointHistory } from '../runs/checkpoints/checkpoint-history.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import {
   type Alert,

@@ -1,6 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { AlertPolicy } from './alert-policy.js';
 import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';

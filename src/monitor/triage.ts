@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { LlmCallCounter } from '../agent/llm-call-counter.js';
-import { RUN_FILES } from '../runs/run-files.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
 import { renderTriageSnapshot, type TriageSnapshot } from './triage-snapshot.js';
 
 /**

@@ -5,7 +5,7 @@ import type { ChartRequest } from '../charts/metrics-chart.js';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
-import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
+import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { AlertService } from './alert-service.js';

@@ -1,4 +1,4 @@
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { WebRunsSource } from './runs-api.js';
 

@@ -1,6 +1,6 @@
 import type { Executor, ProcessState } from './executor.js';
-import type { RunStore } from './run-store.js';
-import type { RunMeta } from './run-types.js';
+import type { RunStore } from './records/run-store.js';
+import type { RunMeta } from './records/run-types.js';
 
 /**
  * The one door into runs/ for reads: other folders ask this, never the run store or the executor, so

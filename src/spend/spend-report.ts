@@ -1,4 +1,4 @@
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import { formatDollars, formatGpuHours, groupUsage, startOfMonthUtc, table, usageOf } from './usage.js';
 

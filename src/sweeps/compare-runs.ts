@@ -1,8 +1,8 @@
 import type { Notifier } from '../bot/notifier.js';
 import { renderChart } from '../charts/render-chart.js';
 import { RunError } from '../errors.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import { table } from '../spend/usage.js';
 import { formatValue, readMetric, summarise } from './leaderboard.js';

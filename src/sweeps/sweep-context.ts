@@ -1,9 +1,9 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Notifier } from '../bot/notifier.js';
 import type { Logger } from '../logger.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { Actor, RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { Actor, RunService } from '../runs/lifecycle/run-service.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import type { Sweep, SweepStore, Trial } from './sweep-store.js';
 

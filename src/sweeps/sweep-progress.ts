@@ -1,5 +1,5 @@
-import type { Actor } from '../runs/run-service.js';
-import { TERMINAL_STATUSES } from '../runs/run-types.js';
+import type { Actor } from '../runs/lifecycle/run-service.js';
+import { TERMINAL_STATUSES } from '../runs/records/run-types.js';
 import { readMetric, summarise } from './leaderboard.js';
 import { SHEPHERD, type SweepContext } from './sweep-context.js';
 import { postLeaderboard } from './sweep-report.js';

@@ -2,9 +2,9 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { checkDivergence } from '../monitor/detectors/loss-detectors.js';
 import { type EpisodeBook, isEpisodeActive, observeEpisode } from '../monitor/episodes.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
+import type { CheckpointHistory } from '../runs/checkpoints/checkpoint-history.js';
 import { type MetricRecord, parseMetricLine } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
 import { readResume } from '../runs/run-reports.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 

@@ -4,8 +4,8 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunError } from '../errors.js';
 import { parseMetricLine } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import type { RunMeta } from '../runs/run-types.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 
 /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
 import type { RunsFacade } from '../runs/runs-facade.js';
 import { redactSecrets } from '../text/redact.js';
 import type { CheckpointLister } from './checkpoint-listing.js';

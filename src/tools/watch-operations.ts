@@ -10,10 +10,10 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
 import { readProcessStat } from '../runs/process-table.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { RunCommand } from '../runs/slurm/slurm-command.js';
 import { readSlurmJobInfo } from '../runs/slurm/slurm-job-info.js';
 

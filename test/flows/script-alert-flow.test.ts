@@ -3,7 +3,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { expectEditedRun } from '../helpers/approval-edits.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';

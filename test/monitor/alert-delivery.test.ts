@@ -9,9 +9,9 @@ import { createAlertService } from '../../src/monitor/alert-service.js';
 import type { Monitor } from '../../src/monitor/monitor.js';
 import type { Incident } from '../../src/monitor/types.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
-import type { RunOperations } from '../../src/runs/run-operation-types.js';
-import type { RunService } from '../../src/runs/run-service.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunService } from '../../src/runs/lifecycle/run-service.js';
+import type { RunOperations } from '../../src/runs/operations/operation-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import type { RunsFacade } from '../../src/runs/runs-facade.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 

@@ -12,7 +12,7 @@ import { parseRuleSpec } from '../../src/monitor/alert-rules.js';
 import type { AlertService } from '../../src/monitor/alert-service.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { createRunWatcher, MONITOR_KEEP_AFTER_END_MS } from '../../src/monitor/watch-runs.js';
-import type { RunMeta, RunStatus } from '../../src/runs/run-types.js';
+import type { RunMeta, RunStatus } from '../../src/runs/records/run-types.js';
 import type { RunsFacade } from '../../src/runs/runs-facade.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMetricLine } from '../../src/runs/file-tail.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { ALICE, BOB, createHarness, type Harness, waitFor } from './harness.js';
 
 function runPython(code: string, environment: Record<string, string>, cwd?: string) {

@@ -7,8 +7,8 @@ import { createRunsRuntime } from '../../src/app/create-runs.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { Executor, ProcessState } from '../../src/runs/executor.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 /**

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import type { AttemptEntry, AuditLog } from '../../src/runs/audit-log.js';
-import { createRunAccess, RunAccessError } from '../../src/runs/run-access.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { createRunAccess, RunAccessError } from '../../src/runs/operations/run-access.js';
+import type { AttemptEntry, AuditLog } from '../../src/runs/records/audit-log.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';

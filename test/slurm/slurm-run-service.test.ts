@@ -3,8 +3,8 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunsRuntime, type RunsRuntime } from '../../src/app/create-runs.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { createSlurmExecutor } from '../../src/runs/slurm/slurm-executor.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import {

@@ -2,8 +2,8 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { RunError } from '../../errors.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import type { HfJobSpec } from './hfjobs-client.js';
 
 /**

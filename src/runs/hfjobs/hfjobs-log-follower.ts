@@ -3,8 +3,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { writeFileAtomic } from '../atomic-file.js';
-import { RUN_FILES } from '../run-files.js';
+import { writeFileAtomic } from '../records/atomic-file.js';
+import { RUN_FILES } from '../records/run-files.js';
 import type { HfJobsClient } from './hfjobs-client.js';
 import { isFinalStage } from './hfjobs-states.js';
 
