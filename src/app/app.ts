@@ -112,7 +112,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     }),
   );
   web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
-  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
+  ops.watchRuns({ listRuns: () => features.runs.list(), allocator: features.runs.allocator });
   const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,

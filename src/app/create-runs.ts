@@ -24,16 +24,16 @@ import { type AuditLog, createAuditLog } from '../runs/records/audit-log.js';
 import { PYTHON_RUNTIME_DIR } from '../runs/records/run-files.js';
 import { createRunStore, type RunStore } from '../runs/records/run-store.js';
 import { lookupRunUser } from '../runs/run-as-user.js';
-import { createRunsFacade, type RunsFacade } from '../runs/runs-facade.js';
+import { createRunQueries, type RunQueries } from '../runs/run-queries.js';
 import { createSlurmExecutor } from '../runs/slurm/slurm-executor.js';
 import { createWatchAwareExecutor } from '../runs/watched-executor.js';
 import { createHubRevisions, revisionsNamedIn } from '../tools/hub-revisions.js';
 
 /**
- * The runs core as the composition roots hold it. Other folders see it through `RunsFacade` (reads) and
+ * The runs core as the composition roots hold it. Other folders see it through `RunQueries` (reads) and
  * `RunService`/`RunOperations` (changes); `store` and `executor` are for the roots and runs/ itself.
  */
-export interface RunsRuntime extends RunsFacade {
+export interface RunsRuntime extends RunQueries {
   service: RunService;
   store: RunStore;
   audit: AuditLog;
@@ -231,7 +231,7 @@ export async function createRunsRuntime(options: {
     ...definedOnly({ clock: options.clock, onEvent: options.onEvent }),
   });
   return {
-    ...createRunsFacade({ store, executor }),
+    ...createRunQueries({ store, executor, allocator }),
     service,
     store,
     audit,

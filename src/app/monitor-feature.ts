@@ -50,8 +50,7 @@ export function createMonitorFeature(
   const { config, logger, redis, prefix, notifier } = base;
   const { runs } = dependencies;
   const postChart = createMetricsCharts({
-    runs: runs.service,
-    facade: runs,
+    queries: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
@@ -59,7 +58,7 @@ export function createMonitorFeature(
   const alertPolicy = createAlertPolicyStore({ redis, prefix });
   const alertRules = createAlertRuleOperations({
     store: alertPolicy,
-    findRun: (reference) => runs.service.findRun(reference),
+    findRun: (reference) => runs.find(reference),
   });
   const monitor = createRunMonitor(base, runs, alertPolicy);
   const alerts = createAlertService({
@@ -67,7 +66,7 @@ export function createMonitorFeature(
     prefix,
     monitor,
     runs: runs.service,
-    facade: runs,
+    queries: runs,
     operations: dependencies.operations,
     notifier,
     provider: base.provider,
@@ -124,7 +123,7 @@ export function createMonitorFeature(
     tools: [createShowMetricsTool(postChart), ...createAlertTools(alertRules)],
     workers: [
       async () => {
-        await watcher.sync(await runs.service.listRuns());
+        await watcher.sync(await runs.list());
         return [watcher.createWorker()];
       },
     ],
@@ -132,7 +131,7 @@ export function createMonitorFeature(
   };
 }
 
-/** The tick engine: detectors from config, the run's files through the runs facade, people's mutes. */
+/** The tick engine: detectors from config, the run's files through the run queries, people's mutes. */
 function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPolicyStore) {
   const { config } = base;
   const pattern = config.monitor.metricPattern;

@@ -32,7 +32,7 @@ interface OperationsDependencies {
   memoryNotes: MemoryNotes;
 }
 
-/** What people and the agent do to runs (the runs facade), watched runs and their stop cards, run tools. */
+/** What people and the agent do to runs (the run queries), watched runs and their stop cards, run tools. */
 export function createOperationsFeature(
   base: FeatureBase,
   dependencies: OperationsDependencies,
@@ -59,6 +59,7 @@ export function createOperationsFeature(
   });
   const watching = createWatchOperations({
     runs: runs.service,
+    queries: runs,
     workspace: config.workspace,
     redis: base.redis,
     prefix: base.prefix,
@@ -71,7 +72,7 @@ export function createOperationsFeature(
   const operations = createRunOperations({
     runs: runs.service,
     schedules: runs.schedules,
-    store: runs.store,
+    queries: runs,
     approvals: dependencies.approvals,
     access,
     workspace: config.workspace,

@@ -101,7 +101,7 @@ export async function createRunsFeature(
     },
     tools: createFollowTools({
       follows: runFollows,
-      findRun: (run) => runs.service.findRun(run),
+      findRun: (run) => runs.find(run),
       maxTurns: config.session.maxFollowTurns,
     }),
     workers: [

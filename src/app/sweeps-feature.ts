@@ -32,7 +32,7 @@ export function createSweepsFeature(
   const sweeps = createSweepService({
     store: dependencies.store,
     runs: runs.service,
-    facade: runs,
+    queries: runs,
     approvals: dependencies.approvals,
     notifier,
     workspace: config.workspace,
@@ -46,8 +46,7 @@ export function createSweepsFeature(
     access: dependencies.access,
   });
   const compare = createRunComparison({
-    runs: runs.service,
-    facade: runs,
+    queries: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });

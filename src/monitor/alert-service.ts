@@ -15,7 +15,7 @@ import type { RunService } from '../runs/lifecycle/run-service.js';
 import type { RunOperations } from '../runs/operations/operation-types.js';
 import type { RunAccess } from '../runs/operations/run-access.js';
 import type { RunMeta } from '../runs/records/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import {
   type Alert,
   type AlertDecision,
@@ -61,7 +61,7 @@ interface AlertServiceOptions {
   prefix: string;
   monitor: Monitor;
   runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   operations: RunOperations;
   notifier: IdempotentNotifier;
   provider: LlmProvider;
@@ -182,7 +182,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       });
     }
     const png = await chartFor(meta.name, meta.id, incident.metrics, incident.highlightSteps);
-    const checkpointStep = await options.runs
+    const checkpointStep = await options.queries
       .status(meta.id)
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
@@ -225,7 +225,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
   /** Stop and Fix are checked before the click is recorded, so a refused click leaves the card for someone allowed. */
   async function refusal(alert: Alert, action: InboundAction, verb: AlertVerb): Promise<string | undefined> {
     if (verb === 'ack' || options.access === undefined) return undefined;
-    const meta = await options.runs.findRun(alert.runId);
+    const meta = await options.queries.find(alert.runId);
     return options.access.refusal(meta, action.user, action.threadId, verb, 'button');
   }
 

@@ -6,7 +6,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
 import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/records/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { AlertService } from './alert-service.js';
 import type { Monitor, TickResult } from './monitor.js';
@@ -31,7 +31,7 @@ export function createRunWatcher(options: {
   redis: Redis;
   prefix: string;
   monitor: Monitor;
-  runs: RunsFacade;
+  runs: RunQueries;
   alerts: AlertService;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;

@@ -11,7 +11,7 @@ import type { RunStore } from './records/run-store.js';
 import { isLaunched, type RunMeta } from './records/run-types.js';
 import { readTrackerLinks, type TrackerLinks } from './tracker-links.js';
 
-interface ResumeInfo {
+export interface ResumeInfo {
   step: number | null;
   checkpoint: string | null;
   [key: string]: unknown;

@@ -97,7 +97,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     ).find((message) => message.card?.title?.includes('eval-stays-local')) as PlaygroundMessage;
     const approve = card.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(local, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const { id } = await shepherd.app.features.runs.service.findRun('eval-stays-local');
+    const { id } = await shepherd.app.features.runs.find('eval-stays-local');
     const statusOf = () =>
       (JSON.parse(readFileSync(join(dataDir, 'runs', id, 'meta.json'), 'utf8')) as { status: string }).status;
     await until(() => statusOf() === 'failed', 'the local run to fail');
@@ -107,7 +107,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
         /--eval runs on the local, Slurm and Kubernetes backends only.*this run goes to HF Jobs/.test(m.text),
       ),
     );
-    const meta = await shepherd.app.features.runs.service.findRun('eval-stays-local');
+    const meta = await shepherd.app.features.runs.find('eval-stays-local');
     expect(meta.executor).toBe('local');
     expect(meta.status).toBe('failed');
   });
@@ -142,7 +142,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^hf-nan is running/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const run = await shepherd.app.features.runs.find('hf-nan');
     expect(run.executor).toBe('hfjobs');
     expect(run.jobId).toBe(job.id);
 
@@ -172,7 +172,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^Stopped hf-nan/.test(m.text)),
     );
-    const after = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const after = await shepherd.app.features.runs.find('hf-nan');
     expect(after.status).toBe('stopped');
     expect(after.stopRequested).toBeUndefined();
     // The cancel Shepherd asked for is not reported as a crash (nor triaged).
@@ -279,7 +279,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /Watching HF job/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const run = await shepherd.app.features.runs.find('teammate-job');
     expect(run.watch).toEqual({ source: 'hfjobs', jobId: foreign.id });
     await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign job’s log');
 
@@ -300,7 +300,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
       (all) => cardsTitled(all, 'teammate-job: non-finite metric').length > 0,
       60_000,
     );
-    const watched = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const watched = await shepherd.app.features.runs.find('teammate-job');
     expect(watched.status).toBe('running');
     await shepherd.app.features.runs.service.stop(watched.id, 'system');
     await until(() => emulator.job(foreign.id)?.status.stage === 'CANCELED' || undefined, 'the cancel');

@@ -84,7 +84,7 @@ describe('nothing secret leaves: posts and LLM requests (playground, real proces
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -105,7 +105,7 @@ describe('nothing secret leaves: posts and LLM requests (playground, real proces
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
 
-    const run = await shepherd.app.features.runs.service.findRun('leaky');
+    const run = await shepherd.app.features.runs.find('leaky');
     const runDir = join(shepherd.dataDir, 'runs', run.id);
     const outputLog = join(runDir, 'output.log');
     const deadline = Date.now() + 20_000;

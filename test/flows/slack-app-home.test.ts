@@ -57,7 +57,7 @@ describe('Slack App Home and /shepherd help', () => {
   }, 60_000);
 
   afterAll(async () => {
-    for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+    for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -65,7 +65,7 @@ describe('Slack App Home and /shepherd help', () => {
     await slack?.close();
   });
 
-  const findRun = (name: string) => shepherd.app.features.runs.service.findRun(name);
+  const findRun = (name: string) => shepherd.app.features.runs.find(name);
 
   const publishesFor = (userId: string) =>
     slack.callsTo('views.publish').filter((call) => call.params.user_id === userId).length;

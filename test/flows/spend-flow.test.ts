@@ -20,8 +20,8 @@ raise SystemExit(2)
 `;
 
 function meta(shepherd: TestApp, name: string): Promise<RunMeta> {
-  return shepherd.app.features.runs.service
-    .findRun(name)
+  return shepherd.app.features.runs
+    .find(name)
     .then(
       (found) =>
         JSON.parse(readFileSync(join(shepherd.dataDir, 'runs', found.id, 'meta.json'), 'utf8')) as RunMeta,

@@ -12,7 +12,7 @@ import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../
 import type { RunService } from '../../src/runs/lifecycle/run-service.js';
 import type { RunOperations } from '../../src/runs/operations/operation-types.js';
 import type { RunMeta } from '../../src/runs/records/run-types.js';
-import type { RunsFacade } from '../../src/runs/runs-facade.js';
+import type { RunQueries } from '../../src/runs/run-queries.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const THREAD = 'slack:C1:1700000000.000100';
@@ -105,7 +105,7 @@ describe('alert delivery', () => {
       prefix,
       monitor: {} as Monitor,
       runs: { status: async () => Promise.reject(new Error('no status here')) } as unknown as RunService,
-      facade: {} as RunsFacade,
+      queries: {} as RunQueries,
       operations: {} as RunOperations,
       notifier: flaky,
       provider: {} as LlmProvider,

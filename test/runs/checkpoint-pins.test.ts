@@ -322,7 +322,7 @@ describe('pins and the end of a run', () => {
     await writeFile(path.join(store.runDir(created.id), 'crash-now'), '');
     await waitFor(async () => {
       await service.refresh();
-      return (await service.findRun(created.id)).status === 'failed';
+      return (await harness.runtime.find(created.id)).status === 'failed';
     });
     expect(await readdir(pinnedFolder)).toHaveLength(1);
 

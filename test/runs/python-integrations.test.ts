@@ -243,7 +243,7 @@ describe('the HF callback under a real Shepherd pause', () => {
     );
     const paused = await service.pause(created.id, BOB);
     expect(paused.status).toBe('paused');
-    const status = await service.status(created.id);
+    const status = await harness.runtime.status(created.id);
     const step = status.resume?.step as number;
     expect(status.resume?.checkpoint).toBe(`out/checkpoint-${step}`);
     const finish = JSON.parse(await harness.runFile(created.id, 'finish.json')) as Record<string, unknown>;

@@ -112,7 +112,7 @@ describe('examples/tiny_train.py under Shepherd', () => {
     );
     const paused = await service.pause(created.id, BOB);
     expect(paused.status).toBe('paused');
-    const status = await service.status(created.id);
+    const status = await harness.runtime.status(created.id);
     expect(status.resume?.checkpoint).toBe('checkpoint.json');
     expect(status.lastMetrics.at(-1)?.values).toHaveProperty('lr');
     const savedStep = status.resume?.step as number;

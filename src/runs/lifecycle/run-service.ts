@@ -7,7 +7,6 @@ import type { GpuAllocator } from '../gpu-allocator.js';
 import type { AuditLog } from '../records/audit-log.js';
 import type { RunStore } from '../records/run-store.js';
 import type { HubPush, RunMeta } from '../records/run-types.js';
-import { type ClusterReport, createRunReports, type RunStatusReport } from '../run-reports.js';
 import { createAutoRelaunch } from './auto-relaunch.js';
 import { createRunActions, type RunActions } from './run-actions.js';
 import { type AdoptRequest, type CreateRunRequest, createRunCreation } from './run-creation.js';
@@ -21,7 +20,7 @@ import { createRunTransitions } from './run-transitions.js';
 export type { Actor } from '../records/audit-log.js';
 export type { CreateRunRequest } from './run-creation.js';
 
-/** The run lifecycle: creating and adopting runs, the actions on them (`RunActions`), and reading them. */
+/** The run lifecycle: creating and adopting runs and the actions on them (`RunActions`); reads are `RunQueries`. */
 export interface RunService extends RunActions, RunRevisions {
   /** Registers a watched run as `running` and emits `run-started` (the monitor starts ticking it). */
   adopt(request: AdoptRequest): Promise<RunMeta>;
@@ -33,10 +32,6 @@ export interface RunService extends RunActions, RunRevisions {
   refresh(run?: string): Promise<RunMeta[]>;
   /** At start-up: free stale GPU claims, re-attach alive runs, finalise dead ones, re-schedule the queue. */
   reconcile(): Promise<ReconcileReport>;
-  status(run: string): Promise<RunStatusReport>;
-  clusterInfo(): Promise<ClusterReport>;
-  findRun(run: string): Promise<RunMeta>;
-  listRuns(): Promise<RunMeta[]>;
   /** Records a finished push of the run's model to the Hub (`status` shows its URL). */
   recordHubPush(runId: string, push: HubPush): Promise<RunMeta>;
 }
@@ -65,8 +60,8 @@ interface RunServiceOptions {
 /**
  * The run life cycle behind chat commands and workers, composed from pieces split by responsibility: new and
  * adopted runs (run-creation), user actions on a run (run-actions), state transitions + locking
- * (run-transitions), launching and the GPU queue (run-launcher), endings/refresh/reconcile (run-endings) and
- * read-only reports (run-reports).
+ * (run-transitions), launching and the GPU queue (run-launcher) and endings/refresh/reconcile (run-endings).
+ * It changes runs; reading them is `RunQueries` (run-queries.ts).
  */
 export function createRunService(options: RunServiceOptions): RunService {
   const { store, audit, executor, allocator, logger } = options;
@@ -117,7 +112,6 @@ export function createRunService(options: RunServiceOptions): RunService {
     graceMs,
     ...definedOnly({ relaunch }),
   });
-  const reports = createRunReports({ store, executor, allocator });
   const creation = createRunCreation({
     config: options.config,
     store,
@@ -134,10 +128,6 @@ export function createRunService(options: RunServiceOptions): RunService {
     ...actions,
     refresh: endings.refresh,
     reconcile: endings.reconcile,
-    status: reports.status,
-    clusterInfo: reports.clusterInfo,
-    findRun: (run) => store.findRun(run),
-    listRuns: () => store.listRuns(),
     recordHubPush: (runId, push) =>
       transitions.withRun(runId, (meta) =>
         transitions.writeQuietly(meta, { hubPushes: [...(meta.hubPushes ?? []), push] }),

@@ -14,11 +14,11 @@ import type { LaunchChecks } from './launch-checks.js';
 import type { RunOperations, RunOperationsOptions } from './operation-types.js';
 import type { RunChange, RunChangeVia } from './run-access.js';
 
-type RunChanges = Pick<RunOperations, 'pause' | 'resume' | 'stop' | 'updateScript'>;
+type ChangeRequests = Pick<RunOperations, 'pause' | 'resume' | 'stop' | 'updateScript'>;
 
 /** Changes to an existing run, each checked (and audited) against who may make it. */
-export function createRunChanges(options: RunOperationsOptions, checks: LaunchChecks): RunChanges {
-  const { runs, store, approvals } = options;
+export function createChangeRequests(options: RunOperationsOptions, checks: LaunchChecks): ChangeRequests {
+  const { runs, queries, approvals } = options;
 
   /** Finds the run and checks (and audits) that `actor`, acting in `threadId`, may make `change`. */
   async function authorized(
@@ -28,7 +28,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
     change: RunChange,
     via: RunChangeVia,
   ): Promise<RunMeta> {
-    const meta = await runs.findRun(reference);
+    const meta = await queries.find(reference);
     await options.access?.authorize(meta, actor, threadId, change, via);
     return meta;
   }
@@ -36,7 +36,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
   async function pause(reference: string, actor: ChatUser, threadId: string, via: RunChangeVia) {
     const target = await authorized(reference, actor, threadId, 'pause', via);
     const meta = await runs.pause(target.id, actor);
-    const report = await runs.status(meta.id);
+    const report = await queries.status(meta.id);
     const step = report.resume?.step;
     return `Paused ${meta.name}${step === undefined || step === null ? '' : ` at checkpoint step ${step}`}; its GPUs are free.`;
   }
@@ -69,7 +69,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
       return `Resumed ${resumed.name}: ${resumed.status}.`;
     }
     // Asking for GPUs again needs a new decision.
-    const script = await store.readScript(meta.id).catch(() => '');
+    const script = await queries.readScript(meta.id).catch(() => '');
     await checks.assertCompiles(script, meta.threadId, origin, `${meta.name} was not resumed`);
     const { approval, autoApproved } = await approvals.request({
       kind: 'resume',
@@ -106,7 +106,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
     // A monitor proposal comes from Shepherd's own triage, which a person allowed with the fix button.
     const meta =
       origin === 'monitor'
-        ? await runs.findRun(reference)
+        ? await queries.find(reference)
         : await authorized(reference, actor, threadId, 'update_script', origin);
     // A finished run's script can never be applied: say so now rather than after someone approves.
     if (meta.status === 'stopped' || meta.status === 'completed' || meta.status === 'rejected') {
@@ -118,7 +118,7 @@ export function createRunChanges(options: RunOperationsOptions, checks: LaunchCh
     // A command run's script lives in the workspace: the diff is against what is there now.
     const current =
       meta.scriptPath === undefined
-        ? await store.readScript(meta.id)
+        ? await queries.readScript(meta.id)
         : await readFile(meta.scriptPath, 'utf8');
     if (current === script)
       return { text: `The script of ${meta.name} is already exactly that; nothing to change.`, diff: '' };

@@ -85,8 +85,8 @@ async function placeCheckpoint(parentDir: string, forkDir: string, entry: Checkp
   await writeFileAtomic(path.join(forkDir, RUN_FILES.resume), JSON.stringify(state));
 }
 
-export function createRunForks(options: RunOperationsOptions, checks: LaunchChecks) {
-  const { runs, store, approvals } = options;
+export function createForkRequests(options: RunOperationsOptions, checks: LaunchChecks) {
+  const { runs, queries, approvals } = options;
 
   return async function fork(
     reference: string,
@@ -94,7 +94,7 @@ export function createRunForks(options: RunOperationsOptions, checks: LaunchChec
     actor: ChatUser,
     threadId: string,
   ): Promise<string> {
-    const parent = await runs.findRun(reference);
+    const parent = await queries.find(reference);
     if (parent.watch !== undefined) {
       throw new RunError(
         'watched_run',
@@ -109,7 +109,7 @@ export function createRunForks(options: RunOperationsOptions, checks: LaunchChec
       ...configuration.changes,
       ...(gpus === parent.gpus ? [] : [`gpus: ${parent.gpus} → ${gpus}`]),
     ];
-    const script = await store.readScript(parent.id).catch(() => '');
+    const script = await queries.readScript(parent.id).catch(() => '');
     const meta = await runs.createRun({
       name: request.runName ?? `${parent.name}-fork`,
       script,
@@ -136,7 +136,7 @@ export function createRunForks(options: RunOperationsOptions, checks: LaunchChec
         }),
       },
     });
-    await placeCheckpoint(store.runDir(parent.id), store.runDir(meta.id), entry, parent);
+    await placeCheckpoint(queries.runDirectory(parent.id), queries.runDirectory(meta.id), entry, parent);
     const from = `the step-${entry.step} checkpoint${entry.checkpoint === null ? '' : ` (${entry.checkpoint})`}`;
     const { approval, autoApproved } = await approvals.request(
       definedOnly({

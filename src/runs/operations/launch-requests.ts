@@ -8,10 +8,10 @@ import { pickEnvironment } from '../named-environments.js';
 import type { LaunchChecks } from './launch-checks.js';
 import type { LaunchInput, RunFlags, RunOperations, RunOperationsOptions } from './operation-types.js';
 
-type RunLaunches = Pick<RunOperations, 'launch' | 'runCommand' | 'runWorkspaceScript'>;
+type LaunchRequests = Pick<RunOperations, 'launch' | 'runCommand' | 'runWorkspaceScript'>;
 
 /** New runs: a script or a command, created, checked and put in front of an approval card. */
-export function createRunLaunches(options: RunOperationsOptions, checks: LaunchChecks): RunLaunches {
+export function createLaunchRequests(options: RunOperationsOptions, checks: LaunchChecks): LaunchRequests {
   const { runs, approvals } = options;
 
   async function launch(input: LaunchInput): Promise<string> {
@@ -41,7 +41,7 @@ export function createRunLaunches(options: RunOperationsOptions, checks: LaunchC
     );
     if (prepared !== undefined) {
       await recordProvenance(
-        options.store.runDir(meta.id),
+        options.queries.runDirectory(meta.id),
         options.workspace,
         prepared,
         environment?.name,

@@ -4,8 +4,8 @@ import type { Environments } from '../../config/environments.js';
 import type { CheckpointHistory } from '../checkpoints/checkpoint-history.js';
 import type { PreparedCommand } from '../launch/command-launch.js';
 import type { CreateRunRequest, RunService } from '../lifecycle/run-service.js';
-import type { RunStore } from '../records/run-store.js';
 import type { RunMeta } from '../records/run-types.js';
+import type { RunQueries } from '../run-queries.js';
 import type { ForkRequest } from './fork-config.js';
 import type { RunAccess, RunChangeVia } from './run-access.js';
 import type { RunApprovals } from './run-approvals.js';
@@ -95,10 +95,12 @@ export interface RunSchedules {
 }
 
 export interface RunOperationsOptions {
+  /** Changes: the run life cycle. */
   runs: RunService;
+  /** Reads: records, status, scripts, run directories. */
+  queries: RunQueries;
   /** Recurring jobs (`schedule <run> --cron`); absent: refused. */
   schedules?: RunSchedules;
-  store: RunStore;
   approvals: RunApprovals;
   workspace: string;
   /** Who may pause, resume, stop or edit a run (absent: anyone, as before; tests of the bare core). */

@@ -1,10 +1,10 @@
 import type { ChatUser } from '../../bot/chat-adapter.js';
 import { RunError } from '../../errors.js';
 import { readReproducibility, reproducibilityLines } from '../launch/launch-record.js';
-import { createRunChanges } from './change-requests.js';
-import { createRunForks } from './fork-requests.js';
+import { createChangeRequests } from './change-requests.js';
+import { createForkRequests } from './fork-requests.js';
 import { createLaunchChecks } from './launch-checks.js';
-import { createRunLaunches } from './launch-requests.js';
+import { createLaunchRequests } from './launch-requests.js';
 import type { RunOperations, RunOperationsOptions } from './operation-types.js';
 import { clusterText, describeRun, lineageLines, statusText } from './run-texts.js';
 
@@ -14,11 +14,10 @@ import { clusterText, describeRun, lineageLines, statusText } from './run-texts.
  * back as `RunError`/`ToolPolicyError` with a message written for people.
  */
 export function createRunOperations(options: RunOperationsOptions): RunOperations {
-  const { runs } = options;
   const checks = createLaunchChecks(options);
 
   async function list(): Promise<string> {
-    const all = await runs.listRuns();
+    const all = await options.queries.list();
     const scheduled = (await options.schedules?.listLines()) ?? [];
     if (all.length === 0 && scheduled.length === 0) return 'No training runs yet.';
     return [...all.slice(0, 30).map((meta) => `• ${describeRun(meta)}`), ...scheduled].join('\n');
@@ -48,19 +47,19 @@ export function createRunOperations(options: RunOperationsOptions): RunOperation
   }
 
   return {
-    ...createRunLaunches(options, checks),
-    ...createRunChanges(options, checks),
+    ...createLaunchRequests(options, checks),
+    ...createChangeRequests(options, checks),
     list,
     schedule,
-    fork: createRunForks(options, checks),
+    fork: createForkRequests(options, checks),
     status: async (reference, view) => {
-      const report = await runs.status(reference);
-      const forks = (await runs.listRuns()).filter((meta) => meta.forkOf?.runId === report.meta.id);
+      const report = await options.queries.status(reference);
+      const forks = (await options.queries.list()).filter((meta) => meta.forkOf?.runId === report.meta.id);
       const text = [statusText(report), ...lineageLines(report.meta, forks)].join('\n');
       if (view?.full !== true) return text;
-      const reproducibility = await readReproducibility(options.store.runDir(report.meta.id));
+      const reproducibility = await readReproducibility(options.queries.runDirectory(report.meta.id));
       return [text, '', ...reproducibilityLines(reproducibility)].join('\n');
     },
-    cluster: async () => clusterText(await runs.clusterInfo()),
+    cluster: async () => clusterText(await options.queries.clusterInfo()),
   };
 }

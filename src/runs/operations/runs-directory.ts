@@ -4,7 +4,7 @@ import { definedOnly } from '../../defined-only.js';
 import { readLastMetrics } from '../file-tail.js';
 import { RUN_FILES } from '../records/run-files.js';
 import type { RunMeta } from '../records/run-types.js';
-import type { RunsFacade } from '../runs-facade.js';
+import type { RunQueries } from '../run-queries.js';
 import type { RunOperations } from './operation-types.js';
 
 /** Only the tail is read: a list shows the last loss, not the history. */
@@ -17,7 +17,7 @@ function lossOf(values: Record<string, number>): number | undefined {
 }
 
 /** The runs as Slack's App Home and Discord's autocomplete see them; changes go through chat's operations. */
-export function createRunsDirectory(parts: { runs: RunsFacade; operations: RunOperations }): RunsDirectory {
+export function createRunsDirectory(parts: { runs: RunQueries; operations: RunOperations }): RunsDirectory {
   const { runs, operations } = parts;
 
   async function overview(meta: RunMeta): Promise<RunOverview> {
