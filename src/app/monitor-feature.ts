@@ -131,7 +131,7 @@ export function createMonitorFeature(
   };
 }
 
-/** The tick engine: detectors from config, the run's files through the run queries, people's mutes. */
+/** The tick engine: detectors from config, the run's files through `RunQueries`, people's mutes. */
 function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPolicyStore) {
   const { config } = base;
   const pattern = config.monitor.metricPattern;

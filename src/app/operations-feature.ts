@@ -32,7 +32,7 @@ interface OperationsDependencies {
   memoryNotes: MemoryNotes;
 }
 
-/** What people and the agent do to runs (the run queries), watched runs and their stop cards, run tools. */
+/** What people and the agent do to runs (run operations), watched runs and their stop cards, run tools. */
 export function createOperationsFeature(
   base: FeatureBase,
   dependencies: OperationsDependencies,

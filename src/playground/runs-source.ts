@@ -2,7 +2,7 @@ import type { RunOperations } from '../runs/operations/operation-types.js';
 import type { RunQueries } from '../runs/run-queries.js';
 import type { WebRunsSource } from './runs-api.js';
 
-/** The runs API's view of the core: reads through the run queries, changes through chat's operations. */
+/** The runs API's view of the core: reads through `RunQueries`, changes through chat's operations. */
 export function createWebRunsSource(parts: { runs: RunQueries; operations: RunOperations }): WebRunsSource {
   const { runs, operations } = parts;
   return {
