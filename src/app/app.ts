@@ -110,7 +110,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     operations: features.operations,
     ...definedOnly({ extra: overrides.adapters }),
   });
-  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
+  ops.watchRuns({ listRuns: () => features.runs.list(), allocator: features.runs.allocator });
   const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,

@@ -14,9 +14,9 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { createWebRunsRoutes } from '../playground/runs-api.js';
 import { createWebRunsSource } from '../playground/runs-source.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import { createRunsDirectory } from '../runs/runs-directory.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import { createRunsDirectory } from '../runs/operations/runs-directory.js';
+import type { RunQueries } from '../runs/run-queries.js';
 
 type Mount = { pathPrefix: string; listener: RequestListener };
 
@@ -30,7 +30,7 @@ interface AdapterParts {
   /** Listeners the playground's HTTP server also serves (health, metrics, the queue board). */
   mounts: readonly Mount[];
   /** Runs are read through the facade and changed through chat's operations, on every surface. */
-  runs: RunsFacade;
+  runs: RunQueries;
   operations: RunOperations;
   /** Extra adapters (tests' doubles); one of a platform replaces the configured one. */
   extra?: readonly ChatAdapter[];

@@ -1,7 +1,7 @@
 import type { EditChecks } from '../approvals/approval-edits.js';
 import type { Approval, Decision } from '../approvals/approval-store.js';
 import { ServiceError } from '../errors.js';
-import type { RunEvent } from '../runs/run-events.js';
+import type { RunEvent } from '../runs/lifecycle/run-events.js';
 
 /**
  * What a feature does for the others, contributed through its description (`Feature.hooks`) rather than

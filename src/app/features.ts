@@ -12,8 +12,8 @@ import { createControlQueue, createControlWorker, mergeControlHandlers } from '.
 import type { InboxItem } from '../queue/turn-inbox.js';
 import { createResearchStore, type ResearchStore } from '../research/research-store.js';
 import type { Executor } from '../runs/executor.js';
-import type { RunFollows } from '../runs/run-follows.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunFollows } from '../runs/operations/run-follows.js';
 import type { LlmBudget } from '../spend/llm-budget.js';
 import { createSweepStore } from '../sweeps/sweep-store.js';
 import { createMemoryNotes, type MemoryNotes } from '../tools/memory-tool.js';

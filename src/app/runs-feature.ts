@@ -1,9 +1,9 @@
 import { definedOnly } from '../defined-only.js';
 import { JOBS, schedule } from '../queue/jobs.js';
 import type { Executor } from '../runs/executor.js';
-import { createRunAccess, type RunAccess } from '../runs/run-access.js';
-import type { RunEvent } from '../runs/run-events.js';
-import { createRunFollows, type RunFollows } from '../runs/run-follows.js';
+import type { RunEvent } from '../runs/lifecycle/run-events.js';
+import { createRunAccess, type RunAccess } from '../runs/operations/run-access.js';
+import { createRunFollows, type RunFollows } from '../runs/operations/run-follows.js';
 import { createFollowTools } from '../tools/follow-tools.js';
 import { createRunsRuntime, type RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -100,7 +100,7 @@ export async function createRunsFeature(
     },
     tools: createFollowTools({
       follows: runFollows,
-      findRun: (run) => runs.service.findRun(run),
+      findRun: (run) => runs.find(run),
       maxTurns: config.session.maxFollowTurns,
     }),
     workers: [

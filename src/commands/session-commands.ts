@@ -1,6 +1,6 @@
 import type { ThreadState } from '../agent/thread-state.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
-import type { RunFollows } from '../runs/run-follows.js';
+import type { RunFollows } from '../runs/operations/run-follows.js';
 import { stripLeadingMention } from './parse-command.js';
 
 /**

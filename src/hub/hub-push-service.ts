@@ -11,9 +11,9 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { readReproducibility, revisionLines } from '../runs/launch-record.js';
-import type { HubPush, RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import { readReproducibility, revisionLines } from '../runs/launch/launch-record.js';
+import type { HubPush, RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import {
   formatBytes,
   type PushDecision,
@@ -57,7 +57,7 @@ interface HubPushServiceOptions {
   prefix: string;
   notifier: IdempotentNotifier;
   controlQueue: Queue;
-  runs: RunsFacade;
+  runs: RunQueries;
   recordHubPush(runId: string, push: HubPush): Promise<RunMeta>;
   summarise(meta: RunMeta): Promise<ModelSummary>;
   /** Who may approve (empty: anyone in the channel) and whether the asker may approve their own push. */

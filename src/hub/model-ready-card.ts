@@ -1,6 +1,6 @@
 import type { Card } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type TrackerLinks, trackerLinkLines } from '../runs/tracker-links.js';
 import type { ModelSummary } from './model-summary.js';
 

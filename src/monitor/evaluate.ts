@@ -1,6 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
 import { redactedTail, redactSecrets } from '../text/redact.js';
 import { isCleanFinish } from './detectors/finished.js';

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import type { Logger } from '../logger.js';
 import type { Lease, Leases } from '../redis/lease.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import type { RunMeta } from '../runs/run-types.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import { type Evaluation, evaluate } from './evaluate.js';
 import type { RunCursors } from './monitor-commit.js';

@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { GpuProbe } from './gpu-probe.js';
 import type { WakeResult } from './monitor-holds.js';

@@ -4,7 +4,7 @@ import type { Logger } from '../logger.js';
 import { createJobWorker } from '../queue/job-worker.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { Monitor, TickResult } from './monitor-types.js';
 import type { Incident } from './types.js';

@@ -1,6 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
-import { isLaunched } from '../runs/run-types.js';
+import { isLaunched } from '../runs/records/run-types.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { detectCrash } from './detectors/crash.js';
 import { isCleanFinish, summariseMetrics } from './detectors/finished.js';

@@ -1,4 +1,4 @@
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { EventPoint } from '../runs/tfevents/event-files.js';
 import type { AlertPolicy } from './policy-checks.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';

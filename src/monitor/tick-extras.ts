@@ -1,6 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';

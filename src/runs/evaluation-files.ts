@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { readTail } from './file-tail.js';
-import { RUN_FILES } from './run-files.js';
-import type { EvaluationRecord, SavedModel } from './run-types.js';
+import { RUN_FILES } from './records/run-files.js';
+import type { EvaluationRecord, SavedModel } from './records/run-types.js';
 
 /**
  * What a run leaves behind for its evaluation and its final model: the launcher's `evaluation.json`, the

@@ -24,10 +24,10 @@ import {
   liveProcessGroups,
   readProcessStat,
 } from './process-table.js';
+import { PYTHON_RUNTIME_DIR, RUN_FILES } from './records/run-files.js';
+import { appendRunFile } from './records/run-store.js';
+import type { RunMeta } from './records/run-types.js';
 import { chownTree, type RunUser } from './run-as-user.js';
-import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
-import { appendRunFile } from './run-store.js';
-import type { RunMeta } from './run-types.js';
 import { createPySpy, dumpLocalStacks, type PySpy } from './stack-dumps.js';
 import { hoursLeft } from './time-limit.js';
 

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { runReference } from './run-reference.js';
 

@@ -111,7 +111,7 @@ describe('--eval on HF Jobs (emulated Jobs API, real job processes, reports thro
     const button = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect(button, 'an Approve button').toBeDefined();
     expect((await shepherd.click(threadId, card?.id ?? '', button?.actionId ?? '', 'bob')).status).toBe(200);
-    return (await shepherd.app.features.runs.service.findRun(name)).id;
+    return (await shepherd.app.features.runs.find(name)).id;
   }
 
   it('runs the eval in the job after training: evaluating, then completed with the results on the model-ready card', {
@@ -208,7 +208,7 @@ describe('--eval on HF Jobs (emulated Jobs API, real job processes, reports thro
     const runId = await approve(threadId, 'hf-eval-stop');
     await until(() => metaOf(runId).status === 'evaluating', 'status evaluating', 60_000);
     await until(() => outputOf(dataDir, runId).includes('eval: started'), 'the eval to start');
-    const jobId = (await shepherd.app.features.runs.service.findRun('hf-eval-stop')).jobId ?? '';
+    const jobId = (await shepherd.app.features.runs.find('hf-eval-stop')).jobId ?? '';
     await shepherd.reply(threadId, 'stop hf-eval-stop', 'alice');
     await until(() => metaOf(runId).status === 'stopped', 'status stopped', 60_000);
     expect(emulator.job(jobId)?.status.stage).toBe('CANCELED');

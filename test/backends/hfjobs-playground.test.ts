@@ -100,7 +100,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^hf-nan is running/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const run = await shepherd.app.features.runs.find('hf-nan');
     expect(run.executor).toBe('hfjobs');
     expect(run.jobId).toBe(job.id);
 
@@ -130,7 +130,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^Stopped hf-nan/.test(m.text)),
     );
-    const after = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const after = await shepherd.app.features.runs.find('hf-nan');
     expect(after.status).toBe('stopped');
     expect(after.stopRequested).toBeUndefined();
     // The cancel Shepherd asked for is not reported as a crash (nor triaged).
@@ -237,7 +237,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /Watching HF job/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const run = await shepherd.app.features.runs.find('teammate-job');
     expect(run.watch).toEqual({ source: 'hfjobs', jobId: foreign.id });
     await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign job’s log');
 
@@ -258,7 +258,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
       (all) => cardsTitled(all, 'teammate-job: non-finite metric').length > 0,
       60_000,
     );
-    const watched = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const watched = await shepherd.app.features.runs.find('teammate-job');
     expect(watched.status).toBe('running');
     await shepherd.app.features.runs.service.stop(watched.id, 'system');
     await until(() => emulator.job(foreign.id)?.status.stage === 'CANCELED' || undefined, 'the cancel');

@@ -75,7 +75,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     const card = cardsTitled(messages, 'ckpt-a')[0];
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
     const meta = await until(async () => {
-      const found = await shepherd.app.features.runs.service.findRun('ckpt-a');
+      const found = await shepherd.app.features.runs.find('ckpt-a');
       return found.status === 'failed' ? found : undefined;
     }, 'ckpt-a failed');
     runId = meta.id;
@@ -270,7 +270,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     const thread = await shepherd.messages(threadId);
     expect(cardsTitled(thread, 'broken-agent')).toHaveLength(0);
     expect(botMessages(thread).some((m) => m.text.startsWith('⚠️ broken-agent was not launched'))).toBe(true);
-    const runs = await shepherd.app.features.runs.service.listRuns();
+    const runs = await shepherd.app.features.runs.list();
     expect(runs.map((run) => run.name)).not.toContain('broken-agent');
     expect(runs.map((run) => run.name)).not.toContain('broken');
   });
@@ -354,7 +354,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     expect(field?.value).toMatch(/^≈ [\d.]+ GB\/GPU \([\d.]+ GB checkpointed\), lora, fits in 24 GB$/);
     await shepherd.click(threadId, card?.id ?? '', card?.card?.actions?.[1]?.actionId ?? '', 'alice');
     await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('qwen-lora');
+      const meta = await shepherd.app.features.runs.find('qwen-lora');
       return meta.status === 'rejected' || undefined;
     }, 'qwen-lora rejected');
 

@@ -62,7 +62,7 @@ describe('edit then approve (playground, scripted LLM)', () => {
     const broken = await click('bob', { values: { gpus: '1', hours: '1', name: 'x', script: 'def (' } });
     expect(broken.status).toBe(422);
     expect(String(broken.body.error)).toContain('does not compile');
-    expect((await shepherd.app.features.runs.service.findRun('big-edit')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('big-edit')).status).toBe('pending_approval');
     expect(cardsTitled(await shepherd.messages(threadId), 'big-edit')[0]?.card?.resolved).toBeUndefined();
 
     const before = app.llm.requests.length;
@@ -105,7 +105,7 @@ describe('edit then approve (playground, scripted LLM)', () => {
     const approve = actionOf(startCard, 'Approve');
     expect((await shepherd.click(threadId, startCard?.id ?? '', approve, 'bob')).status).toBe(200);
     const deadline = Date.now() + 20_000;
-    while ((await shepherd.app.features.runs.service.findRun('crashy')).status !== 'failed') {
+    while ((await shepherd.app.features.runs.find('crashy')).status !== 'failed') {
       if (Date.now() > deadline) throw new Error('crashy did not fail');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }

@@ -34,7 +34,7 @@ describe('reject with a reason (playground, scripted LLM)', () => {
     expect(form.title).toBe('Reject');
     expect(form.fields).toEqual([expect.objectContaining({ id: 'reason', optional: true })]);
     // Opening the form decided nothing.
-    expect((await shepherd.app.features.runs.service.findRun('big-run')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('big-run')).status).toBe('pending_approval');
 
     const before = app.llm.requests.length;
     app.agentSteps.push({ text: 'revised: 1 GPU, bf16' });
@@ -48,7 +48,7 @@ describe('reject with a reason (playground, scripted LLM)', () => {
     expect(cardsTitled(after, 'big-run')[0]?.card?.resolved).toMatch(
       /^Rejected by bob at \d\d:\d\d UTC: use 1 GPU and bf16$/,
     );
-    expect((await shepherd.app.features.runs.service.findRun('big-run')).status).toBe('rejected');
+    expect((await shepherd.app.features.runs.find('big-run')).status).toBe('rejected');
     const next = app.llm.requests.slice(before).map((request) => request.lastUserText ?? '');
     expect(next.some((text) => text.includes('rejected by bob: use 1 GPU and bf16'))).toBe(true);
   }, 90_000);

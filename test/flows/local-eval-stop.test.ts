@@ -78,7 +78,7 @@ describe('stop during a local --eval (playground, local executor)', () => {
     const card = cardsTitled(messages, ': local-eval-stop')[0];
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const { id } = await shepherd.app.features.runs.service.findRun('local-eval-stop');
+    const { id } = await shepherd.app.features.runs.find('local-eval-stop');
     const metaOf = () =>
       JSON.parse(readFileSync(join(shepherd.dataDir, 'runs', id, 'meta.json'), 'utf8')) as {
         status: string;

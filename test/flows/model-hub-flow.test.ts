@@ -176,7 +176,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       `@shepherd run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
     );
     await approveRun(threadId, 'tiny-sft');
-    runId = (await shepherd.app.features.runs.service.findRun('tiny-sft')).id;
+    runId = (await shepherd.app.features.runs.find('tiny-sft')).id;
     // Training exited 0 and the eval command waits for the release: the run is `evaluating`.
     await until(() => metaOf(shepherd.dataDir, runId).status === 'evaluating', 'status evaluating');
     await shepherd.waitForMessages(threadId, (all) =>
@@ -435,7 +435,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       ),
     );
     await approveRun(threadId, 'tiny-sft-lr');
-    const forkId = (await shepherd.app.features.runs.service.findRun('tiny-sft-lr')).id;
+    const forkId = (await shepherd.app.features.runs.find('tiny-sft-lr')).id;
     await until(() => metaOf(shepherd.dataDir, forkId).status === 'completed', 'the fork completed');
     const output = readFileSync(join(shepherd.dataDir, 'runs', forkId, 'output.log'), 'utf8');
     expect(output).toContain('resumed from step 2');
@@ -509,7 +509,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       (all) => cardsTitled(all, 'tiny-bad-eval: evaluation failed').length > 0,
       60_000,
     );
-    const id = (await shepherd.app.features.runs.service.findRun('tiny-bad-eval')).id;
+    const id = (await shepherd.app.features.runs.find('tiny-bad-eval')).id;
     const meta = metaOf(shepherd.dataDir, id);
     expect(meta.status).toBe('completed');
     expect(meta.evaluation?.status).toBe('failed');

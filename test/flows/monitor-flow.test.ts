@@ -188,7 +188,7 @@ describe('monitoring in the thread', () => {
       /could not be parsed/,
     );
     expect(cards(messages, 'Approve script change')).toHaveLength(0);
-    const run = await shepherd.app.features.runs.service.findRun('garbage');
+    const run = await shepherd.app.features.runs.find('garbage');
     expect(readFileSync(join(dataDir, 'runs', run.id, 'train.py'), 'utf8')).toBe(crashing(64));
     expect(llm.requests).toHaveLength(2); // one answer, one retry, nothing more
     llm.setHandler(undefined);
@@ -205,7 +205,7 @@ describe('monitoring in the thread', () => {
     llm.enqueue(proposal(1));
     const threadId = await shepherd.mention('run crashing.py --gpus 0', 'alice');
     await approveLatest(shepherd, threadId, 'crashing', 1);
-    const run = await shepherd.app.features.runs.service.findRun('crashing');
+    const run = await shepherd.app.features.runs.find('crashing');
 
     for (let fix = 1; fix <= 3; fix += 1) {
       if (fix < 3) llm.enqueue(proposal(fix + 1));
@@ -256,12 +256,9 @@ describe('monitoring in the thread', () => {
     expect(steps[stepsBefore]).toBe(21);
     expect(steps.at(-1)).toBe(40);
     const deadline = Date.now() + 10_000;
-    while (
-      (await shepherd.app.features.runs.service.findRun(run.id)).status !== 'completed' &&
-      Date.now() < deadline
-    ) {
+    while ((await shepherd.app.features.runs.find(run.id)).status !== 'completed' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect((await shepherd.app.features.runs.service.findRun(run.id)).status).toBe('completed');
+    expect((await shepherd.app.features.runs.find(run.id)).status).toBe('completed');
   }, 180_000);
 });

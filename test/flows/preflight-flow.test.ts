@@ -47,7 +47,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued') {
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
       }
@@ -72,7 +72,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
         (m) => m.text === 'Running a short CPU pre-flight of pf-ok before the approval card…',
       ),
     );
-    const run = await shepherd.app.features.runs.service.findRun('pf-ok');
+    const run = await shepherd.app.features.runs.find('pf-ok');
     expect(run.status).toBe('pending_approval');
     // The pre-flight ran in a scratch directory: the run has no metrics until it is approved.
     expect(metricSteps(shepherd.dataDir, run.id)).toEqual([]);
@@ -116,7 +116,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
 
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
     const done = await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('pf-gpu');
+      const meta = await shepherd.app.features.runs.find('pf-gpu');
       return meta.status === 'completed' || meta.status === 'failed' ? meta : undefined;
     }, 'pf-gpu ended');
     // On its GPU (CUDA_VISIBLE_DEVICES=0 here) the script runs to the end.

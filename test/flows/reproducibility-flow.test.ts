@@ -104,7 +104,7 @@ describe('status --full shows what a launch needs to be reproduced', () => {
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((message) => /repro is running/.test(message.text)),
     );
-    const meta = await shepherd.app.features.runs.service.findRun('repro');
+    const meta = await shepherd.app.features.runs.find('repro');
     const runDir = join(shepherd.dataDir, 'runs', meta.id);
     const recordFile = join(runDir, 'launch-records', 'launch-1.json');
     const record = await until(async () => {

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { botMessages, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type MonitoredFlow, startMonitoredFlow } from '../helpers/monitored-flow.js';

@@ -46,7 +46,7 @@ describe('Slack App Home and /shepherd help', () => {
   }, 60_000);
 
   afterAll(async () => {
-    for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+    for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -54,7 +54,7 @@ describe('Slack App Home and /shepherd help', () => {
     await slack?.close();
   });
 
-  const findRun = (name: string) => shepherd.app.features.runs.service.findRun(name);
+  const findRun = (name: string) => shepherd.app.features.runs.find(name);
 
   const publishesFor = (userId: string) =>
     slack.callsTo('views.publish').filter((call) => call.params.user_id === userId).length;

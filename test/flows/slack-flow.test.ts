@@ -123,7 +123,7 @@ describe('Slack over Socket Mode → real core', () => {
 
   afterAll(async () => {
     if (shepherd !== undefined) {
-      for (const run of await shepherd.app.features.runs.service.listRuns()) {
+      for (const run of await shepherd.app.features.runs.list()) {
         if (run.status === 'running' || run.status === 'queued') {
           await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
         }
@@ -468,7 +468,7 @@ describe('Slack over Socket Mode → real core', () => {
     );
     expect(ephemeral.params).toMatchObject({ channel: 'C6', thread_ts: threadTs });
     expect(String(ephemeral.params.text)).toMatch(/approver/i);
-    expect((await shepherd.app.features.runs.service.findRun('slack-run')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('slack-run')).status).toBe('pending_approval');
     expect(blocksOf(emulator.messages.get(card.ts)?.blocks).some((block) => block.type === 'actions')).toBe(
       true,
     );
@@ -485,7 +485,7 @@ describe('Slack over Socket Mode → real core', () => {
     expect(blocksOf(updated?.blocks).some((block) => block.type === 'actions')).toBe(false);
     expect(updated === undefined ? '' : shown(updated)).toMatch(/Approved by Bob Builder at \d{2}:\d{2} UTC/);
     await until(() => findInThread('C6', threadTs, /slack-run.*running/), 'the running notice', 20_000);
-    expect((await shepherd.app.features.runs.service.findRun('slack-run')).status).toBe('running');
+    expect((await shepherd.app.features.runs.find('slack-run')).status).toBe('running');
   });
 });
 

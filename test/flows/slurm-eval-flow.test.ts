@@ -138,7 +138,7 @@ describe.skipIf(!slurmAvailable)(
       await shepherd.waitForMessages(threadId, (all) =>
         botSaid(all, new RegExp(`${name} is running on Slurm`)),
       );
-      const meta = await shepherd.app.features.runs.service.findRun(name);
+      const meta = await shepherd.app.features.runs.find(name);
       expect(meta.jobId).toMatch(/^\d+$/);
       jobs.add(meta.jobId ?? '');
       return { threadId, runId: meta.id };

@@ -153,7 +153,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     },
     async stop() {
       // Runs outlive the bot by design, so a test ends the processes its app launched (by pid) first.
-      const launched = options.keepState ? [] : await app.features.runs.service.listRuns().catch(() => []);
+      const launched = options.keepState ? [] : await app.features.runs.list().catch(() => []);
       await app.stop();
       if (!options.keepState) {
         await endProcessGroups(launchedGroups(launched));

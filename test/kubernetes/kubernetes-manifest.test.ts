@@ -12,7 +12,7 @@ import {
   parseKubernetesWatchTarget,
   templateHash,
 } from '../../src/runs/kubernetes/kubernetes-job-manifest.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
 const FILES: JobFiles = {

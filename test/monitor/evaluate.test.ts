@@ -7,7 +7,7 @@ import { DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
 import type { TickContext } from '../../src/monitor/tick-context.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 
 /*
  * Issue 16 seam 3: the monitor tick's evaluation is a function of (state, new lines, process state, now),

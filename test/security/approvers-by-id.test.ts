@@ -56,7 +56,7 @@ describe('a spoofed display name cannot approve (real Bolt and discord.js agains
     await slack.waitForSocket();
   }, 60_000);
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -65,7 +65,7 @@ describe('a spoofed display name cannot approve (real Bolt and discord.js agains
     await discord.close();
   });
 
-  const status = async (name: string) => (await shepherd.app.features.runs.service.findRun(name)).status;
+  const status = async (name: string) => (await shepherd.app.features.runs.find(name)).status;
 
   it('on Slack: refused privately, then the real approver approves', async () => {
     const mention = messageEvent({

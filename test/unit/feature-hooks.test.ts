@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { createHookBoard } from '../../src/app/feature-hooks.js';
 import type { Approval, Decision } from '../../src/approvals/approval-store.js';
 import { ServiceError } from '../../src/errors.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
 const started = { type: 'run-started', meta: testRunMeta('r-1'), message: 'started' } as RunEvent;

@@ -1,6 +1,6 @@
 import type { ChatUser } from '../../bot/chat-adapter.js';
 import { ToolPolicyError } from '../../errors.js';
-import type { RunMeta } from '../../runs/run-types.js';
+import type { RunMeta } from '../../runs/records/run-types.js';
 import { MUTABLE_DETECTORS, type Mute } from '../policy-checks.js';
 import { type AlertPolicyStore, MAX_RULES_PER_RUN, normaliseDetector } from './alert-policy.js';
 import { formatDurationShort, parseDuration, parseRuleSpec, RuleParseError } from './alert-rules.js';

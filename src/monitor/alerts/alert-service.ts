@@ -10,13 +10,13 @@ import { DecisionRecordError, errorMessage, ServiceError } from '../../errors.js
 import type { Logger } from '../../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../../queue/jobs.js';
 import { createLeases } from '../../redis/lease.js';
-import { kindLabel } from '../../runs/checkpoint-entries.js';
-import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
-import type { RunAccess } from '../../runs/run-access.js';
-import type { RunOperations } from '../../runs/run-operation-types.js';
-import type { RunService } from '../../runs/run-service.js';
-import type { RunMeta } from '../../runs/run-types.js';
-import type { RunsFacade } from '../../runs/runs-facade.js';
+import { kindLabel } from '../../runs/checkpoints/checkpoint-entries.js';
+import type { CheckpointHistory } from '../../runs/checkpoints/checkpoint-history.js';
+import type { RunService } from '../../runs/lifecycle/run-service.js';
+import type { RunOperations } from '../../runs/operations/operation-types.js';
+import type { RunAccess } from '../../runs/operations/run-access.js';
+import type { RunMeta } from '../../runs/records/run-types.js';
+import type { RunQueries } from '../../runs/run-queries.js';
 import type { IncidentSink, Monitor } from '../monitor-types.js';
 import type { Incident } from '../types.js';
 import {
@@ -60,7 +60,7 @@ interface AlertServiceOptions {
   prefix: string;
   monitor: Monitor;
   runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   operations: RunOperations;
   notifier: IdempotentNotifier;
   provider: LlmProvider;
@@ -176,7 +176,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
       });
     }
     const png = await chartFor(meta.name, meta.id, incident.metrics, incident.highlightSteps);
-    const checkpointStep = await options.runs
+    const checkpointStep = await options.queries
       .status(meta.id)
       .then((report) => report.resume?.step ?? undefined)
       .catch(() => undefined);
@@ -219,7 +219,7 @@ export function createAlertService(options: AlertServiceOptions): AlertService {
   /** Stop and Fix are checked before the click is recorded, so a refused click leaves the card for someone allowed. */
   async function refusal(alert: Alert, action: InboundAction, verb: AlertVerb): Promise<string | undefined> {
     if (verb === 'ack' || options.access === undefined) return undefined;
-    const meta = await options.runs.findRun(alert.runId);
+    const meta = await options.queries.find(alert.runId);
     return options.access.refusal(meta, action.user, action.threadId, verb, 'button');
   }
 

@@ -5,11 +5,10 @@ import type { ChatUser } from '../../bot/chat-adapter.js';
 import type { Notifier } from '../../bot/notifier.js';
 import { definedOnly } from '../../defined-only.js';
 import { errorMessage } from '../../errors.js';
-import type { CheckpointHistory } from '../../runs/checkpoint-history.js';
-import type { RunOperations } from '../../runs/run-operation-types.js';
-import type { RunService } from '../../runs/run-service.js';
-import type { RunMeta } from '../../runs/run-types.js';
-import type { RunsFacade } from '../../runs/runs-facade.js';
+import type { CheckpointHistory } from '../../runs/checkpoints/checkpoint-history.js';
+import type { RunOperations } from '../../runs/operations/operation-types.js';
+import type { RunMeta } from '../../runs/records/run-types.js';
+import type { RunQueries } from '../../runs/run-queries.js';
 import { codeBlock } from '../../text/code-block.js';
 import { redactedHead } from '../../text/redact.js';
 import type { Monitor } from '../monitor-types.js';
@@ -31,8 +30,7 @@ interface AlertTriageOptions {
   redis: Redis;
   prefix: string;
   monitor: Pick<Monitor, 'snapshot'>;
-  runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   operations: RunOperations;
   notifier: Notifier;
   provider: LlmProvider;
@@ -57,8 +55,8 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
 
   /** What the model is shown: the run, its process, its script, and which detector fired on what. */
   async function snapshotOf(alert: Alert, meta: RunMeta): Promise<TriageSnapshot> {
-    const processState = (await options.facade.processState(meta)) ?? { kind: 'unknown' as const };
-    const script = await options.facade.readScript(meta.id).catch(() => undefined);
+    const processState = (await options.queries.processState(meta)) ?? { kind: 'unknown' as const };
+    const script = await options.queries.readScript(meta.id).catch(() => undefined);
     const incident = { ...incidentOfAlert(alert), runId: meta.id };
     return options.monitor.snapshot({ meta, processState, incident, ...definedOnly({ script }) });
   }
@@ -101,7 +99,7 @@ export function createAlertTriage(options: AlertTriageOptions): AlertTriage {
   }
 
   async function run(alert: Alert, askedBy: ChatUser): Promise<void> {
-    const meta = await options.runs.findRun(alert.runId);
+    const meta = await options.queries.find(alert.runId);
     const used = await autofixCount(meta.id);
     if (used >= options.maxAutofix) {
       await notifier.post(

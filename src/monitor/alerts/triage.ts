@@ -3,7 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { RUN_FILES } from '../../runs/run-files.js';
+import { RUN_FILES } from '../../runs/records/run-files.js';
 import { renderTriageSnapshot, type TriageSnapshot } from '../triage-snapshot.js';
 
 /**

@@ -13,9 +13,9 @@ import type {
   PlacementRequest,
   ProcessState,
 } from '../executor.js';
-import { RUN_FILES } from '../run-files.js';
-import { appendRunFile } from '../run-store.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import { appendRunFile } from '../records/run-store.js';
+import type { RunMeta } from '../records/run-types.js';
 import { createHfJobsClient, type HfJob, type HfJobsClient } from './hfjobs-client.js';
 import { createHardwareCatalog, type HardwareCatalog, type HfFlavor, pickFlavor } from './hfjobs-hardware.js';
 import { createHfJobSpecBuilder } from './hfjobs-job-spec.js';

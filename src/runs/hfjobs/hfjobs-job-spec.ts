@@ -3,8 +3,8 @@ import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { RunError } from '../../errors.js';
 import { evaluationLines } from '../evaluation-script.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import type { HfJobSpec } from './hfjobs-client.js';
 
 /**

@@ -1,10 +1,10 @@
 import { appendFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
-import { writeFileAtomic } from '../atomic-file.js';
 import { evaluationFileSchema, modelFileSchema, readEvaluationFile } from '../evaluation-files.js';
 import { EVALUATION_MARKER } from '../evaluation-script.js';
-import { RUN_FILES } from '../run-files.js';
+import { writeFileAtomic } from '../records/atomic-file.js';
+import { RUN_FILES } from '../records/run-files.js';
 
 /**
  * An HF job's files never reach Shepherd, so what the other backends leave in the run directory comes

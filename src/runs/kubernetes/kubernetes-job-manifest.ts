@@ -12,7 +12,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Config } from '../../config/config.js';
 import { evaluationLines, shellQuote } from '../evaluation-script.js';
-import type { RunMeta } from '../run-types.js';
+import type { RunMeta } from '../records/run-types.js';
 import { hoursLeft } from '../time-limit.js';
 
 /**
