@@ -45,6 +45,7 @@ export function createHubFeature(
     controlQueue: base.controlQueue,
     runs,
     recordHubPush: (runId, push) => runs.service.recordHubPush(runId, push),
+    settleLaunchRecords: runs.settleLaunchRecords,
     summarise: async (meta) => {
       if (modelReady === undefined) throw new Error('the model summaries are not ready');
       return modelReady.summarise(meta);

@@ -67,7 +67,15 @@ interface HubPushServiceOptions {
   logger: Logger;
   /** Minimum time between two edits of the progress line (default 5 s). */
   progressEveryMs?: number;
+  /**
+   * Waits (at most `waitMs`) for launch records still being captured, so the model card carries the
+   * environment probe of a run that finished before its probe did (a short run, a slow `pip freeze`).
+   */
+  settleLaunchRecords?: (waitMs: number) => Promise<void>;
 }
+
+/** How long a push waits for a launch record's environment probe (the probe itself is bounded at 60 s). */
+const LAUNCH_RECORD_WAIT_MS = 60_000;
 
 const auditLine = z.object({ to: z.string(), from: z.string().nullable().optional(), by: z.unknown() });
 const actor = z.object({ name: z.string() });
@@ -239,6 +247,7 @@ export function createHubPushService(options: HubPushServiceOptions): HubPushSer
       const meta = await pushable(subject.runId);
       const runDir = options.runs.runDirectory(meta.id);
       const files = await listModelFiles(meta.model?.path ?? '');
+      await options.settleLaunchRecords?.(LAUNCH_RECORD_WAIT_MS);
       const pushedAt = new Date().toISOString();
       const readme = modelCardReadme(meta, await options.summarise(meta), {
         ...(await provenanceOf(runDir)),

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -89,6 +89,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
   let threadId: string;
   let runId: string;
   let gitCommit: string;
+  let pythonDir: string;
 
   beforeAll(async () => {
     llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
@@ -106,6 +107,19 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     git('add', '.');
     git('commit', '-q', '-m', 'initial');
     gitCommit = git('rev-parse', 'HEAD').trim();
+    // The runs' interpreter answers the environment probe late, as a slow `pip freeze` does: the run ends,
+    // is pushed, and its model card must still carry the probe's answer (the push waits for it).
+    pythonDir = mkdtempSync(join(tmpdir(), 'shepherd-model-python-'));
+    const python = join(pythonDir, 'python3');
+    // The interpreter itself, not a shim that would look python3 up on PATH again (and find this one).
+    const realPython = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).trim();
+    writeFileSync(
+      python,
+      `#!/bin/sh\ncase "$1" in *shepherd_env_probe.py) sleep 8;; esac\nexec ${realPython} "$@"\n`,
+    );
+    chmodSync(python, 0o755);
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -119,6 +133,8 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
         SHEPHERD_HUB_TOKEN: 'hf_test_write_token',
         SHEPHERD_DATASETS_SERVER_URL: hub.url,
       },
+      // Runs find it first on PATH (their command is `python3 -u train.py`).
+      overrides: { runEnvironment: { ...process.env, PATH: `${pythonDir}:${process.env.PATH ?? ''}` } },
     });
   }, 60_000);
 
@@ -127,6 +143,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     await llm?.close();
     await hub?.close();
     rmSync(workspace, { recursive: true, force: true });
+    rmSync(pythonDir, { recursive: true, force: true });
   });
 
   async function approveRun(thread: string, name: string): Promise<void> {
