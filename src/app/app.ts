@@ -113,7 +113,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
   );
   web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
   ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
-  const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
+  const turns = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,
     redis,
@@ -125,7 +125,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     llmCalls,
     ops,
     pushEvent: spine.pushEvent,
-    ...createLifecycle({ config, logger, spine, features, processBatch }),
+    ...createLifecycle({ config, logger, spine, features, turns }),
   };
 }
 
@@ -220,7 +220,7 @@ function createLifecycle(options: {
   logger: Logger;
   spine: Spine;
   features: Features;
-  processBatch: ReturnType<typeof createAppTurns>;
+  turns: ReturnType<typeof createAppTurns>;
 }): Pick<App, 'start' | 'stop'> {
   const { config, logger, spine, features } = options;
   const { redis, ackRedis, prefix, ops, adapters, notifier, turnQueue, web } = spine;
@@ -237,8 +237,8 @@ function createLifecycle(options: {
       queue: turnQueue,
       prefix,
       inbox: spine.inbox,
-      processBatch: options.processBatch,
-      sessionKey: spine.sessions.historyKey,
+      processBatch: options.turns.processBatch,
+      lockedReads: options.turns.lockedReads,
       onBatchDropped: async (threadId, batch, error) => {
         await notifier
           .post(
