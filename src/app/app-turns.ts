@@ -81,7 +81,10 @@ export function createAppTurns(options: AppTurnsOptions) {
   const runAgent = createAgentRunner(options);
 
   /** The thread's stored history and state: from `values` (read with the lock) or afresh. */
-  async function readThread(threadId: string, values: readonly LockedValue[] | undefined) {
+  async function readThread(
+    threadId: string,
+    values: readonly LockedValue[] | undefined,
+  ): Promise<{ stored: ChatMessage[]; state: TurnState }> {
     if (values === undefined) {
       const [entries, model, summary] = await Promise.all([
         sessions.load(threadId),
@@ -90,6 +93,7 @@ export function createAppTurns(options: AppTurnsOptions) {
       ]);
       return { stored: entries, state: { model: allowedModel(model), summary } };
     }
+    // In the order of `lockedReads`.
     const [entries, model, summary, spendFields] = values;
     const state: TurnState = {
       model: allowedModel(typeof model === 'string' ? model : undefined),
