@@ -6,8 +6,8 @@
  *    thread (the playground message's server timestamp), over BENCH_INCIDENTS runs (default 20) at once,
  *    with the default monitor interval of 30 s and file wake-ups on (goals: p50 ≤ 2 s, p95 ≤ 5 s);
  *  incident_to_alert_timer_only_p50_s / _p95_s — the same with the timer only (SHEPHERD_MONITOR_MAX_EVALS_PER_S=0),
- *    the baseline: about half the interval.
- * Each run is healthy for a random 20–120 steps (0.05 s a step), so the NaN lands at a random point of the timer.
+ *    the baseline (up to an interval: the runs start together, so their NaNs share one phase of the timer).
+ * Each run is healthy for a random 20–120 steps (0.05 s a step) before its NaN.
  * Everything (Shepherd with role `all`, a scripted LLM that is never needed) runs in this process on real Redis.
  * Run: npx tsx bench/incident-to-alert.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379, and python3)
  * Env: BENCH_INCIDENTS (default 20), BENCH_INCIDENT_ROUNDS (default 3), BENCH_INCIDENT_TIMER=0 skips the
