@@ -111,7 +111,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     ...definedOnly({ extra: overrides.adapters }),
   });
   ops.watchRuns({ listRuns: () => features.runs.list(), allocator: features.runs.allocator });
-  const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
+  const turns = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,
     redis,
@@ -123,7 +123,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     features,
     ops,
     pushEvent: spine.pushEvent,
-    ...createLifecycle({ config, logger, spine, chat, features, processBatch }),
+    ...createLifecycle({ config, logger, spine, chat, features, turns }),
   };
 }
 
@@ -202,7 +202,7 @@ function createLifecycle(options: {
   spine: Spine;
   chat: ReturnType<typeof createAdapters>;
   features: Features;
-  processBatch: ReturnType<typeof createAppTurns>;
+  turns: ReturnType<typeof createAppTurns>;
 }): Pick<App, 'start' | 'stop'> {
   const { config, logger, spine, features } = options;
   const { redis, ackRedis, prefix, ops, notifier, turnQueue } = spine;
@@ -220,8 +220,8 @@ function createLifecycle(options: {
       queue: turnQueue,
       prefix,
       inbox: spine.inbox,
-      processBatch: options.processBatch,
-      sessionKey: spine.sessions.historyKey,
+      processBatch: options.turns.processBatch,
+      lockedReads: options.turns.lockedReads,
       onBatchDropped: async (threadId, batch, error) => {
         await notifier
           .post(

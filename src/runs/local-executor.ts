@@ -129,7 +129,7 @@ function gpuLabel(indices: readonly number[]): string {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Runs a training script as a local process group: `python -u shepherd_launcher.py N train.py`, which
+ * Runs a training script as a local process group: `python -S -u shepherd_launcher.py N train.py`, which
  * starts `python -u train.py` and writes `exit_status.json` when it ends.
  */
 export function createLocalExecutor(options: LocalExecutorOptions): Executor {
@@ -259,6 +259,9 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     // The deadline travels with the launcher, which enforces it even while the bot is down.
     const deadlineMs = Date.now() + hoursLeft(meta) * 3600 * 1000;
     const launcherArguments = [
+      // No site-packages for the launcher (it is stdlib only): its start-up sits between the Approve click
+      // and the script's first line, and `site` (every .pth file) is much of it. The script keeps its own.
+      '-S',
       '-u',
       path.join(runtime, LAUNCHER_FILE),
       String(launchNumber),

@@ -31,7 +31,7 @@ describe('turn dispatcher', () => {
       queue,
       prefix: keyPrefix,
       inbox,
-      sessionKey: (thread) => `${keyPrefix}:session:${thread}`,
+      lockedReads: (thread) => [{ key: `${keyPrefix}:session:${thread}`, kind: 'list' }],
       logger: createLogger('silent'),
       concurrency: 4,
       lockMs: 3000,
