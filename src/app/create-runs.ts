@@ -215,7 +215,10 @@ export async function createRunsRuntime(options: {
   });
   const launchCapture = launchCaptureFor(config, store, options.environment, logger, redis);
   const service = createRunService({
-    beforeLaunch: checkpoints.beforeLaunch,
+    beforeLaunch: async (meta) => {
+      await launchCapture.beforeSpawn(meta);
+      return checkpoints.beforeLaunch(meta);
+    },
     afterLaunch: launchCapture.capture,
     prepareRelaunch: checkpoints.prepareRelaunch,
     // Pinned checkpoints are only for resuming: nothing resumes a run that ended.

@@ -19,7 +19,14 @@ describe('a turn’s reads before its LLM call', () => {
   let seen: string[][] = [];
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi({ fallback: { text: 'noted' } });
+    // Each LLM request leaves a mark on the Redis wire as it arrives: where the MONITOR log's "before the
+    // LLM call" ends.
+    llm = await startScriptedOpenAi({
+      fallback: async () => {
+        await shepherd.app.redis.set(`${shepherd.prefix}:test-llm-request`, String(Date.now()));
+        return { text: 'noted' };
+      },
+    });
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -72,9 +79,9 @@ describe('a turn’s reads before its LLM call', () => {
     await new Promise((resolve) => setTimeout(resolve, 150));
 
     const lockAt = seen.findIndex((args) => args.includes(`${shepherd.prefix}:turn-lock:${threadId}`));
-    // The provider counts each HTTP request on the wire right before sending it.
+    // The scripted LLM server marks each request on the wire as it arrives.
     const llmCallAt = seen.findIndex(
-      (args, index) => index > lockAt && args.includes(`${shepherd.prefix}:llm-calls`),
+      (args, index) => index > lockAt && args.includes(`${shepherd.prefix}:test-llm-request`),
     );
     expect(lockAt).toBeGreaterThanOrEqual(0);
     expect(llmCallAt).toBeGreaterThan(lockAt);

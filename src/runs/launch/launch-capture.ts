@@ -24,14 +24,17 @@ import {
 } from './launch-record.js';
 
 /**
- * Captures a launch's reproducibility record beside the start, never before it: the launcher calls
- * `capture(meta)` once the run is running and does not wait. The command, arguments, seed and git state are
- * written first; the environment probe (`shepherd_env_probe.py` with the run's own interpreter and
+ * Captures a launch's reproducibility record beside the start: the launcher calls `beforeSpawn(meta)`,
+ * which reads the git state of the run's tree before the process can write into it (waiting at most
+ * `GIT_BEFORE_SPAWN_MS`), then `capture(meta)` once the run is running, without waiting. The command,
+ * arguments, seed and git state are written first; the environment probe (`shepherd_env_probe.py` with the run's own interpreter and
  * variables, so `pip freeze` lists the run's packages) fills in the rest within `timeoutMs`. Nothing here
  * can fail a launch: every failure ends as a note in the record and a log line.
  */
 
 const PROBE_FILE = 'shepherd_env_probe.py';
+/** How long a launch waits for `git status` of its tree (a huge repository must not hold the start). */
+const GIT_BEFORE_SPAWN_MS = 250;
 const PYTHON_WORD = /^python(?:3(?:\.\d+)?)?$/;
 
 interface LaunchCaptureOptions {
@@ -240,16 +243,42 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     const script =
       meta.scriptPath ?? (meta.command === undefined ? path.join(runDir, RUN_FILES.script) : undefined);
     const base = baseRecord(meta, script === undefined ? undefined : await sha256Of(script));
-    const git = meta.cwd === undefined ? undefined : await gitState(meta.cwd, options.timeoutMs);
+    const git = await (takeGitSnapshot(meta) ?? gitOf(meta));
     const hubRevisions = await resolvedRevisions(meta, script);
     const record: LaunchRecord = { ...base, ...definedOnly({ git, hubRevisions }) };
     await writeLaunchRecord(runDir, record);
     await writeLaunchRecord(runDir, { ...record, ...(await probe(meta, runDir)) });
   }
 
+  const gitOf = (meta: RunMeta) =>
+    meta.cwd === undefined ? Promise.resolve(undefined) : gitState(meta.cwd, options.timeoutMs);
+  // The tree as it was before the spawn, by run and launch (a script that writes into its cwd at once
+  // would otherwise show as a dirty tree).
+  const gitSnapshots = new Map<string, Promise<LaunchRecord['git']>>();
+  const snapshotKey = (meta: RunMeta) => `${meta.id}:${meta.launchCount}`;
+  function takeGitSnapshot(meta: RunMeta) {
+    const snapshot = gitSnapshots.get(snapshotKey(meta));
+    gitSnapshots.delete(snapshotKey(meta));
+    return snapshot;
+  }
+
   // Captures under way: stopping waits for them, so none writes into a run directory being removed.
   const underWay = new Set<Promise<void>>();
   return {
+    /** Reads the run's git state before its process starts; waits at most GIT_BEFORE_SPAWN_MS. */
+    async beforeSpawn(meta: RunMeta): Promise<void> {
+      if (meta.cwd === undefined) return;
+      const snapshot = gitOf(meta).catch(() => undefined);
+      // Only the newest launch of a run is kept (a launch that failed to spawn leaves its entry behind).
+      for (const key of gitSnapshots.keys()) if (key.startsWith(`${meta.id}:`)) gitSnapshots.delete(key);
+      gitSnapshots.set(snapshotKey(meta), snapshot);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        snapshot,
+        new Promise((resolve) => (timer = setTimeout(resolve, GIT_BEFORE_SPAWN_MS))),
+      ]);
+      clearTimeout(timer);
+    },
     /** Starts the capture of this launch and returns at once; failures are logged, never thrown. */
     capture(meta: RunMeta): void {
       const capturing = captureNow(meta).catch((error: unknown) =>
