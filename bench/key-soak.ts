@@ -14,12 +14,12 @@ import { createSessionStore } from '../src/agent/session-store.js';
 import type { Notifier } from '../src/bot/notifier.js';
 import { loadConfig } from '../src/config/config.js';
 import { createLogger } from '../src/logger.js';
-import { createAlertPolicyStore } from '../src/monitor/alert-policy.js';
-import type { AlertService } from '../src/monitor/alert-service.js';
+import { createAlertPolicyStore } from '../src/monitor/alerts/alert-policy.js';
+import type { AlertService } from '../src/monitor/alerts/alert-service.js';
 import { createMonitor } from '../src/monitor/monitor.js';
 import { createRunWatcher } from '../src/monitor/watch-runs.js';
-import type { RunMeta, RunStatus } from '../src/runs/run-types.js';
-import type { RunsFacade } from '../src/runs/runs-facade.js';
+import type { RunMeta, RunStatus } from '../src/runs/records/run-types.js';
+import type { RunQueries } from '../src/runs/run-queries.js';
 import { note, print } from './lib/output.js';
 import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
 
@@ -92,7 +92,7 @@ const watcher = createRunWatcher({
       run.status === 'running'
         ? { kind: 'alive' }
         : { kind: 'exited', exitCode: run.status === 'failed' ? 1 : 0 },
-  } as unknown as RunsFacade,
+  } as unknown as RunQueries,
   alerts: { onIncident: async () => true } as unknown as AlertService,
   notifier: { post: async () => ({ messageId: 'm' }) } as unknown as Notifier,
   postChart: async () => 'chart',

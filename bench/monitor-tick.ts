@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createMonitor } from '../src/monitor/monitor.js';
-import type { RunMeta } from '../src/runs/run-types.js';
+import type { RunMeta } from '../src/runs/records/run-types.js';
 import { testRunMeta } from '../test/helpers/run-meta.js';
 
 /** Benchmarks print `name=value` lines on stdout. */

@@ -2,13 +2,15 @@
  * How many runs one core can watch when they are evaluated as their lines arrive (issue 27). Prints:
  *  monitored_runs_per_core — BENCH_RUNS runs (default 300) whose metrics.jsonl grows by one healthy line a
  *    second (written by a separate Python process, so writing costs this process nothing), each woken by its
- *    file watch and evaluated by the real monitor tick (at most SHEPHERD_MONITOR_MAX_EVALS_PER_S = 2 a second):
+ *    file watch and evaluated by the monitor's woken evaluation, `monitor.wake` (at most
+ *    SHEPHERD_MONITOR_MAX_EVALS_PER_S = 2 a second; the timer's ticks, `tick_cpu_ms` per interval, come on top):
  *    runs ÷ (this process's CPU seconds per second). Goal ≥ 5,000 with no alert;
  *  redis_cpu_share — Redis server CPU (INFO cpu) over the same window, as a share of one core;
  *  evaluations_per_s, evaluation_cpu_ms — what the window did, and the CPU of one evaluation;
  *  alerts — incidents raised over the window (must be 0: the runs are healthy);
- *  idle_cpu_ms_per_run_hour — the same runs watched while their files do not change: what a quiet run
- *    costs between timer ticks (goal: nothing).
+ *  hold_end_cpu_ms_per_run — the commit that lets a run go once it has been quiet for 5 s (one per run);
+ *  idle_cpu_ms_per_run_hour — the same runs watched while their files do not change, after that: what a
+ *    quiet run costs between timer ticks (goal: nothing).
  * Run: npx tsx bench/monitored-runs.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379, and python3)
  * Env: BENCH_RUNS (default 300), BENCH_SECONDS (default 20).
  */
@@ -73,7 +75,10 @@ const wakeups = createRunWakeups({
   evaluate: async (runId) => {
     const meta = metas.get(runId);
     if (meta === undefined) return 'done';
-    const result = await monitor.tick(runId, meta, { kind: 'alive' });
+    // The production wake-up path (watch-runs.ts → monitor.wake): the run held in memory, new points only.
+    const result = await monitor.wake(runId, meta);
+    if (result === 'locked') return 'locked';
+    if (result === 'held-elsewhere') return 'done';
     evaluations += 1;
     alerts += result.incidents.length;
     return 'done';
@@ -97,6 +102,7 @@ async function window(durationS: number, writing: boolean) {
   return {
     wallS,
     cpuS: (cpu.user + cpu.system) / 1e6,
+    systemS: cpu.system / 1e6,
     redisCpuS: (await redisCpuSeconds()) - redisBefore,
     evaluations: evaluations - evaluationsBefore,
   };
@@ -120,17 +126,23 @@ try {
   print('evaluations_per_s', busy.evaluations / busy.wallS);
   print('evaluation_cpu_ms', (busy.cpuS * 1000) / Math.max(1, busy.evaluations));
   print('alerts', alerts);
+  note(`of which system (kernel) CPU: ${((100 * busy.systemS) / busy.cpuS).toFixed(0)} %`);
   note('the same runs, files unchanged');
   // Wait out the wake-ups of the last lines first.
   for (let last = -1; last !== evaluations; ) {
     last = evaluations;
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
+  // A held run is committed and let go 5 s after its last wake-up (monitor-holds.ts): that one commit per
+  // quiet run is a cost of the busy period, measured apart so the idle window shows what a quiet run costs.
+  const settling = await window(7, false);
+  print('hold_end_cpu_ms_per_run', (settling.cpuS * 1000) / runCount);
   const idle = await window(Math.min(10, seconds), false);
   print('idle_cpu_ms_per_run_hour', ((idle.cpuS * 1000) / idle.wallS / runCount) * 3600);
   print('idle_evaluations', idle.evaluations);
 } finally {
   await wakeups.close();
+  await monitor.endHolds();
   const keys = await redis.keys(`${prefix}:*`);
   if (keys.length > 0) await redis.del(...keys);
   redis.disconnect();

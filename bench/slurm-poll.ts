@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../src/config/config.js';
 import { createLogger } from '../src/logger.js';
-import type { RunMeta } from '../src/runs/run-types.js';
+import type { RunMeta } from '../src/runs/records/run-types.js';
 import { createRunCommand, type RunCommand } from '../src/runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from '../src/runs/slurm/slurm-executor.js';
 

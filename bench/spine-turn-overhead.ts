@@ -11,8 +11,10 @@
  * sample is a new thread, sent only once the previous turn has finished and the queues are idle.
  * Run: npx tsx bench/spine-turn-overhead.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
  *  turn_pickup_p50_ms / turn_runner_p50_ms / turn_llm_client_p50_ms — where the time goes: accept → the
- *    worker took the job (BullMQ's processedOn: the dispatcher's add and the worker's pick-up); job taken → the provider starts its HTTP call (thread lock,
- *    batch claim, command check, history load, prompt); provider call → request arrived (SDK + HTTP).
+ *    worker took the job (BullMQ's processedOn: the dispatcher's add and the worker's pick-up); job taken → the provider starts its HTTP call (one round
+ *    trip for the thread lock, the batch and the turn's reads: session, model, summary, LLM spend; then the
+ *    command check and the prompt); provider call → request arrived (SDK + HTTP, and the scripted server
+ *    reading and parsing the ~30 kB body in this same process).
  * Env: BENCH_TURN_SAMPLES (default 200), BENCH_TURN_HTTP_SAMPLES (default 100).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -126,7 +128,7 @@ async function probeHttp(index: number): Promise<number> {
   const marker = `probe-h${index}`;
   const arrived = arrival(marker);
   const t0 = Date.now();
-  const response = await fetch(`${app.web.address().url}/api/messages`, {
+  const response = await fetch(`${app.playground.address().url}/api/messages`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ channel, user: 'alice', text: `@shepherd ${marker}` }),

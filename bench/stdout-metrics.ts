@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createMonitor } from '../src/monitor/monitor.js';
-import type { RunMeta } from '../src/runs/run-types.js';
+import type { RunMeta } from '../src/runs/records/run-types.js';
 import { createStdoutParser, createStdoutParseState } from '../src/runs/stdout-metrics/stdout-parser.js';
 import { testRunMeta } from '../test/helpers/run-meta.js';
 

@@ -62,7 +62,7 @@ try {
   const approve = card.card?.actions?.find((action) => action.label === 'Approve');
   const clicked = await app.click(threadId, card.id, approve?.actionId ?? '', 'bob');
   if (clicked.status !== 200) throw new Error(`approve answered ${clicked.status}`);
-  const run = await service.findRun('relaunch-bench');
+  const run = await app.app.features.runs.find('relaunch-bench');
   const runDir = join(app.dataDir, 'runs', run.id);
   const metrics = join(runDir, 'metrics.jsonl');
   const checkpoints = join(runDir, 'checkpoints.jsonl');
@@ -71,7 +71,7 @@ try {
   for (let sample = 1; sample <= samples; sample++) {
     const meta = await until(
       async () => {
-        const current = await service.findRun(run.id);
+        const current = await app.app.features.runs.find(run.id);
         return current.status === 'running' && current.launchCount === sample ? current : undefined;
       },
       60_000,
@@ -87,7 +87,7 @@ try {
     // The dead process writes nothing more: the first line after this offset is the new launch's.
     await until(() => (fileSize(metrics) > before ? true : undefined), 60_000, 'the first new step');
     const firstStepAt = Date.now();
-    const relaunched = await service.findRun(run.id);
+    const relaunched = await app.app.features.runs.find(run.id);
     const spawnedAt = Date.parse(relaunched.startedAt ?? '');
     totals.push((firstStepAt - killedAt) / 1000);
     startups.push((firstStepAt - spawnedAt) / 1000);
@@ -98,7 +98,7 @@ try {
   print('script_startup_s', quantile(startups, 0.5));
   print('time_to_relaunch_max_s', Math.max(...totals));
 } finally {
-  for (const meta of await service.listRuns()) {
+  for (const meta of await app.app.features.runs.list()) {
     if (meta.status === 'running') await service.stop(meta.id, 'system');
   }
   await app.stop();

@@ -9,7 +9,8 @@ import { folderOf, packageName, readGraph, type SourceFileInfo } from './import-
  *     directly in src/ are shared ground and exempt;
  * (c) nothing outside src/app/ and src/cli/ imports a composition root (src/app/app.ts, features.ts, main.ts);
  *     src/app/ is where the app is composed (the roots and the per-feature factories), the CLI composes it too;
- * (d) one door into runs/: outside src/runs/ only composition roots import the run store or the executors;
+ * (d) one door into runs/: outside src/runs/ only composition roots import the run store, the executors, the
+ *     reports behind `RunQueries` or the life cycle's inner parts; readers use `RunQueries` (run-queries.ts);
  * (e) no two rooms (top-level folders under src/, subfolders counted in: src/bot/web is in src/bot) import
  *     each other, so a subfolder cannot carry a cycle between rooms that (b) would not see;
  * (f) no import cycle between files (type-only imports count: they tie the files' meaning together).
@@ -33,6 +34,7 @@ export const SHEPHERD_RULES: BoundaryRules = {
   sourceRoot: 'src',
   ports: [
     'src/bot/chat-adapter.ts',
+    'src/bot/runs-directory.ts',
     'src/agent/llm-provider.ts',
     'src/runs/executor.ts',
     'src/tools/tool-call.ts',
@@ -44,7 +46,18 @@ export const SHEPHERD_RULES: BoundaryRules = {
   // src/app/ holds the roots and the per-feature factories features.ts composes; they wire stores and executors too.
   compositionFolders: ['src/cli', 'src/app'],
   runsFolder: 'src/runs',
-  runsInternals: ['src/runs/run-store.ts', 'src/runs/local-executor.ts', 'src/runs/slurm/slurm-executor.ts'],
+  runsInternals: [
+    'src/runs/records/run-store.ts',
+    'src/runs/local-executor.ts',
+    'src/runs/slurm/slurm-executor.ts',
+    'src/runs/run-reports.ts',
+    'src/runs/lifecycle/run-transitions.ts',
+    'src/runs/lifecycle/run-launcher.ts',
+    'src/runs/lifecycle/run-endings.ts',
+    'src/runs/lifecycle/run-actions.ts',
+    'src/runs/lifecycle/run-creation.ts',
+    'src/runs/lifecycle/run-lock.ts',
+  ],
 };
 
 function inside(path: string, folder: string): boolean {
@@ -180,7 +193,9 @@ function doorViolations(files: SourceFileInfo[], rules: BoundaryRules): string[]
         found.push(`${file.path} imports the composition root ${edge.target}`);
       }
       if (rules.runsInternals.includes(edge.target) && !inside(file.path, rules.runsFolder)) {
-        found.push(`${file.path} reaches behind the runs door: ${edge.target} (use the runs facade)`);
+        found.push(
+          `${file.path} reaches behind the runs door: ${edge.target} (read through RunQueries, src/runs/run-queries.ts)`,
+        );
       }
     }
   }

@@ -32,7 +32,9 @@ type ServiceErrorCode =
   /** Not a `platform:channel:thread` id; no attempt can fix it. */
   | 'thread_invalid'
   /** Another process is delivering the same alert right now. */
-  | 'delivery_in_progress';
+  | 'delivery_in_progress'
+  /** A feature hook asked for before the features were composed (a bug in start-up order). */
+  | 'not_ready';
 
 /** A piece of Shepherd's own plumbing failed (Redis, the adapter table, thread ids, a delivery). */
 export class ServiceError extends BotError<ServiceErrorCode> {

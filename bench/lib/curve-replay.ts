@@ -1,7 +1,8 @@
 import { appendFile, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Redis } from 'ioredis';
-import { createMonitor, type MonitorOptions } from '../../src/monitor/monitor.js';
+import { createMonitor } from '../../src/monitor/monitor.js';
+import type { MonitorOptions } from '../../src/monitor/monitor-types.js';
 import type { Incident } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import { testRunMeta } from '../../test/helpers/run-meta.js';

@@ -1,4 +1,4 @@
-import { redactSecrets } from '../text/redact.js';
+import { redactRepeated, redactSecrets } from '../text/redact.js';
 import type { LlmProvider, LlmRequest } from './llm-provider.js';
 import type { ChatMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';
@@ -39,7 +39,11 @@ function redactMessage(message: ChatMessage): ChatMessage {
 }
 
 function redactLlmRequest(request: LlmRequest): LlmRequest {
-  return { ...request, system: redactSecrets(request.system), messages: request.messages.map(redactMessage) };
+  return {
+    ...request,
+    system: redactRepeated(request.system),
+    messages: request.messages.map(redactMessage),
+  };
 }
 
 export function createRedactingProvider(inner: LlmProvider): LlmProvider {

@@ -17,6 +17,17 @@ const summarySchema = z.object({
 });
 export type SessionSummary = z.infer<typeof summarySchema>;
 
+/** A stored summary (its key's raw value); `undefined` when absent or unreadable. */
+export function parseSummary(raw: string | undefined): SessionSummary | undefined {
+  if (raw === undefined) return undefined;
+  try {
+    const parsed = summarySchema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A cancel request stays valid this long; a turn that never reaches a tool boundary must not keep it. */
 const CANCEL_TTL_S = 600;
 
@@ -56,14 +67,7 @@ export function createThreadState(options: { redis: Redis; prefix: string }): Th
       else await redis.set(modelKey(threadId), model, 'EX', THREAD_KEEP_S);
     },
     async summary(threadId) {
-      const raw = await redis.get(summaryKey(threadId));
-      if (raw === null) return undefined;
-      try {
-        const parsed = summarySchema.safeParse(JSON.parse(raw));
-        return parsed.success ? parsed.data : undefined;
-      } catch {
-        return undefined;
-      }
+      return parseSummary((await redis.get(summaryKey(threadId))) ?? undefined);
     },
     async compact(threadId, summary, dropCount) {
       const multi = redis.multi().set(summaryKey(threadId), JSON.stringify(summary), 'EX', THREAD_KEEP_S);

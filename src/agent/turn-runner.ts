@@ -1,13 +1,22 @@
 import type { Logger } from '../logger.js';
-import type { Batch, InboxItem } from '../queue/turn-inbox.js';
+import type { Batch, InboxItem, LockedValue } from '../queue/turn-inbox.js';
 import { redactedHead } from '../text/redact.js';
 import type { ChatMessage, UserMessage } from './messages.js';
 import { untrustedBlock } from './untrusted.js';
 
-/** What the turn runner needs from the outside world; everything is injected. */
-interface TurnRunnerDependencies {
-  /** The thread's history; `prefetched` holds its raw entries when they were read with the batch. */
-  loadHistory(threadId: string, prefetched?: string[]): Promise<ChatMessage[]>;
+/**
+ * What the turn runner needs from the outside world; everything is injected. `State` is what the agent
+ * turn needs besides the history (the thread's model, summary, budget), loaded with it.
+ */
+interface TurnRunnerDependencies<State> {
+  /**
+   * The thread's history and state; `values` holds what the turn worker read with the lock and the batch
+   * (turn-worker.ts), absent when they must be read afresh.
+   */
+  loadHistory(
+    threadId: string,
+    values: readonly LockedValue[] | undefined,
+  ): Promise<{ history: ChatMessage[]; state: State }>;
   /** Posts into a thread; `key` makes a repeat after a crash a no-op. */
   postOnce(key: string, threadId: string, text: string): Promise<{ messageId: string }>;
   /** What an earlier `postOnce` with this key posted, if it did. */
@@ -27,6 +36,7 @@ interface TurnRunnerDependencies {
   runAgent(options: {
     threadId: string;
     history: ChatMessage[];
+    state: State;
     actor: { id: string; name: string };
     onProgress: (status: string) => void;
   }): Promise<{ reply: string; newMessages: ChatMessage[] }>;
@@ -46,15 +56,20 @@ interface TurnRunnerDependencies {
  * Handles one batch of a thread's inbox: plain commands are answered directly, everything else goes to
  * one agent turn whose progress is shown in a single status message, edited at most once a second.
  */
-export function createTurnRunner(dependencies: TurnRunnerDependencies) {
+export function createTurnRunner<State>(dependencies: TurnRunnerDependencies<State>) {
   const { logger } = dependencies;
   const statusIntervalMs = dependencies.statusIntervalMs ?? 1000;
   const inlineReplyLimit = dependencies.inlineReplyLimit ?? 1800;
   const now = dependencies.now ?? Date.now;
   const statusDelayMs = dependencies.statusDelayMs ?? 700;
 
-  return async function processBatch(threadId: string, batch: Batch, prefetched?: string[]): Promise<void> {
+  return async function processBatch(
+    threadId: string,
+    batch: Batch,
+    values?: readonly LockedValue[],
+  ): Promise<void> {
     const sessionMessages: ChatMessage[] = [];
+    let commandRan = false;
     const forAgent: UserMessage[] = [];
     let actor = { id: 'system', name: 'system' };
 
@@ -74,6 +89,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       sessionMessages.push(message);
       const commandReply = await dependencies.tryCommand(threadId, item);
       if (commandReply !== undefined) {
+        commandRan = true;
         if (commandReply.length > 0) {
           await dependencies
             .postOnce(`${batch.batchId}:command:${index}`, threadId, commandReply)
@@ -98,7 +114,8 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
         batch.batchId,
         sessionMessages,
         actor,
-        prefetched,
+        // A command (`model`, `reset`, `budget +N`) may have changed what was read with the lock.
+        commandRan ? undefined : values,
       );
       sessionMessages.push(...agentMessages);
     }
@@ -110,7 +127,7 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
     batchId: string,
     newMessages: ChatMessage[],
     actor: { id: string; name: string },
-    prefetched: string[] | undefined,
+    values: readonly LockedValue[] | undefined,
   ): Promise<ChatMessage[]> {
     const started = now();
     const statusKey = `${batchId}:status`;
@@ -149,11 +166,18 @@ export function createTurnRunner(dependencies: TurnRunnerDependencies) {
       pendingTimer = setTimeout(flushStatus, wait);
     };
 
-    const history = [...(await dependencies.loadHistory(threadId, prefetched)), ...newMessages];
+    const loaded = await dependencies.loadHistory(threadId, values);
+    const history = [...loaded.history, ...newMessages];
     let reply: string;
     let produced: ChatMessage[];
     try {
-      const result = await dependencies.runAgent({ threadId, history, actor, onProgress });
+      const result = await dependencies.runAgent({
+        threadId,
+        history,
+        state: loaded.state,
+        actor,
+        onProgress,
+      });
       reply = result.reply;
       produced = result.newMessages;
     } catch (error) {

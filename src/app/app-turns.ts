@@ -3,9 +3,9 @@ import type { LlmProvider } from '../agent/llm-provider.js';
 import { runInLlmScope } from '../agent/llm-scope.js';
 import type { ChatMessage } from '../agent/messages.js';
 import { compactSession, withSummary } from '../agent/session-compaction.js';
-import { parseSessionEntries, type SessionStore } from '../agent/session-store.js';
+import { parseSessionEntries, type SessionStore, sessionKeys } from '../agent/session-store.js';
 import { loadSystemPrompt } from '../agent/system-prompt.js';
-import type { ThreadState } from '../agent/thread-state.js';
+import { parseSummary, type SessionSummary, type ThreadState } from '../agent/thread-state.js';
 import { createTurnRunner } from '../agent/turn-runner.js';
 import type { TraceStep, TurnTraceStore } from '../agent/turn-trace.js';
 import { TURN_ACTIONS, turnStatusCard } from '../bot/turn-status-card.js';
@@ -15,7 +15,7 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import type { ActionRouter } from '../queue/chat-intake.js';
 import type { QueueNotifier } from '../queue/notify-queue.js';
-import type { TurnInbox } from '../queue/turn-inbox.js';
+import type { LockedRead, LockedValue, TurnInbox } from '../queue/turn-inbox.js';
 import type { LlmBudget } from '../spend/llm-budget.js';
 import type { Features } from './features.js';
 
@@ -34,11 +34,29 @@ interface AppTurnsOptions {
   llmBudget: LlmBudget;
 }
 
-/** Builds the turn worker's batch processor and registers the status card's Cancel button. */
+/** What a turn reads before its first LLM call besides the history; loaded with it. */
+interface TurnState {
+  /** The thread's model when it chose an allowed one other than the default. */
+  model: string | undefined;
+  summary: SessionSummary | undefined;
+  /** The thread's spend key as read under the lock; absent when read afresh at the budget check. */
+  spendFields?: Record<string, string>;
+}
+
+/**
+ * Builds the turn worker's batch processor (`processBatch`) and what it reads with the thread's lock
+ * (`lockedReads`), and registers the status card's Cancel button.
+ */
 export function createAppTurns(options: AppTurnsOptions) {
   const { config, logger, provider, features, notifier, inbox, sessions, threadState } = options;
-  /** Threads reset during the batch being processed: what was prefetched before the reset is stale. */
-  const resetInBatch = new Set<string>();
+  const stateKeys = sessionKeys(config.queuePrefix);
+  // The history, model, summary and spend, read in the lock's round trip (turn_overhead_p50_ms).
+  const lockedReads = (threadId: string): LockedRead[] => [
+    { key: sessions.historyKey(threadId), kind: 'list' },
+    { key: stateKeys.model(threadId), kind: 'string' },
+    { key: stateKeys.summary(threadId), kind: 'string' },
+    { key: options.llmBudget.spendKey(threadId), kind: 'hash' },
+  ];
   const sessionCommands = createSessionCommands({
     state: threadState,
     follows: features.follows,
@@ -48,7 +66,6 @@ export function createAppTurns(options: AppTurnsOptions) {
     llmSpend: (threadId) => options.llmBudget.sessionLine(threadId),
     botName: config.botName,
     plan: (threadId) => features.plans.describe(threadId),
-    onReset: (threadId) => resetInBatch.add(threadId),
   });
   // The status line of a running turn carries a Cancel button; a click stops it at the next tool boundary.
   options.actions.register(TURN_ACTIONS.cancel, async (action) => {
@@ -58,31 +75,53 @@ export function createAppTurns(options: AppTurnsOptions) {
     await threadState.requestCancel(action.threadId, action.user.name);
     return { status: 'accepted', message: 'cancelling at the next tool boundary' };
   });
-  const threadModel = async (threadId: string) => {
-    const chosen = await threadState.model(threadId);
-    // A model dropped from the allowed list since it was chosen falls back to the default.
-    return chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
-  };
-  const runAgent = createAgentRunner(options, threadModel);
+  // A model dropped from the allowed list since it was chosen falls back to the default.
+  const allowedModel = (chosen: string | undefined) =>
+    chosen !== undefined && config.llm.models.includes(chosen) ? chosen : undefined;
+  const runAgent = createAgentRunner(options);
 
-  return createTurnRunner({
+  /** The thread's stored history and state: from `values` (read with the lock) or afresh. */
+  async function readThread(
+    threadId: string,
+    values: readonly LockedValue[] | undefined,
+  ): Promise<{ stored: ChatMessage[]; state: TurnState }> {
+    if (values === undefined) {
+      const [entries, model, summary] = await Promise.all([
+        sessions.load(threadId),
+        threadState.model(threadId),
+        threadState.summary(threadId),
+      ]);
+      return { stored: entries, state: { model: allowedModel(model), summary } };
+    }
+    // In the order of `lockedReads`.
+    const [entries, model, summary, spendFields] = values;
+    const state: TurnState = {
+      model: allowedModel(typeof model === 'string' ? model : undefined),
+      summary: parseSummary(typeof summary === 'string' ? summary : undefined),
+      ...(spendFields !== undefined && typeof spendFields === 'object' && !Array.isArray(spendFields)
+        ? { spendFields }
+        : {}),
+    };
+    const stored = parseSessionEntries(Array.isArray(entries) ? entries : [], threadId, logger);
+    return { stored, state };
+  }
+
+  const processBatch = createTurnRunner<TurnState>({
     logger,
-    loadHistory: async (threadId, prefetched) => {
-      const stale = resetInBatch.delete(threadId);
-      const stored =
-        prefetched === undefined || stale
-          ? await sessions.load(threadId)
-          : parseSessionEntries(prefetched, threadId, logger);
-      const model = await threadModel(threadId);
+    loadHistory: async (threadId, values) => {
+      const { stored, state } = await readThread(threadId, values);
       // A compaction's summary call is billed to the thread (no person: it serves everyone in it).
-      return runInLlmScope({ threadId }, () =>
+      const history = await runInLlmScope({ threadId }, () =>
         compactSession(
           { provider, state: threadState, logger: logger.child({ threadId }) },
           threadId,
           stored,
-          model,
+          state.model,
         ),
       );
+      // A compaction (the history got shorter) wrote a new summary: the turn's prompt carries that one.
+      if (history.length < stored.length) state.summary = await threadState.summary(threadId);
+      return { history, state };
     },
     postOnce: (key, threadId, text) => notifier.postOnce(key, threadId, text),
     postedOnce: (key) => notifier.postedOnce(key),
@@ -98,24 +137,18 @@ export function createAppTurns(options: AppTurnsOptions) {
     commit: (threadId, batch, messages: ChatMessage[]) =>
       inbox.commitBatch(threadId, batch, (multi) => sessions.appendInTransaction(multi, threadId, messages)),
   });
+  return { processBatch, lockedReads };
 }
 
-type RunAgent = Parameters<typeof createTurnRunner>[0]['runAgent'];
+type RunAgent = Parameters<typeof createTurnRunner<TurnState>>[0]['runAgent'];
 
 /** One agent turn with the thread's summary and model; its trace is kept for the playground. */
-function createAgentRunner(
-  options: AppTurnsOptions,
-  threadModel: (threadId: string) => Promise<string | undefined>,
-): RunAgent {
+function createAgentRunner(options: AppTurnsOptions): RunAgent {
   const { config, logger, provider, features, threadState, traces } = options;
   const systemPrompt = loadSystemPrompt(config.botName);
-  return async ({ threadId, history, actor, onProgress }) => {
-    // One round trip for the three reads a turn needs before its first LLM call (turn_overhead_p50_ms).
-    const [refused, summary, model] = await Promise.all([
-      options.llmBudget.refusal(threadId, actor),
-      threadState.summary(threadId),
-      threadModel(threadId),
-    ]);
+  return async ({ threadId, history, state, actor, onProgress }) => {
+    const { summary, model } = state;
+    const refused = await options.llmBudget.refusal(threadId, actor, state.spendFields);
     if (refused !== undefined) {
       logger.info({ threadId, actor: actor.id }, 'agent turn refused: llm budget used up');
       return { reply: refused, newMessages: [{ role: 'assistant', content: refused }] };

@@ -1,6 +1,5 @@
 import type { Queue, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { createLlmCallCounter, type LlmCallCounter } from '../agent/llm-call-counter.js';
 import type { LlmProvider } from '../agent/llm-provider.js';
 import { createMeteredProvider } from '../agent/metered-provider.js';
 import { createLlmProvider } from '../agent/providers/create-llm-provider.js';
@@ -8,9 +7,9 @@ import { createRedactingProvider } from '../agent/redacting-provider.js';
 import { createSessionStore } from '../agent/session-store.js';
 import { createThreadState } from '../agent/thread-state.js';
 import { createTurnTraceStore } from '../agent/turn-trace.js';
-import type { ChatAdapter, Platform } from '../bot/chat-adapter.js';
-import { createWebTurnsRoutes } from '../bot/web/turns-api.js';
-import { createWebAdapter, type WebAdapter } from '../bot/web/web-adapter.js';
+import type { ChatAdapter } from '../bot/chat-adapter.js';
+import type { PlaygroundApp } from '../bot/web/playground-app.js';
+import type { WebAdapter } from '../bot/web/web-adapter.js';
 import { createWebStore } from '../bot/web/web-store.js';
 import { parseSessionCommand } from '../commands/session-commands.js';
 import type { Config } from '../config/config.js';
@@ -18,20 +17,17 @@ import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
 import { createOps, type Ops } from '../ops/create-ops.js';
 import { instrumentProvider } from '../ops/instrumented-provider.js';
-import { createWebRunsRoutes } from '../playground/runs-api.js';
-import { createWebRunsSource } from '../playground/runs-source.js';
 import { createActionRouter, createInboundHandlers, pushSystemEvent } from '../queue/chat-intake.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../queue/notify-queue.js';
 import { createTurnInbox, type TurnInbox } from '../queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from '../queue/turn-worker.js';
 import { createRedis } from '../redis/connection.js';
 import type { Executor } from '../runs/executor.js';
-import { createRunsDirectory } from '../runs/runs-directory.js';
 import { createLlmBudget, type LlmBudget } from '../spend/llm-budget.js';
 import { createLlmLedger } from '../spend/llm-ledger.js';
 import { registerSecretValues } from '../text/redact.js';
 import { createAppTurns } from './app-turns.js';
-import { createConfiguredAdapters } from './create-adapters.js';
+import { createAdapters } from './create-adapters.js';
 import { createFeatures, type Features } from './features.js';
 
 /** Things tests and deployments may swap at the edges. */
@@ -50,13 +46,14 @@ export interface AppOverrides {
 export interface App {
   readonly config: Config;
   readonly redis: Redis;
+  /** The web chat adapter (posting into the playground's store). */
   readonly web: WebAdapter;
+  /** The playground app hosting it: the HTTP server, page and APIs; `address()` after `start()`. */
+  readonly playground: PlaygroundApp;
   readonly notifier: QueueNotifier;
   readonly inbox: TurnInbox;
   readonly turnQueue: Queue;
   readonly features: Features;
-  /** `llm_calls_total` by reason. */
-  readonly llmCalls: LlmCallCounter;
   /** Health, readiness, Prometheus metrics and the queue dashboard. */
   readonly ops: Ops;
   start(): Promise<void>;
@@ -70,9 +67,8 @@ export interface App {
  * the embedded default). Nothing here reads the environment.
  */
 export async function createApp(config: Config, logger: Logger, overrides: AppOverrides = {}): Promise<App> {
-  const spine = createSpine(config, logger, overrides);
-  const { redis, prefix, web, notifier, inbox, turnQueue, ops } = spine;
-  const llmCalls = createLlmCallCounter({ redis, prefix, logger });
+  const spine = createSpine(config, logger);
+  const { redis, prefix, notifier, inbox, turnQueue, ops } = spine;
   registerSecretValues(config.secretValues);
   const llmBudget = createLlmBudget({
     ledger: createLlmLedger({
@@ -87,7 +83,7 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     botName: config.botName,
     logger: logger.child({ component: 'llm-budget' }),
   });
-  const provider = createProvider(config, logger, overrides, ops, llmCalls, llmBudget);
+  const provider = createProvider(config, logger, overrides, ops, llmBudget);
   const features = await createFeatures({
     config,
     logger,
@@ -102,59 +98,46 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     onAlert: (kind) => ops.metrics.alert(kind),
     ...definedOnly({ executor: overrides.executor }),
   });
-  // Slack's App Home and Discord's autocomplete list runs; their buttons act as chat commands would.
-  spine.handlers.runs = createRunsDirectory(features);
-  web.extend(
-    createWebRunsRoutes({
-      source: createWebRunsSource(features),
-      logger: logger.child({ component: 'web' }),
-      botName: config.botName,
-    }),
-  );
-  web.extend(createWebTurnsRoutes({ store: spine.webStore, traces: spine.traces }));
-  ops.watchRuns({ listRuns: () => features.runs.service.listRuns(), allocator: features.runs.allocator });
-  const processBatch = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
+  // Made after the features: Slack's App Home, Discord's autocomplete and the playground list runs.
+  const chat = createAdapters({
+    config,
+    logger,
+    redis,
+    webStore: spine.webStore,
+    traces: spine.traces,
+    mounts: ops.mounts,
+    runs: features.runs,
+    operations: features.operations,
+    ...definedOnly({ extra: overrides.adapters }),
+  });
+  ops.watchRuns({ listRuns: () => features.runs.list(), allocator: features.runs.allocator });
+  const turns = createAppTurns({ config, logger, provider, features, llmBudget, ...spine });
   return {
     config,
     redis,
-    web,
+    web: chat.web,
+    playground: chat.playground,
     notifier,
     inbox,
     turnQueue,
     features,
-    llmCalls,
     ops,
     pushEvent: spine.pushEvent,
-    ...createLifecycle({ config, logger, spine, features, processBatch }),
+    ...createLifecycle({ config, logger, spine, chat, features, turns }),
   };
 }
 
 type Spine = ReturnType<typeof createSpine>;
 
 /** Connections, adapters, queues and stores of the chat spine (no features yet). */
-function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
+function createSpine(config: Config, logger: Logger) {
   const redis = createRedis(config, { logger });
   // The ack path (playground store, inbox) has a connection of its own, so its one script per message never
   // waits behind a worker's commands. Not auto-pipelined: that cost ~20 µs of CPU per ack (bench/spine-ack-cpu.ts).
   const ackRedis = createRedis(config, { logger });
   const prefix = config.queuePrefix;
-  const configured = createConfiguredAdapters(config, logger);
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
   const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
-  const web = createWebAdapter({
-    store: webStore,
-    redis,
-    host: config.host,
-    port: config.port,
-    botName: config.botName,
-    playground: config.playground,
-    logger: logger.child({ component: 'web' }),
-    mounts: [...ops.mounts, ...configured.mounts],
-  });
-  const adapters = new Map<Platform, ChatAdapter>([['web', web]]);
-  for (const adapter of [...configured.adapters, ...(overrides.adapters ?? [])]) {
-    adapters.set(adapter.platform, adapter);
-  }
   const notifier = createQueueNotifier({ connection: redis, prefix, logger });
   const inbox = createTurnInbox({ redis: ackRedis, prefix });
   const turnQueue = createTurnQueue(redis, prefix, logger);
@@ -177,7 +160,7 @@ function createSpine(config: Config, logger: Logger, overrides: AppOverrides) {
   const sessions = createSessionStore({ redis, prefix, logger });
   const traces = createTurnTraceStore({ redis, prefix });
   return {
-    ...{ redis, ackRedis, prefix, ops, webStore, web, adapters, notifier, inbox, turnQueue },
+    ...{ redis, ackRedis, prefix, ops, webStore, notifier, inbox, turnQueue },
     ...{ threadState, actions, handlers, pushEvent, sessions, traces },
   };
 }
@@ -191,7 +174,6 @@ function createProvider(
   logger: Logger,
   overrides: AppOverrides,
   ops: Ops,
-  llmCalls: LlmCallCounter,
   llmBudget: LlmBudget,
 ): LlmProvider {
   const provider =
@@ -199,10 +181,9 @@ function createProvider(
     createLlmProvider(config.llm, {
       logger,
       onCall: (reason) => {
+        // Counted once, in Prometheus (`shepherd_llm_calls_total`); the log line keeps each call visible.
         ops.metrics.llmCall(reason);
-        llmCalls
-          .increment(reason)
-          .catch((error: unknown) => logger.warn({ err: error }, 'llm call not counted'));
+        logger.info({ metric: 'llm_calls_total', reason }, 'llm call');
         overrides.onLlmCall?.(reason);
       },
     });
@@ -219,11 +200,13 @@ function createLifecycle(options: {
   config: Config;
   logger: Logger;
   spine: Spine;
+  chat: ReturnType<typeof createAdapters>;
   features: Features;
-  processBatch: ReturnType<typeof createAppTurns>;
+  turns: ReturnType<typeof createAppTurns>;
 }): Pick<App, 'start' | 'stop'> {
   const { config, logger, spine, features } = options;
-  const { redis, ackRedis, prefix, ops, adapters, notifier, turnQueue, web } = spine;
+  const { redis, ackRedis, prefix, ops, notifier, turnQueue } = spine;
+  const { adapters, playground } = options.chat;
   const runsAdapters = config.role !== 'worker';
   const runsWorkers = config.role !== 'bot';
   const workers: Worker[] = [];
@@ -237,8 +220,8 @@ function createLifecycle(options: {
       queue: turnQueue,
       prefix,
       inbox: spine.inbox,
-      processBatch: options.processBatch,
-      sessionKey: spine.sessions.historyKey,
+      processBatch: options.turns.processBatch,
+      lockedReads: options.turns.lockedReads,
       onBatchDropped: async (threadId, batch, error) => {
         await notifier
           .post(
@@ -278,7 +261,7 @@ function createLifecycle(options: {
         {
           role: config.role,
           adapters: runsAdapters ? [...adapters.keys()] : [],
-          playground: runsAdapters ? web.address().url : undefined,
+          playground: runsAdapters ? playground.address().url : undefined,
         },
         'shepherd started',
       );

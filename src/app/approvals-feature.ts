@@ -23,11 +23,11 @@ export function createApprovalsFeature(
     spend: SpendReports;
     /** The sources of the thread's last research, for the "based on" line of agent script cards. */
     research: ResearchStore;
-    /** Applies a decision on a whole sweep (bound once the sweeps exist). */
+    /** Applies a decision on a whole sweep (the sweeps feature's hook). */
     onSweepDecision(approval: Approval, decision: Decision): Promise<string>;
-    /** Checks a sweep card's Edit (bound once the sweeps exist). */
+    /** Checks a sweep card's Edit (the sweeps feature's hook). */
     checkSweepEdit: NonNullable<EditChecks['checkSweepEdit']>;
-    /** Compiles an edited script (bound once the script checks exist). */
+    /** Compiles an edited script (the operations feature's hook). */
     checkSyntax(source: string): Promise<string | undefined>;
   },
 ): ApprovalsFeature {

@@ -1,7 +1,7 @@
 import type { ChartRequest } from '../charts/metrics-chart.js';
 import { createCommandHandler } from '../commands/command-handler.js';
-import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { AlertRuleOperations } from '../monitor/alerts/alert-rule-operations.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
 import type { WatchOperations } from '../tools/watch-operations.js';
 import type { Feature, FeatureBase } from './feature.js';
 

@@ -4,9 +4,8 @@ import type { BackendKind } from '../config/backend-kinds.js';
 import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import { type AuditLog, createAuditLog } from '../runs/audit-log.js';
 import { type BackendRouter, createBackendRouter } from '../runs/backend-router.js';
-import { type CheckpointHistory, createCheckpointHistory } from '../runs/checkpoint-history.js';
+import { type CheckpointHistory, createCheckpointHistory } from '../runs/checkpoints/checkpoint-history.js';
 import type { Executor } from '../runs/executor.js';
 import { createGpuAllocator, type GpuAllocator } from '../runs/gpu-allocator.js';
 import { detectGpus, type GpuInfo } from '../runs/gpu-inventory.js';
@@ -14,26 +13,27 @@ import { createHfJobsExecutor } from '../runs/hfjobs/hfjobs-executor.js';
 import { createRunSchedules } from '../runs/hfjobs/hfjobs-run-schedules.js';
 import { createHfScheduledJobs } from '../runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { createKubernetesExecutor } from '../runs/kubernetes/kubernetes-executor.js';
-import { createLaunchCapture } from '../runs/launch-capture.js';
+import { createLaunchCapture } from '../runs/launch/launch-capture.js';
+import { runEnvironmentSecrets } from '../runs/launch/process-environment.js';
+import type { RunEventHandler } from '../runs/lifecycle/run-events.js';
+import { createRunService, type RunService } from '../runs/lifecycle/run-service.js';
 import { createLocalExecutor } from '../runs/local-executor.js';
 import { localPlacement } from '../runs/local-launch-plan.js';
+import type { RunSchedules } from '../runs/operations/operation-types.js';
+import { type AuditLog, createAuditLog } from '../runs/records/audit-log.js';
+import { PYTHON_RUNTIME_DIR } from '../runs/records/run-files.js';
+import { createRunStore, type RunStore } from '../runs/records/run-store.js';
 import { lookupRunUser } from '../runs/run-as-user.js';
-import { runEnvironmentSecrets } from '../runs/run-environment.js';
-import type { RunEventHandler } from '../runs/run-events.js';
-import { PYTHON_RUNTIME_DIR } from '../runs/run-files.js';
-import type { RunSchedules } from '../runs/run-operation-types.js';
-import { createRunService, type RunService } from '../runs/run-service.js';
-import { createRunStore, type RunStore } from '../runs/run-store.js';
-import { createRunsFacade, type RunsFacade } from '../runs/runs-facade.js';
+import { createRunQueries, type RunQueries } from '../runs/run-queries.js';
 import { createSlurmExecutor } from '../runs/slurm/slurm-executor.js';
 import { createWatchAwareExecutor } from '../runs/watched-executor.js';
 import { createHubRevisions, revisionsNamedIn } from '../tools/hub-revisions.js';
 
 /**
- * The runs core as the composition roots hold it. Other folders see it through `RunsFacade` (reads) and
+ * The runs core as the composition roots hold it. Other folders see it through `RunQueries` (reads) and
  * `RunService`/`RunOperations` (changes); `store` and `executor` are for the roots and runs/ itself.
  */
-export interface RunsRuntime extends RunsFacade {
+export interface RunsRuntime extends RunQueries {
   service: RunService;
   store: RunStore;
   audit: AuditLog;
@@ -231,7 +231,7 @@ export async function createRunsRuntime(options: {
     ...definedOnly({ clock: options.clock, onEvent: options.onEvent }),
   });
   return {
-    ...createRunsFacade({ store, executor }),
+    ...createRunQueries({ store, executor, allocator }),
     service,
     store,
     audit,

@@ -8,6 +8,7 @@ import type { Logger } from '../logger.js';
 import type { ActionFormProvider, ActionHandler } from '../queue/chat-intake.js';
 import type { ControlHandlers } from '../queue/control-worker.js';
 import type { ToolDefinition } from '../tools/registry.js';
+import type { FeatureHooks } from './feature-hooks.js';
 
 /**
  * What one product feature contributes on top of the spine; `src/app/features.ts` composes the lists.
@@ -27,6 +28,8 @@ export interface Feature {
   commands?: (threadId: string, text: string, actor: ChatUser) => Promise<string | undefined>;
   /** Stops what the feature runs beside its workers (schedulers). */
   close?: () => Promise<void>;
+  /** What it does for the other features (run events, sweep cards, script checks): feature-hooks.ts. */
+  hooks?: FeatureHooks;
 }
 
 /** The spine's pieces every feature may use. */

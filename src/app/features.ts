@@ -6,16 +6,15 @@ import type { IdempotentNotifier } from '../bot/notifier.js';
 import type { Config } from '../config/config.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import type { AlertService } from '../monitor/alert-service.js';
+import type { AlertService } from '../monitor/alerts/alert-service.js';
 import type { ActionRouter } from '../queue/chat-intake.js';
 import { createControlQueue, createControlWorker, mergeControlHandlers } from '../queue/control-worker.js';
 import type { InboxItem } from '../queue/turn-inbox.js';
 import { createResearchStore, type ResearchStore } from '../research/research-store.js';
 import type { Executor } from '../runs/executor.js';
-import type { RunFollows } from '../runs/run-follows.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunFollows } from '../runs/operations/run-follows.js';
 import type { LlmBudget } from '../spend/llm-budget.js';
-import type { SweepService } from '../sweeps/sweep-service.js';
 import { createSweepStore } from '../sweeps/sweep-store.js';
 import { createMemoryNotes, type MemoryNotes } from '../tools/memory-tool.js';
 import type { Plans } from '../tools/plan-tool.js';
@@ -25,6 +24,7 @@ import { createApprovalsFeature } from './approvals-feature.js';
 import { createCommandsFeature } from './commands-feature.js';
 import type { RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
+import { createHookBoard } from './feature-hooks.js';
 import { createHelpFeature } from './help-feature.js';
 import { createHubFeature } from './hub-feature.js';
 import { createMonitorFeature } from './monitor-feature.js';
@@ -77,16 +77,16 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
   const { logger, redis, prefix, llmBudget } = dependencies;
   const controlQueue = createControlQueue(redis, prefix, logger);
   const base: FeatureBase = { ...dependencies, controlQueue };
-  // Later features are bound into earlier ones through these (a run event needs the monitor, …).
-  let watchRun: (runId: string) => Promise<void> = async () => undefined;
-  let sweeps: SweepService | undefined;
+  // Earlier features reach later ones (a run event the monitor hears, a sweep's card) through the hooks
+  // each feature's description contributes, installed once the list is complete.
+  const hooks = createHookBoard();
   const sweepStore = createSweepStore({ redis, prefix });
   const memoryNotes = createMemoryNotes(redis, prefix);
   const researchStore = createResearchStore({ redis, prefix });
   const runs = await createRunsFeature(
     base,
     {
-      watchRun: (runId) => watchRun(runId),
+      runEvent: hooks.runEvent,
       inSweep: async (runId) => (await sweepStore.sweepOfRun(runId)) !== undefined,
     },
     dependencies.executor,
@@ -96,8 +96,9 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     runs: runs.runs,
     spend: spend.spend,
     research: researchStore,
-    ...sweepsOnCards(() => sweeps),
-    checkSyntax: async (source) => operations.scriptChecks.checkSyntax(source),
+    onSweepDecision: hooks.sweepDecision,
+    checkSweepEdit: hooks.sweepEdit,
+    checkSyntax: hooks.checkSyntax,
   });
   const operations = createOperationsFeature(base, {
     runs: runs.runs,
@@ -113,7 +114,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     access: runs.access,
     spend: spend.spend,
   });
-  sweeps = sweepsFeature.sweeps;
   const hub = createHub(base, runs, operations, sweepsFeature);
   const monitor = createMonitorFeature(base, {
     modelReady: hub.modelReady,
@@ -125,7 +125,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     onTrackerLinks: approvals.showTrackerLinks,
     ...definedOnly({ onAlert: dependencies.onAlert }),
   });
-  watchRun = monitor.watchRun;
   const { help, commands } = createHelpAndCommands(base, { memoryNotes, researchStore, operations, monitor });
   // Sweep commands are tried before the run commands (`sweep-status` is not a run's `status`).
   const features: Feature[] = [
@@ -139,6 +138,7 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     hub,
     commands,
   ];
+  hooks.install(features);
   registerActions(features, dependencies.actions);
   return {
     tools: createToolRegistry(features.flatMap((feature) => feature.tools)),
@@ -150,19 +150,6 @@ export async function createFeatures(dependencies: FeatureDependencies): Promise
     playbooks: help.playbooks,
     plans: help.plans,
     ...spine(features, dependencies, controlQueue),
-  };
-}
-
-/** A sweep's card is decided and edited by the sweep service, which is composed after the approvals. */
-function sweepsOnCards(current: () => SweepService | undefined) {
-  return {
-    onSweepDecision: async (...args: Parameters<SweepService['onDecision']>) =>
-      current()?.onDecision(...args) ?? 'sweeps are not ready',
-    checkSweepEdit: async (...args: Parameters<SweepService['checkEdit']>) => {
-      const sweeps = current();
-      if (sweeps === undefined) throw new Error('sweeps are not ready');
-      return sweeps.checkEdit(...args);
-    },
   };
 }
 

@@ -8,8 +8,8 @@ import { createModelReady, type ModelReady } from '../hub/model-ready.js';
 import { MODEL_ACTIONS } from '../hub/model-ready-card.js';
 import { parsePushCommand } from '../hub/push-command.js';
 import type { ActionHandler } from '../queue/chat-intake.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
 import type { CompareRuns } from '../sweeps/compare-runs.js';
 import { defineTool } from '../tools/registry.js';
 import { runReference } from '../tools/run-reference.js';
@@ -45,6 +45,7 @@ export function createHubFeature(
     controlQueue: base.controlQueue,
     runs,
     recordHubPush: (runId, push) => runs.service.recordHubPush(runId, push),
+    settleLaunchRecords: runs.settleLaunchRecords,
     summarise: async (meta) => {
       if (modelReady === undefined) throw new Error('the model summaries are not ready');
       return modelReady.summarise(meta);

@@ -3,7 +3,7 @@ import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { redisConnectionOptions } from '../redis/connection.js';
 import { ensureRedis } from '../redis/embedded-redis.js';
-import { scrubRunEnvironment } from '../runs/run-environment.js';
+import { scrubRunEnvironment } from '../runs/launch/process-environment.js';
 import { registerSecretValues } from '../text/redact.js';
 import { createApp } from './app.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';

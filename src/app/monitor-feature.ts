@@ -1,18 +1,21 @@
 import { createMetricsCharts } from '../charts/metrics-chart.js';
 import { compileMetricPattern } from '../config/metric-pattern.js';
 import { definedOnly } from '../defined-only.js';
-import { ALERT_ACTIONS } from '../monitor/alert-card.js';
-import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alert-policy.js';
-import { type AlertRuleOperations, createAlertRuleOperations } from '../monitor/alert-rule-operations.js';
-import { type AlertService, createAlertService } from '../monitor/alert-service.js';
+import { ALERT_ACTIONS } from '../monitor/alerts/alert-card.js';
+import { type AlertPolicyStore, createAlertPolicyStore } from '../monitor/alerts/alert-policy.js';
+import {
+  type AlertRuleOperations,
+  createAlertRuleOperations,
+} from '../monitor/alerts/alert-rule-operations.js';
+import { type AlertService, createAlertService } from '../monitor/alerts/alert-service.js';
 import { createNvidiaSmiProbe } from '../monitor/gpu-probe.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { detectorConfigFrom, type Incident } from '../monitor/types.js';
 import { createRunWatcher } from '../monitor/watch-runs.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunFollows } from '../runs/run-follows.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
+import type { RunFollows } from '../runs/operations/run-follows.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import { createAlertTools } from '../tools/alert-tools.js';
 import { createShowMetricsTool } from '../tools/chart-tool.js';
@@ -21,8 +24,6 @@ import type { Feature, FeatureBase } from './feature.js';
 
 interface MonitorFeature extends Feature {
   alerts: AlertService;
-  /** Starts watching a run (its monitor ticks). */
-  watchRun(runId: string): Promise<void>;
   postChart: ReturnType<typeof createMetricsCharts>;
   alertRules: AlertRuleOperations;
 }
@@ -50,8 +51,7 @@ export function createMonitorFeature(
   const { config, logger, redis, prefix, notifier } = base;
   const { runs } = dependencies;
   const postChart = createMetricsCharts({
-    runs: runs.service,
-    facade: runs,
+    queries: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
@@ -59,7 +59,7 @@ export function createMonitorFeature(
   const alertPolicy = createAlertPolicyStore({ redis, prefix });
   const alertRules = createAlertRuleOperations({
     store: alertPolicy,
-    findRun: (reference) => runs.service.findRun(reference),
+    findRun: (reference) => runs.find(reference),
   });
   const monitor = createRunMonitor(base, runs, alertPolicy);
   const alerts = createAlertService({
@@ -67,7 +67,7 @@ export function createMonitorFeature(
     prefix,
     monitor,
     runs: runs.service,
-    facade: runs,
+    queries: runs,
     operations: dependencies.operations,
     notifier,
     provider: base.provider,
@@ -109,10 +109,13 @@ export function createMonitorFeature(
   });
   return {
     alerts,
-    async watchRun(runId) {
-      // A resumed run's rules and mutes are its own again for as long as it is watched.
-      await alertPolicy.keep(runId);
-      await watcher.watch(runId);
+    hooks: {
+      async onRunEvent(event) {
+        if (event.type !== 'run-started') return;
+        // A resumed run's rules and mutes are its own again for as long as it is watched.
+        await alertPolicy.keep(event.meta.id);
+        await watcher.watch(event.meta.id);
+      },
     },
     postChart,
     alertRules,
@@ -124,7 +127,7 @@ export function createMonitorFeature(
     tools: [createShowMetricsTool(postChart), ...createAlertTools(alertRules)],
     workers: [
       async () => {
-        await watcher.sync(await runs.service.listRuns());
+        await watcher.sync(await runs.list());
         return [watcher.createWorker()];
       },
     ],
@@ -132,7 +135,7 @@ export function createMonitorFeature(
   };
 }
 
-/** The tick engine: detectors from config, the run's files through the runs facade, people's mutes. */
+/** The tick engine: detectors from config, the run's files through `RunQueries`, people's mutes. */
 function createRunMonitor(base: FeatureBase, runs: RunsRuntime, policy: AlertPolicyStore) {
   const { config } = base;
   const pattern = config.monitor.metricPattern;

@@ -2,10 +2,10 @@ import type { ApprovalService } from '../approvals/approval-service.js';
 import { definedOnly } from '../defined-only.js';
 import { detectorConfigFrom } from '../monitor/types.js';
 import { createNetworkIsolation } from '../runs/network-isolation.js';
-import type { RunAccess } from '../runs/run-access.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
+import { createRunOperations } from '../runs/operations/run-operations.js';
 import { lookupRunUser } from '../runs/run-as-user.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import { createRunOperations } from '../runs/run-operations.js';
 import { createRunCommand } from '../runs/slurm/slurm-command.js';
 import { createCheckpointLister } from '../tools/checkpoint-listing.js';
 import { createDatasetChecks, type DatasetChecks } from '../tools/dataset-format.js';
@@ -32,7 +32,7 @@ interface OperationsDependencies {
   memoryNotes: MemoryNotes;
 }
 
-/** What people and the agent do to runs (the runs facade), watched runs and their stop cards, run tools. */
+/** What people and the agent do to runs (run operations), watched runs and their stop cards, run tools. */
 export function createOperationsFeature(
   base: FeatureBase,
   dependencies: OperationsDependencies,
@@ -40,25 +40,10 @@ export function createOperationsFeature(
   const { config, logger, notifier } = base;
   const { runs, access } = dependencies;
   const datasetChecks = createDatasetChecks(base.redis, base.prefix);
-  // Check before spending: every script is compiled before its card, optionally run briefly on CPU.
-  const botUid = process.getuid?.();
-  const runAs = config.runs.runAsUser === undefined ? undefined : lookupRunUser(config.runs.runAsUser);
-  if (config.checks.preflightSteps > 0 && botUid === 0 && runAs === undefined) {
-    logger.warn(
-      'SHEPHERD_PREFLIGHT_STEPS is set but the bot runs as root without SHEPHERD_RUN_AS_USER: pre-flights are refused (cards say so)',
-    );
-  }
-  const scriptChecks = createScriptChecks({
-    python: config.runs.python,
-    environment: base.runEnvironment,
-    preflightSteps: config.checks.preflightSteps,
-    preflightTimeoutS: config.checks.preflightTimeoutS,
-    runAs,
-    botUid,
-    isolation: createNetworkIsolation({ botUid }),
-  });
+  const scriptChecks = scriptChecksOf(base);
   const watching = createWatchOperations({
     runs: runs.service,
+    queries: runs,
     workspace: config.workspace,
     redis: base.redis,
     prefix: base.prefix,
@@ -71,7 +56,7 @@ export function createOperationsFeature(
   const operations = createRunOperations({
     runs: runs.service,
     schedules: runs.schedules,
-    store: runs.store,
+    queries: runs,
     approvals: dependencies.approvals,
     access,
     workspace: config.workspace,
@@ -95,6 +80,7 @@ export function createOperationsFeature(
     watching,
     scriptChecks,
     datasetChecks,
+    hooks: { checkSyntax: scriptChecks.checkSyntax },
     actions: Object.values(WATCH_ACTIONS).map((verb) => ({
       verb,
       handler: (action, token) => watching.onAction(action, verb, token),
@@ -114,4 +100,25 @@ export function createOperationsFeature(
     ],
     workers: [],
   };
+}
+
+/** Check before spending: every script is compiled before its card, optionally run briefly on CPU. */
+function scriptChecksOf(base: FeatureBase) {
+  const { config, logger } = base;
+  const botUid = process.getuid?.();
+  const runAs = config.runs.runAsUser === undefined ? undefined : lookupRunUser(config.runs.runAsUser);
+  if (config.checks.preflightSteps > 0 && botUid === 0 && runAs === undefined) {
+    logger.warn(
+      'SHEPHERD_PREFLIGHT_STEPS is set but the bot runs as root without SHEPHERD_RUN_AS_USER: pre-flights are refused (cards say so)',
+    );
+  }
+  return createScriptChecks({
+    python: config.runs.python,
+    environment: base.runEnvironment,
+    preflightSteps: config.checks.preflightSteps,
+    preflightTimeoutS: config.checks.preflightTimeoutS,
+    runAs,
+    botUid,
+    isolation: createNetworkIsolation({ botUid }),
+  });
 }

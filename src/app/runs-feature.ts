@@ -1,9 +1,9 @@
 import { definedOnly } from '../defined-only.js';
 import { JOBS, schedule } from '../queue/jobs.js';
 import type { Executor } from '../runs/executor.js';
-import { createRunAccess, type RunAccess } from '../runs/run-access.js';
-import type { RunEvent } from '../runs/run-events.js';
-import { createRunFollows, type RunFollows } from '../runs/run-follows.js';
+import type { RunEvent } from '../runs/lifecycle/run-events.js';
+import { createRunAccess, type RunAccess } from '../runs/operations/run-access.js';
+import { createRunFollows, type RunFollows } from '../runs/operations/run-follows.js';
 import { createFollowTools } from '../tools/follow-tools.js';
 import { createRunsRuntime, type RunsRuntime } from './create-runs.js';
 import type { Feature, FeatureBase } from './feature.js';
@@ -20,10 +20,9 @@ function postsRunEvent(event: RunEvent): boolean {
   return true;
 }
 
-/** What later features tell the runs about; bound once they exist. */
 interface RunsFeatureHooks {
-  /** A run started: the monitor watches it. */
-  watchRun(runId: string): Promise<void>;
+  /** Every run event goes to the features' `onRunEvent` hooks (the monitor watches a started run). */
+  runEvent(event: RunEvent): Promise<void>;
   /** Whether a run is a sweep trial (its trials speak through the sweep). */
   inSweep(runId: string): Promise<boolean>;
 }
@@ -46,7 +45,7 @@ export async function createRunsFeature(
   const { config, logger, redis, prefix, notifier } = base;
   let follows: RunFollows | undefined;
   const onEvent = async (event: RunEvent) => {
-    if (event.type === 'run-started') await hooks.watchRun(event.meta.id);
+    await hooks.runEvent(event);
     // A followed run's thread gets its note and turn; never blocks the transition (errors are logged).
     if (event.type === 'run-ended') void follows?.onRunEnded(event.meta);
     // A sweep's trials speak through the sweep (one line per bad trial, a leaderboard at the end).
@@ -101,7 +100,7 @@ export async function createRunsFeature(
     },
     tools: createFollowTools({
       follows: runFollows,
-      findRun: (run) => runs.service.findRun(run),
+      findRun: (run) => runs.find(run),
       maxTurns: config.session.maxFollowTurns,
     }),
     workers: [

@@ -27,7 +27,7 @@ export function createSpendFeature(
   /** The digest's "waiting for approval" lines: single runs, then sweeps (their trials are not listed). */
   const openApprovals = async (): Promise<string[]> => {
     const lines: string[] = [];
-    for (const meta of await runs.service.listRuns()) {
+    for (const meta of await runs.list()) {
       if (meta.status !== 'pending_approval' || (await sweepStore.sweepOfRun(meta.id)) !== undefined)
         continue;
       lines.push(`${meta.name} (${meta.requester.name}, ${meta.gpus} GPU${meta.gpus === 1 ? '' : 's'})`);

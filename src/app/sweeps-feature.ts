@@ -1,5 +1,5 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
-import type { RunAccess } from '../runs/run-access.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import { type CompareRuns, createRunComparison } from '../sweeps/compare-runs.js';
 import { createSweepCommands } from '../sweeps/sweep-commands.js';
@@ -32,7 +32,7 @@ export function createSweepsFeature(
   const sweeps = createSweepService({
     store: dependencies.store,
     runs: runs.service,
-    facade: runs,
+    queries: runs,
     approvals: dependencies.approvals,
     notifier,
     workspace: config.workspace,
@@ -46,8 +46,7 @@ export function createSweepsFeature(
     access: dependencies.access,
   });
   const compare = createRunComparison({
-    runs: runs.service,
-    facade: runs,
+    queries: runs,
     notifier,
     quickchartUrl: config.monitor.quickchartUrl,
   });
@@ -61,6 +60,7 @@ export function createSweepsFeature(
   return {
     sweeps,
     compare,
+    hooks: { sweepCards: { decide: sweeps.onDecision, checkEdit: sweeps.checkEdit } },
     actions: [],
     // After the runs' refresh (the runs feature's handler of the same kind runs first).
     controlHandlers: { 'run-schedule': () => sweeps.tick() },

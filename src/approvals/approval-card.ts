@@ -1,6 +1,6 @@
 import type { Card, CardAttachment } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import { RUN_FILES } from '../runs/run-files.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
 import { codeBlock } from '../text/code-block.js';
 import { redactSecrets } from '../text/redact.js';
 import { editOnCard, isEditable } from './approval-edits.js';

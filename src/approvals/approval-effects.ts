@@ -1,5 +1,5 @@
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { Approval, Decision } from './approval-store.js';
 
 /**

@@ -186,33 +186,6 @@ export interface InboundHandlers {
    * `onAction` with `values`; with no form, the click goes to `onAction` as it is.
    */
   formFor?(action: InboundAction): Promise<CardForm | undefined>;
-  /** Optional: the runs, for surfaces that list them (Discord autocomplete, Slack App Home). */
-  runs?: RunsDirectory;
-}
-
-/** A run as chat surfaces list it. */
-export interface RunOverview {
-  id: string;
-  name: string;
-  status: string;
-  gpus: number;
-  step?: number;
-  /** The last value of the run's loss metric, when it logs one. */
-  loss?: number;
-  threadId: string;
-  createdAt: string;
-}
-
-export type RunControl = 'pause' | 'resume' | 'stop';
-
-export interface RunsDirectory {
-  /** Newest first. */
-  list(): Promise<RunOverview[]>;
-  /**
-   * The chat operation as if `actor` typed it in `threadId`, under the same permissions (run-access.ts);
-   * resolves to a sentence for the person, rejects with the refusal (a `ToolPolicyError`) otherwise.
-   */
-  change(change: RunControl, runId: string, actor: ChatUser, threadId: string): Promise<string>;
 }
 
 /**

@@ -3,8 +3,7 @@ import { createInterface } from 'node:readline';
 import type { Notifier } from '../bot/notifier.js';
 import { metricsFileOf } from '../runs/derived-file.js';
 import { parseMetricLine } from '../runs/metric-line.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import { renderChart } from './render-chart.js';
 
 export interface ChartRequest {
@@ -58,15 +57,14 @@ export async function readMetricSeries(
  * PNG into the thread. Returns a sentence for the thread or the model.
  */
 export function createMetricsCharts(options: {
-  runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   notifier: Notifier;
   quickchartUrl: string;
 }) {
   return async function postChart(request: ChartRequest): Promise<string> {
-    const meta = await options.runs.findRun(request.run);
+    const meta = await options.queries.find(request.run);
     // The helper's metrics.jsonl, else the points the monitor parsed from output.log.
-    const { path } = await metricsFileOf(options.facade.runDirectory(meta.id));
+    const { path } = await metricsFileOf(options.queries.runDirectory(meta.id));
     const wanted = request.metrics !== undefined && request.metrics.length > 0 ? request.metrics : ['loss'];
     let series = await readMetricSeries(path, wanted, request.steps);
     if (Object.keys(series).length === 0 && (request.metrics === undefined || request.metrics.length === 0)) {

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Config } from '../config/config.js';
-import { PYTHON_RUNTIME_DIR } from '../runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../runs/records/run-files.js';
 import { type CheckOutcome, errorText, outcome } from './doctor-types.js';
 
 /** The environment the probes run in (the CLI passes its own; nothing here reads `process.env`). */

@@ -3,8 +3,8 @@ import { type Config, loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
 import { isAuthRefusal, redisRefusal, redisUrlWithoutPassword } from '../redis/connection.js';
-import { scrubRunEnvironment } from '../runs/run-environment.js';
-import { userFacingError } from '../runs/run-texts.js';
+import { scrubRunEnvironment } from '../runs/launch/process-environment.js';
+import { userFacingError } from '../runs/operations/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
 
 const USAGE = `usage: shepherd <command>

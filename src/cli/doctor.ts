@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Config } from '../config/config.js';
-import { passedTrackerVariables, TRACKER_VARIABLES } from '../runs/tracker-credentials.js';
+import { passedTrackerVariables, TRACKER_VARIABLES } from '../runs/launch/tracker-credentials.js';
 import { checkDisk, checkGpus, checkPython, checkSlurm, type ProbeEnvironment } from './check-local.js';
 import { checkRedis } from './check-redis.js';
 import { checkDiscord, checkLlm, checkSlack, manifestBotScopes } from './check-services.js';

@@ -1,10 +1,10 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
-import { RunAccessError } from '../runs/run-access.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import { userFacingError } from '../runs/run-texts.js';
+import type { AlertRuleOperations } from '../monitor/alerts/alert-rule-operations.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import { RunAccessError } from '../runs/operations/run-access.js';
+import { userFacingError } from '../runs/operations/run-texts.js';
 import { type PlainCommand, parsePlainCommand, type WatchTarget } from './parse-command.js';
 
 interface ChartRequest {

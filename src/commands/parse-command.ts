@@ -1,7 +1,7 @@
 import { setPlacementFlag } from '../config/backend-kinds.js';
 import { definedOnly } from '../defined-only.js';
-import type { ForkRequest } from '../runs/fork-config.js';
-import type { RunFlags } from '../runs/run-operation-types.js';
+import type { ForkRequest } from '../runs/operations/fork-config.js';
+import type { RunFlags } from '../runs/operations/operation-types.js';
 import { parseFork } from './parse-fork.js';
 /**
  * Plain commands: the actions that need no LLM and keep working when it is down. Parsing is strict so

@@ -1,5 +1,5 @@
-import type { ForkRequest } from '../runs/fork-config.js';
-import { parseSetting } from '../runs/fork-config.js';
+import type { ForkRequest } from '../runs/operations/fork-config.js';
+import { parseSetting } from '../runs/operations/fork-config.js';
 
 /** `fork <run> [--from-step N] [--set key=value …] [--name X] [--gpus N]`, or a sentence saying what is wrong. */
 export function parseFork(

@@ -1,6 +1,6 @@
 import type { ThreadState } from '../agent/thread-state.js';
 import type { ChatUser } from '../bot/chat-adapter.js';
-import type { RunFollows } from '../runs/run-follows.js';
+import type { RunFollows } from '../runs/operations/run-follows.js';
 import { stripLeadingMention } from './parse-command.js';
 
 /**
@@ -43,8 +43,6 @@ interface SessionCommandOptions {
   botName: string;
   /** The thread's plan (the agent's `plan` tool) as lines, when it has one. */
   plan?: (threadId: string) => Promise<string | undefined>;
-  /** Told when a thread was reset (history read earlier in the batch is stale). */
-  onReset?: (threadId: string) => void;
 }
 
 export function createSessionCommands(options: SessionCommandOptions) {
@@ -109,7 +107,6 @@ export function createSessionCommands(options: SessionCommandOptions) {
           state.summary(threadId),
         ]);
         await state.reset(threadId);
-        options.onReset?.(threadId);
         const kept = await follows.forThread(threadId);
         return [
           `Fresh session, started by ${actor.name}: I forgot the ${length} earlier message${length === 1 ? '' : 's'}${summary === undefined ? '' : ' and the summary'}, and the model is back to \`${options.defaultModel}\`.`,

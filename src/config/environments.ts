@@ -1,7 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { z } from 'zod';
 
-/** `SHEPHERD_ENVIRONMENTS`, parsed at start-up; how a run enters one is src/runs/run-environments.ts. */
+/** `SHEPHERD_ENVIRONMENTS`, parsed at start-up; how a run enters one is src/runs/named-environments.ts. */
 
 const environmentSpecSchema = z
   .object({

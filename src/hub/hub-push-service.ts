@@ -11,9 +11,9 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import { readReproducibility, revisionLines } from '../runs/launch-record.js';
-import type { HubPush, RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import { readReproducibility, revisionLines } from '../runs/launch/launch-record.js';
+import type { HubPush, RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import {
   formatBytes,
   type PushDecision,
@@ -57,7 +57,7 @@ interface HubPushServiceOptions {
   prefix: string;
   notifier: IdempotentNotifier;
   controlQueue: Queue;
-  runs: RunsFacade;
+  runs: RunQueries;
   recordHubPush(runId: string, push: HubPush): Promise<RunMeta>;
   summarise(meta: RunMeta): Promise<ModelSummary>;
   /** Who may approve (empty: anyone in the channel) and whether the asker may approve their own push. */
@@ -67,7 +67,15 @@ interface HubPushServiceOptions {
   logger: Logger;
   /** Minimum time between two edits of the progress line (default 5 s). */
   progressEveryMs?: number;
+  /**
+   * Waits (at most `waitMs`) for launch records still being captured, so the model card carries the
+   * environment probe of a run that finished before its probe did (a short run, a slow `pip freeze`).
+   */
+  settleLaunchRecords?: (waitMs: number) => Promise<void>;
 }
+
+/** How long a push waits for a launch record's environment probe (the probe itself is bounded at 60 s). */
+const LAUNCH_RECORD_WAIT_MS = 60_000;
 
 const auditLine = z.object({ to: z.string(), from: z.string().nullable().optional(), by: z.unknown() });
 const actor = z.object({ name: z.string() });
@@ -131,6 +139,11 @@ export function createHubPushService(options: HubPushServiceOptions): HubPushSer
       throw new HubPushError(
         'no_model',
         `${meta.name} saved no model: the script calls \`shepherd.save_model(path)\` to name its final model directory`,
+      );
+    if (meta.model.location !== undefined)
+      throw new HubPushError(
+        'no_model',
+        `${meta.name} saved its model inside ${meta.model.location}, whose files Shepherd cannot read: push it from the script (e.g. \`model.push_to_hub(...)\`)`,
       );
     return meta;
   }
@@ -234,6 +247,7 @@ export function createHubPushService(options: HubPushServiceOptions): HubPushSer
       const meta = await pushable(subject.runId);
       const runDir = options.runs.runDirectory(meta.id);
       const files = await listModelFiles(meta.model?.path ?? '');
+      await options.settleLaunchRecords?.(LAUNCH_RECORD_WAIT_MS);
       const pushedAt = new Date().toISOString();
       const readme = modelCardReadme(meta, await options.summarise(meta), {
         ...(await provenanceOf(runDir)),

@@ -5,10 +5,10 @@ import { RUN_REFERENCE } from '../commands/parse-command.js';
 import { parseFork } from '../commands/parse-fork.js';
 import { definedOnly } from '../defined-only.js';
 import { type ControlJob, enqueue, JOBS } from '../queue/jobs.js';
-import type { ForkRequest } from '../runs/fork-config.js';
-import { userFacingError } from '../runs/run-texts.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { ForkRequest } from '../runs/operations/fork-config.js';
+import { userFacingError } from '../runs/operations/run-texts.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { ModelSummary } from './model-summary.js';
 
 /**
@@ -32,7 +32,7 @@ const FIELDS = {
 const FINISHED: ReadonlySet<string> = new Set(['completed', 'failed', 'stopped']);
 
 interface ModelActionsOptions {
-  runs: RunsFacade;
+  runs: RunQueries;
   notifier: Notifier;
   controlQueue: Queue;
   /** Run-access rules without auditing (showing a form changes nothing). */
@@ -110,12 +110,8 @@ export function createModelActions(options: ModelActionsOptions) {
   /** The run to compare with when none is named: the fork's parent, else the previous finished run here. */
   async function impliedOther(meta: RunMeta): Promise<RunMeta | undefined> {
     if (meta.forkOf !== undefined) return runs.get(meta.forkOf.runId).catch(() => undefined);
-    const earlier = (await runs.list()).filter(
-      (other) =>
-        other.threadId === meta.threadId &&
-        other.id !== meta.id &&
-        FINISHED.has(other.status) &&
-        other.createdAt < meta.createdAt,
+    const earlier = (await runs.inThread(meta.threadId)).filter(
+      (other) => other.id !== meta.id && FINISHED.has(other.status) && other.createdAt < meta.createdAt,
     );
     return earlier.sort((a, b) => (a.endedAt ?? a.createdAt).localeCompare(b.endedAt ?? b.createdAt)).at(-1);
   }

@@ -1,5 +1,5 @@
-import type { LaunchRecord } from '../runs/launch-record.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { LaunchRecord } from '../runs/launch/launch-record.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { evalLine, formatValue, formatWall } from './model-ready-card.js';
 import type { ModelSummary } from './model-summary.js';
 

@@ -1,6 +1,6 @@
 import type { Card } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type TrackerLinks, trackerLinkLines } from '../runs/tracker-links.js';
 import type { ModelSummary } from './model-summary.js';
 
@@ -41,7 +41,8 @@ export function modelReadyCard(
   links?: TrackerLinks,
 ): Card {
   const { metric } = summary;
-  const lines = [`${meta.name} completed and saved its model: \`${meta.model?.path ?? '?'}\`.`];
+  const where = meta.model?.location === undefined ? '' : ` (in ${meta.model.location})`;
+  const lines = [`${meta.name} completed and saved its model: \`${meta.model?.path ?? '?'}\`${where}.`];
   const evaluation = evalLine(summary);
   if (evaluation !== undefined) lines.push(`Eval: ${evaluation}`);
   if (summary.evalStatus === 'failed') lines.push('⚠️ The evaluation failed; see the alert above.');

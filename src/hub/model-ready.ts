@@ -7,8 +7,8 @@ import { HubPushError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { metricsFileOf } from '../runs/derived-file.js';
 import { readSavedModel } from '../runs/evaluation-files.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { HubPushService } from './hub-push-service.js';
 import { modelReadyCard } from './model-ready-card.js';
@@ -32,7 +32,7 @@ export interface ModelReady {
 interface ModelReadyOptions {
   prefix: string;
   notifier: IdempotentNotifier;
-  runs: RunsFacade;
+  runs: RunQueries;
   checkpointSteps(runId: string): Promise<number[]>;
   /** Steps of checkpoints a fork may start from: not marked bad, still on disk (or pinned). */
   healthyCheckpointSteps(runId: string): Promise<number[]>;

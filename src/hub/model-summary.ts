@@ -1,4 +1,4 @@
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 
 /**
  * What a finished run with a saved model amounts to: its metric (final and best), its evaluation, the best

@@ -1,9 +1,8 @@
 import type { ProcessState } from '../runs/executor.js';
 import { recordMalformed } from '../runs/metric-line.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { findTrackerLinks } from '../runs/tracker-links.js';
 import { redactedTail, redactSecrets } from '../text/redact.js';
-import { isMuted } from './alert-policy.js';
 import { isCleanFinish } from './detectors/finished.js';
 import { episodeCount, isEpisodeActive } from './episodes.js';
 import { createMonitorState, LOG_TAIL_CHARS, type MonitorState } from './monitor-state.js';
@@ -18,6 +17,7 @@ import {
 } from './observe.js';
 import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
+import { isMuted } from './policy-checks.js';
 import type { TickContext } from './tick-context.js';
 import { createExtrasState, runTickExtras } from './tick-extras.js';
 import type { Incident, IncidentKind } from './types.js';
@@ -141,7 +141,7 @@ export function evaluate(
   context.printedMetrics.applyProgress(state, incoming.progressStep, now, context.limits);
 
   observeTrends(state, context, raise);
-  const dumpStacks = observeStall(state, processState, now, context, raise);
+  const dumpStacks = context.woken === true ? false : observeStall(state, processState, now, context, raise);
   observeExtras(state, accepted, processState, metrics.more, now, context, raise);
   const scriptAlertsSkipped = observeScriptAlerts(state, context, raise);
   // The process end only once the metrics are drained, so the summary is final.
@@ -234,6 +234,7 @@ function observeExtras(
     settings: context.detectors,
     policy: context.policy,
     gpu: context.gpu,
+    woken: context.woken === true,
   });
   for (const item of extraRaises) raise(item.kind, item.key, item.fields);
 }

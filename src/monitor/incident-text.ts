@@ -1,9 +1,9 @@
 import { definedOnly } from '../defined-only.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { AlertRule } from './alert-rules.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type CrashFinding, extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';
 import { plateauSuggestion } from './detectors/plateau.js';
+import type { AlertRule } from './policy-checks.js';
 import type { Incident } from './types.js';
 
 /**

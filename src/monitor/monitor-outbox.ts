@@ -1,5 +1,7 @@
 import type { Logger } from '../logger.js';
+import { parseJsonWith } from '../text/json.js';
 import type { Evaluation } from './evaluate.js';
+import { incidentSchema } from './incident-schema.js';
 import type { Incident } from './types.js';
 
 /** What the monitor's shell does with an evaluation besides committing it: the outbox it reads back, the logs. */
@@ -7,16 +9,20 @@ import type { Incident } from './types.js';
 /** Undelivered incidents kept per run; an adapter down for long drops the oldest beyond this. */
 export const MAX_OUTBOX = 50;
 
-/** The outbox hash's entries as incidents, oldest first; a corrupt entry is dropped. */
-export function parseOutbox(raw: Record<string, string>): Incident[] {
+/**
+ * The outbox hash's entries as incidents, oldest first. An entry that is not an incident (corrupt, or
+ * written by another version) is skipped and logged, rather than blocking or breaking the others' delivery.
+ */
+export function parseOutbox(raw: Record<string, string>, logger?: Logger, runId?: string): Incident[] {
   const incidents: Incident[] = [];
-  for (const value of Object.values(raw)) {
-    try {
-      const incident = JSON.parse(value) as Incident;
-      if (typeof incident.id === 'string' && typeof incident.kind === 'string') incidents.push(incident);
-    } catch {
-      // a corrupt entry is dropped rather than blocking delivery of the others
-    }
+  const skipped: string[] = [];
+  for (const [field, value] of Object.entries(raw)) {
+    const incident = parseJsonWith(incidentSchema, value);
+    if (incident === undefined) skipped.push(field);
+    else incidents.push(incident);
+  }
+  if (skipped.length > 0) {
+    logger?.warn({ runId, entries: skipped.slice(0, 10) }, 'unreadable monitor outbox entries skipped');
   }
   return incidents.sort((a, b) => a.at - b.at || a.id.localeCompare(b.id));
 }

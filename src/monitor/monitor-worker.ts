@@ -4,8 +4,9 @@ import type { Logger } from '../logger.js';
 import { createJobWorker } from '../queue/job-worker.js';
 import { monitorTickJob, QUEUE_NAMES } from '../queue/jobs.js';
 import type { ProcessState } from '../runs/executor.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { Monitor, TickResult } from './monitor.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { TrackerLinks } from '../runs/tracker-links.js';
+import type { Monitor, TickResult } from './monitor-types.js';
 import type { Incident } from './types.js';
 
 /**
@@ -57,28 +58,87 @@ export function createTickHandler(
     }
     const result = await monitor.tick(runId, meta, processState);
     if (result.skipped === true) return { skipped: 'locked' };
-    if (result.malformed.note !== undefined && options.onMalformed !== undefined) {
-      await options.onMalformed(runId, result.malformed.note, meta).catch((error: unknown) => {
-        logger.error({ runId, err: error }, 'could not post the malformed-line note');
-      });
-    }
-    const delivered: string[] = [];
-    for (const incident of result.incidents) {
-      try {
-        await options.onIncident(incident, meta);
-        delivered.push(incident.id);
-      } catch (error) {
-        // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
-        if (error instanceof ServiceError && error.code === 'delivery_in_progress') continue;
-        logger.error(
-          { runId, incident: incident.id, err: error },
-          'incident delivery failed; retrying next tick',
-        );
-      }
-    }
-    await monitor.ack(runId, delivered);
+    const delivered = await deliver(options, runId, meta, {
+      incidents: result.incidents,
+      malformedNote: result.malformed.note,
+    });
     await options.onTick?.(result, meta);
     return { incidents: delivered, newPoints: result.newPoints };
+  };
+}
+
+/** Posts the malformed-line note and the incidents, and acknowledges those delivered. */
+async function deliver(
+  options: Pick<MonitorWorkerOptions, 'monitor' | 'logger' | 'onIncident' | 'onMalformed'>,
+  runId: string,
+  meta: RunMeta,
+  result: { incidents: Incident[]; malformedNote?: string | undefined },
+): Promise<string[]> {
+  const { monitor, logger } = options;
+  if (result.malformedNote !== undefined && options.onMalformed !== undefined) {
+    await options.onMalformed(runId, result.malformedNote, meta).catch((error: unknown) => {
+      logger.error({ runId, err: error }, 'could not post the malformed-line note');
+    });
+  }
+  const delivered: string[] = [];
+  for (const incident of result.incidents) {
+    try {
+      await options.onIncident(incident, meta);
+      delivered.push(incident.id);
+    } catch (error) {
+      // Another tick is posting it right now; it stays in the outbox until that one acknowledges it.
+      if (error instanceof ServiceError && error.code === 'delivery_in_progress') continue;
+      logger.error(
+        { runId, incident: incident.id, err: error },
+        'incident delivery failed; retrying next tick',
+      );
+    }
+  }
+  await monitor.ack(runId, delivered);
+  return delivered;
+}
+
+/** A run's meta is read again for wake-ups at most this often (a relaunch reaches them within it). */
+const META_REFRESH_MS = 5_000;
+
+/**
+ * A file wake-up: the woken evaluation (monitor.wake: new points only, on the run held in memory) and the
+ * delivery of what it raised. A hold that outlived `tickDueMs` (the timer's ticks land on another process)
+ * gets a full tick here, so the time-based detectors still run.
+ */
+export function createWakeHandler(
+  options: Omit<MonitorWorkerOptions, 'connection' | 'prefix' | 'concurrency'> & {
+    tickRun: (runId: string) => Promise<TickOutcome>;
+    tickDueMs: number;
+    onLinks?: (runId: string, links: TrackerLinks) => Promise<void>;
+    clock?: () => number;
+  },
+) {
+  const clock = options.clock ?? Date.now;
+  const metas = new Map<string, { meta: RunMeta; at: number }>();
+  return {
+    async wakeRun(runId: string): Promise<'done' | 'locked'> {
+      let known = metas.get(runId);
+      if (known === undefined || clock() - known.at >= META_REFRESH_MS) {
+        const meta = await options.loadRun(runId);
+        if (meta === undefined) return 'done';
+        known = { meta, at: clock() };
+        metas.set(runId, known);
+      }
+      const { meta } = known;
+      const result = await options.monitor.wake(runId, meta);
+      if (result === 'locked') return 'locked';
+      // Another process holds the run for its wake-ups: it saw the same line.
+      if (result === 'held-elsewhere') return 'done';
+      await deliver(options, runId, meta, result);
+      if (result.links !== undefined) await options.onLinks?.(runId, result.links);
+      if (result.heldForMs >= options.tickDueMs) await options.tickRun(runId);
+      return 'done';
+    },
+    /** The run is no longer followed. */
+    forget(runId: string): void {
+      metas.delete(runId);
+    },
   };
 }
 

@@ -1,6 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
-import { isLaunched } from '../runs/run-types.js';
+import { isLaunched } from '../runs/records/run-types.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { detectCrash } from './detectors/crash.js';
 import { isCleanFinish, summariseMetrics } from './detectors/finished.js';
@@ -131,6 +131,8 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
         divergenceText(meta.name, name, divergence, detectors.divergenceWindow, from, lastStep),
       );
     }
+    // A plateau is judged over minutes: the timer's tick does it, not each wake-up.
+    if (context.woken === true) continue;
     // A diverging or NaN loss is not also "plateaued": one alert for one problem.
     if (isEpisodeActive(state.episodes, `divergence:${name}`) || isEpisodeActive(state.episodes, 'nan'))
       continue;
@@ -177,6 +179,9 @@ export function observeEnd(
   const launch = meta.launchCount;
   const metrics = lossMetricNames(state).slice(0, 2);
   if (isCleanFinish(processState)) {
+    // Shepherd ended it (stop, pause): a clean exit after its TERM (the helper's on_stop, or a batch script
+    // or pod command stopped during its `--eval`, which exits with training's 0) is that ending, not a finish.
+    if (meta.stopRequested !== undefined || meta.status === 'stopped' || meta.status === 'paused') return;
     // An evaluated run's ending is not recorded yet (its evaluation comes with it): the next tick reads it.
     if (isLaunched(meta.status) && meta.evalCommand !== undefined) return;
     if (meta.evaluation?.status === 'failed' && observeEpisode(state.episodes, `eval:${launch}`, true)) {

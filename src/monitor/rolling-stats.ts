@@ -221,11 +221,6 @@ function decodeNumber(value: unknown): number {
   return typeof value === 'string' ? (NON_FINITE_CODES[value] ?? Number.NaN) : Number.NaN;
 }
 
-function hasNonFinite(values: readonly number[]): boolean {
-  for (const value of values) if (!Number.isFinite(value)) return true;
-  return false;
-}
-
 /**
  * The rolling state as JSON, with the non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON
  * would turn them into null). This runs on every tick of every run, and most of a state is its chart
@@ -249,9 +244,32 @@ export function withField(objectText: string, name: string, valueText: string): 
 }
 
 function seriesText(series: SeriesState): string {
-  const { history, ...rest } = series;
-  const encoded = hasNonFinite(rest.values) ? { ...rest, values: rest.values.map(encodeNumber) } : rest;
-  return withField(JSON.stringify(encoded), 'history', historyText(history));
+  const { history, values, ...rest } = series;
+  return withField(
+    withField(JSON.stringify(rest), 'values', `"${encodeFloats(values)}"`),
+    'history',
+    historyText(history),
+  );
+}
+
+/** Marks a window's values written as the base64 of their float64 bytes (little-endian, as every host here). */
+const FLOATS_PREFIX = 'f64:';
+
+/**
+ * A window's values as the base64 of their IEEE bytes: exact (NaN, ±Infinity and -0 included) and far cheaper
+ * than printing 500 doubles as decimal text every tick, which led the quiet tick's profile.
+ */
+function encodeFloats(values: readonly number[]): string {
+  const floats = Float64Array.from(values);
+  return `${FLOATS_PREFIX}${Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString('base64')}`;
+}
+
+function decodeFloats(text: string): number[] {
+  const bytes = Buffer.from(text.slice(FLOATS_PREFIX.length), 'base64');
+  const floats = new Float64Array(Math.floor(bytes.length / 8));
+  // Copied into a fresh buffer: a decoded Buffer need not start on an 8-byte boundary.
+  new Uint8Array(floats.buffer).set(bytes.subarray(0, floats.length * 8));
+  return Array.from(floats);
 }
 
 /** Each live history's JSON text so far (without brackets) and how many pairs it covers. */
@@ -274,6 +292,9 @@ function historyText(history: Array<[number, number]>): string {
 /** Inverse of `serialiseRollingState`'s encoding, in place on freshly parsed JSON. */
 export function decodeRollingState(value: RollingState): RollingState {
   for (const series of Object.values(value.metrics)) {
+    const values: unknown = series.values;
+    if (typeof values === 'string')
+      series.values = values.startsWith(FLOATS_PREFIX) ? decodeFloats(values) : [];
     if (!(series.nonFinite > 0)) continue;
     for (let index = 0; index < series.values.length; index++) {
       if (typeof series.values[index] !== 'number') series.values[index] = decodeNumber(series.values[index]);

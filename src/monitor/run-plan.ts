@@ -1,4 +1,4 @@
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 
 /**
  * The run's planned number of steps, when something told us: the run config (`config()` in the helper,

@@ -3,6 +3,8 @@ import type { Logger } from '../logger.js';
 
 /** The files whose growth means a run has something new to judge. */
 const WAKING_FILES = new Set(['output.log', 'metrics.jsonl']);
+/** The grid woken evaluations are due on (ms): at most this much later than the debounce allows. */
+const BATCH_MS = 25;
 /** How soon a wake-up that found the run's lease taken tries again. */
 const LOCKED_RETRY_MS = 100;
 
@@ -69,11 +71,15 @@ export function createRunWakeups(options: {
   let closed = false;
 
   function evaluateSoon(runId: string, state: RunWakeState, waitMs: number): void {
+    // Due times are rounded up to a shared grid, so the runs due within one step are evaluated in one turn
+    // of the event loop: with thousands of runs, waking the process once per run costs more than the work.
+    const now = clock();
+    const due = Math.ceil((now + waitMs) / BATCH_MS) * BATCH_MS;
     state.timer = setTimeout(() => {
       const evaluation = evaluateNow(runId, state);
       underWay.add(evaluation);
       void evaluation.finally(() => underWay.delete(evaluation));
-    }, waitMs);
+    }, due - now);
     state.timer.unref();
   }
 

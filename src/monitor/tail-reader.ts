@@ -1,3 +1,4 @@
+import { closeSync, fstatSync, openSync, readSync, statSync } from 'node:fs';
 import { open, stat } from 'node:fs/promises';
 
 /**
@@ -68,38 +69,91 @@ export async function readNewLines(
     const length = Math.min(available, maxBytes);
     const buffer = Buffer.allocUnsafe(length);
     const { bytesRead } = await handle.read(buffer, 0, length, offset);
-    // 0x0A never occurs inside a multi-byte UTF-8 sequence, so cutting after it is always safe.
-    let lastNewline = buffer.lastIndexOf(0x0a, bytesRead - 1);
-    // A progress bar redraws itself with `\r` and may not print `\n` for minutes: cut after its last update.
-    if (options.carriageReturns === true)
-      lastNewline = Math.max(lastNewline, buffer.lastIndexOf(0x0d, bytesRead - 1));
-    if (lastNewline === -1) {
-      if (bytesRead >= maxBytes) {
-        // One line longer than the whole cap: skip it rather than stall forever.
-        return {
-          lines: [],
-          cursor: { ino, offset: offset + bytesRead },
-          reset,
-          more: true,
-          oversized: 1,
-          bytesRead,
-        };
-      }
-      return { lines: [], cursor: { ino, offset }, reset, more: false, oversized: 0, bytesRead };
-    }
-    const text = buffer.toString('utf8', 0, lastNewline);
-    const lines = text.split('\n');
-    const consumed = lastNewline + 1;
-    return {
-      lines,
-      cursor: { ino, offset: offset + consumed },
-      reset,
-      more: offset + consumed < size && size - (offset + consumed) > 0 && bytesRead >= maxBytes,
-      oversized: 0,
-      bytesRead: consumed,
-    };
+    return chunkOf(buffer, bytesRead, { ino, offset, size, reset, maxBytes }, options);
   } finally {
     await handle.close();
+  }
+}
+
+/** The complete lines of what was read at `at.offset` (the half-written last line stays unread). */
+function chunkOf(
+  buffer: Buffer,
+  bytesRead: number,
+  at: { ino: string; offset: number; size: number; reset: boolean; maxBytes: number },
+  options: ReadLinesOptions,
+): TailChunk {
+  const { ino, offset, size, reset, maxBytes } = at;
+  // 0x0A never occurs inside a multi-byte UTF-8 sequence, so cutting after it is always safe.
+  let lastNewline = buffer.lastIndexOf(0x0a, bytesRead - 1);
+  // A progress bar redraws itself with `\r` and may not print `\n` for minutes: cut after its last update.
+  if (options.carriageReturns === true)
+    lastNewline = Math.max(lastNewline, buffer.lastIndexOf(0x0d, bytesRead - 1));
+  if (lastNewline === -1) {
+    if (bytesRead >= maxBytes) {
+      // One line longer than the whole cap: skip it rather than stall forever.
+      return {
+        lines: [],
+        cursor: { ino, offset: offset + bytesRead },
+        reset,
+        more: true,
+        oversized: 1,
+        bytesRead,
+      };
+    }
+    return { lines: [], cursor: { ino, offset }, reset, more: false, oversized: 0, bytesRead };
+  }
+  const text = buffer.toString('utf8', 0, lastNewline);
+  const lines = text.split('\n');
+  const consumed = lastNewline + 1;
+  return {
+    lines,
+    cursor: { ino, offset: offset + consumed },
+    reset,
+    more: offset + consumed < size && size - (offset + consumed) > 0 && bytesRead >= maxBytes,
+    oversized: 0,
+    bytesRead: consumed,
+  };
+}
+
+/**
+ * `readNewLines` with synchronous calls, for a woken evaluation: the file is local (its watch just fired) and
+ * a few hundred new bytes cost microseconds to read this way, where each promise call costs tens. A file
+ * that is not there (yet) reads as nothing new; its size is checked before anything is opened.
+ */
+export function readNewLinesSync(
+  path: string,
+  cursor: FileCursor | undefined,
+  maxBytes: number = DEFAULT_MAX_BYTES_PER_READ,
+  options: ReadLinesOptions = {},
+): TailChunk {
+  const nothing: TailChunk = { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+  const quick = statSync(path, { throwIfNoEntry: false });
+  // The same file at the same size: nothing new, nothing opened (a wake-up for another file of the run).
+  if (
+    quick === undefined ||
+    (cursor !== undefined && quick.size === cursor.offset && String(quick.ino) === cursor.ino)
+  )
+    return nothing;
+  const descriptor = openSync(path, 'r');
+  try {
+    // Stats of what was opened (not of the path a moment ago), bigint as in `readNewLines`.
+    const stats = fstatSync(descriptor, { bigint: true });
+    const ino = stats.ino.toString();
+    const size = Number(stats.size);
+    let offset = cursor?.offset ?? 0;
+    let reset = false;
+    if (cursor !== undefined && (cursor.ino !== ino || size < cursor.offset)) {
+      offset = 0;
+      reset = true;
+    }
+    const available = size - offset;
+    if (available <= 0) return { ...nothing, cursor: { ino, offset }, reset };
+    const length = Math.min(available, maxBytes);
+    const buffer = Buffer.allocUnsafe(length);
+    const bytesRead = readSync(descriptor, buffer, 0, length, offset);
+    return chunkOf(buffer, bytesRead, { ino, offset, size, reset, maxBytes }, options);
+  } finally {
+    closeSync(descriptor);
   }
 }
 

@@ -1,6 +1,6 @@
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import type { EventPoint } from '../runs/tfevents/event-files.js';
-import type { AlertPolicy } from './alert-policy.js';
+import type { AlertPolicy } from './policy-checks.js';
 import type { createPrintedMetricsReader } from './printed-metrics.js';
 import type { RollingLimits } from './rolling-stats.js';
 import type { DetectorConfig } from './types.js';
@@ -23,6 +23,11 @@ export interface TickContext {
   scriptAlertLines?: readonly string[] | undefined;
   /** Look for tracker links in the new output.log lines (SHEPHERD_TRACKER_LINKS). */
   trackerLinks?: boolean;
+  /**
+   * A woken evaluation (a file grew): it judges the new points only. What depends on time or on the window
+   * as a whole (stall, throughput, idle GPUs, rules at a time, plateau) waits for the timer's tick.
+   */
+  woken?: boolean;
   /** Points new in the run's TensorBoard event files (the shell reads them). */
   eventPoints?: readonly EventPoint[] | undefined;
 }

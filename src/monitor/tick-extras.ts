@@ -1,8 +1,6 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { AlertPolicy } from './alert-policy.js';
-import { type AlertRule, observeRulePoint, type RuleProgress } from './alert-rules.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type BandWindow, createBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
@@ -17,12 +15,14 @@ import { isLossMetric } from './detectors/robust.js';
 import { createThroughputState, observeThroughput, type ThroughputState } from './detectors/throughput.js';
 import { observeEpisode } from './episodes.js';
 import { gradNormText, idleGpuText, overfittingText, ruleText, throughputText } from './incident-text.js';
+import { type AlertPolicy, type AlertRule, observeRulePoint, type RuleProgress } from './policy-checks.js';
 import type { DetectorConfig, Incident, IncidentKind } from './types.js';
 
 /**
  * The detectors that need their own small state (grad-norm band, throughput rates, evaluations, idle GPUs)
- * and the people's rules. Kept beside the monitor's core so monitor.ts only hands over the tick's points;
- * the state rides along in the monitor state (`extras`) and is persisted with it.
+ * and the people's rules, as one table (`TICK_DETECTORS`) the tick walks. Kept beside the monitor's core
+ * so evaluate.ts only hands over the tick's points; the state rides along in the monitor state (`extras`)
+ * and is persisted with it.
  */
 
 export interface ExtrasState {
@@ -33,10 +33,6 @@ export interface ExtrasState {
   train: number[];
   idleSince?: number;
   rules: Record<string, RuleProgress>;
-}
-
-export function createExtrasState(): ExtrasState {
-  return { grad: {}, throughput: createThroughputState(), evals: {}, train: [], rules: {} };
 }
 
 interface Raise {
@@ -69,6 +65,8 @@ interface TickExtrasInput {
   policy: AlertPolicy | undefined;
   /** GPU utilisation read this tick (the shell probes); `undefined` turns the idle-GPU detector off. */
   gpu: { utilisation: number[] | undefined } | undefined;
+  /** A woken evaluation: the per-tick (time-based) detectors wait for the timer. */
+  woken: boolean;
 }
 
 type TickPoint = TickExtrasInput['points'][number];
@@ -233,19 +231,78 @@ function observeTickIdleGpus(input: TickExtrasInput, alive: boolean, raised: Rai
   }
 }
 
-/** Runs the stateful detectors and the rules over one tick's points; returns what to raise, in order. */
+/** What a detector does in one tick: `point` for each new point, `tick` once after the last one. */
+interface TickObserver {
+  point?(point: TickPoint): void;
+  tick?(): void;
+}
+
+/** One entry of the table: the kind it raises, its part of the persisted state, its work in a tick. */
+interface TickDetector {
+  name: IncidentKind;
+  /** Its fields of a fresh `ExtrasState`. */
+  initialState(): Partial<ExtrasState>;
+  /** Starts a tick (per-tick working state lives in the closure); pushes what to raise into `raised`. */
+  observe(input: TickExtrasInput, raised: Raise[]): TickObserver;
+}
+
+const isAlive = (input: TickExtrasInput) => input.processState.kind === 'alive';
+
+/**
+ * The table. Point by point every detector sees the point in this order, then each runs its per-tick
+ * check in this order: so raises come out ordered by step, then by detector, as they always have.
+ */
+const TICK_DETECTORS: readonly TickDetector[] = [
+  {
+    name: 'grad_norm',
+    initialState: () => ({ grad: {} }),
+    observe(input, raised) {
+      // Each metric's band, kept up to date through the tick's points (one sort per tick).
+      const windows = new Map<string, BandWindow>();
+      return { point: (point) => observeGradNorm(input, point, windows, raised) };
+    },
+  },
+  {
+    name: 'overfitting',
+    initialState: () => ({ evals: {}, train: [] }),
+    observe: (input, raised) => ({ point: (point) => observeOverfitting(input, point, raised) }),
+  },
+  {
+    name: 'rule',
+    initialState: () => ({ rules: {} }),
+    observe: (input, raised) => ({
+      point: (point) => observeValueRules(input, point, raised),
+      tick: () => observeTimeRules(input, raised),
+    }),
+  },
+  {
+    name: 'throughput',
+    initialState: () => ({ throughput: createThroughputState() }),
+    observe: (input, raised) => ({ tick: () => observeTickThroughput(input, isAlive(input), raised) }),
+  },
+  {
+    name: 'idle_gpu',
+    // `idleSince` is set only while the GPUs are idle.
+    initialState: () => ({}),
+    observe: (input, raised) => ({ tick: () => observeTickIdleGpus(input, isAlive(input), raised) }),
+  },
+];
+
+export function createExtrasState(): ExtrasState {
+  // Every required field of ExtrasState has its owner in the table.
+  return Object.assign({}, ...TICK_DETECTORS.map((detector) => detector.initialState())) as ExtrasState;
+}
+
+/** Runs the table over one tick's points; returns what to raise, in order. */
 export function runTickExtras(input: TickExtrasInput): Raise[] {
   const raised: Raise[] = [];
-  const gradWindows = new Map<string, BandWindow>();
-  for (const point of input.points) {
-    observeGradNorm(input, point, gradWindows, raised);
-    observeOverfitting(input, point, raised);
-    observeValueRules(input, point, raised);
-  }
-  observeTimeRules(input, raised);
-  const alive = input.processState.kind === 'alive';
-  observeTickThroughput(input, alive, raised);
-  observeTickIdleGpus(input, alive, raised);
+  const observers = TICK_DETECTORS.map((detector) => detector.observe(input, raised));
+  // Only the detectors that look at points are called per point (this loop runs for every point).
+  const pointSteps = observers.flatMap((observer) => (observer.point === undefined ? [] : [observer.point]));
+  for (const point of input.points) for (const step of pointSteps) step(point);
+  // A woken evaluation leaves the per-tick (time-based) detectors to the timer.
+  if (input.woken) return raised;
+  for (const observer of observers) observer.tick?.();
   return raised;
 }
 

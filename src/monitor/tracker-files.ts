@@ -1,7 +1,7 @@
 import { realpath } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { type EventPoint, readEventPoints } from '../runs/tfevents/event-files.js';
 import { mlflowStoreOf, readMlflowPoints } from '../runs/tfevents/mlflow-store.js';
 import type { MonitorState } from './monitor-state.js';

@@ -1,6 +1,6 @@
 import { untrustedBlock } from '../agent/untrusted.js';
 import type { ProcessState } from '../runs/executor.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { redactedTail, redactSecrets } from '../text/redact.js';
 import { extractTraceback } from './detectors/crash.js';
 import { formatDuration, formatMetricValue } from './detectors/finished.js';

@@ -5,13 +5,17 @@ import type { ChartRequest } from '../charts/metrics-chart.js';
 import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import type { ProcessState } from '../runs/executor.js';
-import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import { ACTIVE_STATUSES, ALLOWED_TRANSITIONS, type RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
-import type { AlertService } from './alert-service.js';
-import type { Monitor, TickResult } from './monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from './monitor-scheduler.js';
-import { createMonitorWorker, createTickHandler, type TickOutcome } from './monitor-worker.js';
+import type { IncidentSink, Monitor, TickResult } from './monitor-types.js';
+import {
+  createMonitorWorker,
+  createTickHandler,
+  createWakeHandler,
+  type TickOutcome,
+} from './monitor-worker.js';
 import { createRunWakeups, type DirectoryWatch } from './run-wakeups.js';
 import type { Incident } from './types.js';
 
@@ -31,8 +35,8 @@ export function createRunWatcher(options: {
   redis: Redis;
   prefix: string;
   monitor: Monitor;
-  runs: RunsFacade;
-  alerts: AlertService;
+  runs: RunQueries;
+  alerts: IncidentSink;
   notifier: Notifier;
   postChart: (request: ChartRequest) => Promise<string>;
   /** A tick found the run's first tracker links (they go onto its started card). */
@@ -56,13 +60,9 @@ export function createRunWatcher(options: {
   const watchedKey = `${prefix}:monitor-watched`;
   // Set by createWorker: a process without a monitor worker does not watch files.
   let tickRun: ((runId: string) => Promise<TickOutcome>) | undefined;
+  let wakeHandler: ReturnType<typeof createWakeHandler> | undefined;
   const wakeups = createRunWakeups({
-    evaluate: async (runId) => {
-      const outcome = await tickRun?.(runId);
-      return outcome !== undefined && 'skipped' in outcome && outcome.skipped === 'locked'
-        ? 'locked'
-        : 'done';
-    },
+    evaluate: async (runId) => (wakeHandler === undefined ? 'done' : wakeHandler.wakeRun(runId)),
     maxEvalsPerS: config.monitor.maxEvalsPerS,
     logger: logger.child({ component: 'monitor-wakeups' }),
     ...(options.watchDirectory === undefined ? {} : { watchDirectory: options.watchDirectory }),
@@ -72,6 +72,7 @@ export function createRunWatcher(options: {
   };
   const forget = async (runId: string) => {
     wakeups.release(runId);
+    wakeHandler?.forget(runId);
     await scheduler.stop(runId);
     await redis.srem(watchedKey, runId);
   };
@@ -174,18 +175,32 @@ export function createRunWatcher(options: {
         },
       };
       tickRun = createTickHandler(workerOptions);
+      wakeHandler = createWakeHandler({
+        ...workerOptions,
+        tickRun,
+        // The timer ticks every interval; a hold that outlives one and a half (its ticks land on another
+        // process) gets its full tick from the wake-up instead.
+        tickDueMs: config.monitor.intervalS * 1500,
+        onLinks: async (runId, links) => {
+          await options.onTrackerLinks?.(runId, links).catch((error: unknown) => {
+            logger.warn({ runId, err: error }, 'could not put the tracker links on the run card');
+          });
+        },
+      });
       const worker = createMonitorWorker(workerOptions, tickRun);
       // Wake-ups are evaluations too: they end with the worker, before the app closes the executors (an
       // evaluation polls its run, and a poll after that could start a log follower no one stops).
       const closeWorker = worker.close.bind(worker);
       worker.close = async (force?: boolean) => {
         await wakeups.close();
+        await options.monitor.endHolds();
         await closeWorker(force);
       };
       return worker;
     },
     close: async () => {
       await wakeups.close();
+      await options.monitor.endHolds();
       await scheduler.close();
     },
   };

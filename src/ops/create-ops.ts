@@ -6,7 +6,7 @@ import type { Config } from '../config/config.js';
 import type { Logger } from '../logger.js';
 import { QUEUE_NAMES } from '../queue/jobs.js';
 import type { GpuAllocator } from '../runs/gpu-allocator.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { createAdminBoard } from './admin-board.js';
 import { observeWorker } from './observe-workers.js';
 import { createOpsListener, OPS_PATHS } from './ops-http.js';

@@ -8,8 +8,8 @@ import { definedOnly } from '../defined-only.js';
 import { BotError, RunError, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import { type RunMeta, runActionsFor } from '../runs/run-types.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import { type RunMeta, runActionsFor } from '../runs/records/run-types.js';
 import { readTrackerLinks, trackerLinkLines } from '../runs/tracker-links.js';
 
 /*

@@ -1,9 +1,9 @@
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { WebRunsSource } from './runs-api.js';
 
-/** The runs API's view of the core: reads through the runs facade, changes through chat's operations. */
-export function createWebRunsSource(parts: { runs: RunsFacade; operations: RunOperations }): WebRunsSource {
+/** The runs API's view of the core: reads through `RunQueries`, changes through chat's operations. */
+export function createWebRunsSource(parts: { runs: RunQueries; operations: RunOperations }): WebRunsSource {
   const { runs, operations } = parts;
   return {
     listRuns: () => runs.list(),

@@ -41,9 +41,10 @@ return 1
 `;
 
 export const LOCK_AND_CLAIM_SCRIPT = `
--- KEYS[1] lock, KEYS[2] batch key, KEYS[3] inbox, KEYS[4] list to prefetch (the session)
--- ARGV[1] lock token, ARGV[2] lease ms, ARGV[3] new batch id, ARGV[4] max items
--- Returns {} when the lock is taken; else {batch json or '', prefetched count, items..., prefetched...}.
+-- KEYS[1] lock, KEYS[2] batch key, KEYS[3] inbox, KEYS[4..] keys the turn reads under the lock
+-- ARGV[1] lock token, ARGV[2] lease ms, ARGV[3] new batch id, ARGV[4] max items, ARGV[5..] how each of
+-- KEYS[4..] is read: 'list' (LRANGE 0 -1), 'hash' (HGETALL) or 'string' (GET; false when absent)
+-- Returns {} when the lock is taken; {''} when the inbox is empty; else {batch json, {items...}, {reads...}}.
 if not redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[2]), 'NX') then return {} end
 local batch = redis.call('GET', KEYS[2])
 local count = 0
@@ -51,17 +52,19 @@ if batch then
   count = tonumber(cjson.decode(batch).count)
 else
   local length = redis.call('LLEN', KEYS[3])
-  if length == 0 then return { '', 0 } end
+  if length == 0 then return { '' } end
   count = math.min(length, tonumber(ARGV[4]))
   batch = cjson.encode({ batchId = ARGV[3], count = count })
   redis.call('SET', KEYS[2], batch)
 end
-local items = redis.call('LRANGE', KEYS[3], 0, count - 1)
-local prefetched = redis.call('LRANGE', KEYS[4], 0, -1)
-local result = { batch, #prefetched }
-for _, item in ipairs(items) do table.insert(result, item) end
-for _, entry in ipairs(prefetched) do table.insert(result, entry) end
-return result
+local reads = {}
+for index = 4, #KEYS do
+  local kind = ARGV[index + 1]
+  if kind == 'list' then reads[index - 3] = redis.call('LRANGE', KEYS[index], 0, -1)
+  elseif kind == 'hash' then reads[index - 3] = redis.call('HGETALL', KEYS[index])
+  else reads[index - 3] = redis.call('GET', KEYS[index]) end
+end
+return { batch, redis.call('LRANGE', KEYS[3], 0, count - 1), reads }
 `;
 
 export const CLAIM_SCRIPT = `

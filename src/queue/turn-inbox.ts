@@ -51,6 +51,15 @@ export type Batch = z.infer<typeof batchSchema> & { items: InboxItem[] };
 
 export type AcceptResult = 'accepted' | 'ignored' | 'duplicate';
 
+/** A key a turn reads under its thread's lock, in the lock's own round trip (its owner names the key). */
+export interface LockedRead {
+  key: string;
+  /** `list`: every entry; `hash`: every field; `string`: the value. */
+  kind: 'list' | 'hash' | 'string';
+}
+/** What a `LockedRead` found: a list's entries, a hash's fields, a string (`undefined` when absent). */
+export type LockedValue = string[] | Record<string, string> | string | undefined;
+
 /** A thread whose inbox got an item; `key` (the delivery or event id) makes its turn job idempotent. */
 export interface WakeRequest {
   threadId: string;
@@ -117,17 +126,18 @@ export interface TurnInbox {
   extendLock(threadId: string, token: string, leaseMs: number): Promise<boolean>;
   releaseLock(threadId: string, token: string): Promise<void>;
   /**
-   * Takes the thread's lock and its first batch in one round trip, reading `prefetchKey` (the session
-   * history) under the lock too. `locked` when another turn holds the thread.
+   * Takes the thread's lock and its first batch in one round trip, doing `reads` under the lock too (what
+   * the turn needs before its first LLM call); `values` are in their order. `locked` when another turn
+   * holds the thread; no reads when the inbox is empty.
    */
   lockAndClaim(
     threadId: string,
     leaseMs: number,
     max: number,
-    prefetchKey: string,
+    reads: readonly LockedRead[],
   ): Promise<
     | { status: 'locked' }
-    | { status: 'claimed'; token: string; batch: Batch | undefined; prefetched: string[] }
+    | { status: 'claimed'; token: string; batch: Batch | undefined; values: LockedValue[] }
   >;
   /** The batch to work on: the one a crashed attempt claimed, or up to `max` fresh items. */
   claimBatch(threadId: string, max: number): Promise<Batch | undefined>;
@@ -229,21 +239,19 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
     async releaseLock(threadId, token) {
       await redis.eval(RELEASE_SCRIPT, 1, lockKey(threadId), token);
     },
-    async lockAndClaim(threadId, leaseMs, max, prefetchKey) {
+    async lockAndClaim(threadId, leaseMs, max, reads) {
       const token = randomBytes(8).toString('hex');
       const result = (await runLockAndClaim(
-        [lockKey(threadId), batchKey(threadId), inboxKey(threadId), prefetchKey],
-        [token, leaseMs, randomBytes(6).toString('hex'), max],
-      )) as Array<string | number>;
+        [lockKey(threadId), batchKey(threadId), inboxKey(threadId), ...reads.map((read) => read.key)],
+        [token, leaseMs, randomBytes(6).toString('hex'), max, ...reads.map((read) => read.kind)],
+      )) as [] | [string] | [string, string[], unknown[]];
       if (result.length === 0) return { status: 'locked' };
-      const [batchJson, prefetchedCount, ...rest] = result;
-      if (batchJson === '' || typeof batchJson !== 'string') {
-        return { status: 'claimed', token, batch: undefined, prefetched: [] };
+      const [batchJson, items, found] = result;
+      if (batchJson === '' || items === undefined) {
+        return { status: 'claimed', token, batch: undefined, values: [] };
       }
-      const split = rest.length - Number(prefetchedCount);
-      const items = rest.slice(0, split).map(String);
-      const prefetched = rest.slice(split).map(String);
-      return { status: 'claimed', token, batch: toBatch(threadId, batchJson, items), prefetched };
+      const values = reads.map((read, index) => lockedValue(read.kind, found?.[index]));
+      return { status: 'claimed', token, batch: toBatch(threadId, batchJson, items), values };
     },
     async claimBatch(threadId, max) {
       const result = (await runClaim(
@@ -300,6 +308,17 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
       return stale;
     },
   };
+}
+
+/** A locked read's raw reply as its kind's value (a hash comes as a flat field, value list). */
+function lockedValue(kind: LockedRead['kind'], raw: unknown): LockedValue {
+  if (kind === 'string') return typeof raw === 'string' ? raw : undefined;
+  const entries = Array.isArray(raw) ? raw.map(String) : [];
+  if (kind === 'list') return entries;
+  const fields: Record<string, string> = {};
+  for (let index = 0; index + 1 < entries.length; index += 2)
+    fields[entries[index] ?? ''] = entries[index + 1] ?? '';
+  return fields;
 }
 
 /** Redis servers without BLMPOP (before 7.0), remembered once one said so. */

@@ -5,7 +5,7 @@ import { logQueueErrors } from './job-payload.js';
 import { createJobWorker, isFinalError } from './job-worker.js';
 import { agentTurnJob, enqueueBulk, JOBS, QUEUE_NAMES, TURN_ATTEMPTS } from './jobs.js';
 import { startTurnDispatcher } from './turn-dispatcher.js';
-import type { Batch, TurnInbox, WakeRequest } from './turn-inbox.js';
+import type { Batch, LockedRead, LockedValue, TurnInbox, WakeRequest } from './turn-inbox.js';
 
 /** How long a turn job waits before trying a busy thread's lock again. */
 const LOCKED_RETRY_MS = 150;
@@ -18,8 +18,8 @@ export { TURN_ATTEMPTS };
 /** The most inbox items one agent turn takes in. */
 const MAX_BATCH = 50;
 
-/** `prefetchedHistory`: the thread's stored session, read under the lock with the first batch. */
-type BatchProcessor = (threadId: string, batch: Batch, prefetchedHistory?: string[]) => Promise<void>;
+/** `values`: what `lockedReads` found, read under the lock with the first batch (absent for later batches). */
+type BatchProcessor = (threadId: string, batch: Batch, values?: readonly LockedValue[]) => Promise<void>;
 
 interface TurnWorkerOptions {
   connection: Redis;
@@ -28,8 +28,11 @@ interface TurnWorkerOptions {
   prefix: string;
   inbox: TurnInbox;
   processBatch: BatchProcessor;
-  /** Redis key of a thread's session history, read together with the first batch. */
-  sessionKey: (threadId: string) => string;
+  /**
+   * What a turn reads before its first LLM call (the session, the thread's model…), read in the same
+   * round trip as the lock and the first batch.
+   */
+  lockedReads: (threadId: string) => readonly LockedRead[];
   logger: Logger;
   concurrency: number;
   /** Told when a batch failed on every attempt and was dropped (to say so in the thread). */
@@ -78,7 +81,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
     QUEUE_NAMES.turns,
     agentTurnJob,
     async ({ threadId }, job, token) => {
-      const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.sessionKey(threadId));
+      const claimed = await inbox.lockAndClaim(threadId, lockMs, MAX_BATCH, options.lockedReads(threadId));
       if (claimed.status === 'locked') {
         await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
         throw new DelayedError();
@@ -92,9 +95,9 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
         },
         Math.max(200, Math.floor(lockMs / 3)),
       );
-      const process = async (batch: Batch, prefetched?: string[]) => {
+      const process = async (batch: Batch, values?: readonly LockedValue[]) => {
         try {
-          await options.processBatch(threadId, batch, prefetched);
+          await options.processBatch(threadId, batch, values);
         } catch (error) {
           // A final error (no attempt can help) drops the batch at once, like the last failed attempt.
           if (!isFinalError(error) && job.attemptsMade + 1 < TURN_ATTEMPTS) throw error;
@@ -106,7 +109,7 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       };
       try {
         if (claimed.batch !== undefined) {
-          await process(claimed.batch, claimed.prefetched);
+          await process(claimed.batch, claimed.values);
           for (;;) {
             const batch = await inbox.claimBatch(threadId, MAX_BATCH);
             if (batch === undefined) break;

@@ -10,8 +10,9 @@ import { LeaseError } from '../errors.js';
  */
 
 const RELEASE_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`;
-// Take the lease and, when taken, read hash fields in the same step (a monitor tick: lease + cursors).
-const ACQUIRE_READING_SCRIPT = `if redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return redis.call('hmget', KEYS[2], unpack(ARGV, 3)) end return false`;
+// Take the lease and, when taken, read hash fields in the same step (a monitor tick: lease + cursors);
+// when held, say by whom (its token), so a caller can tell a long hold from a short tick.
+const ACQUIRE_READING_SCRIPT = `if redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then return {1, redis.call('hmget', KEYS[2], unpack(ARGV, 3))} end return {0, redis.call('get', KEYS[1]) or ''}`;
 const RENEW_SCRIPT = `if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) end return 0`;
 
 /** Retry delays while waiting for a lease: doubling from the first to the cap, with jitter. */
@@ -21,6 +22,8 @@ const MAX_RETRY_MS = 250;
 export interface Lease {
   readonly key: string;
   readonly token: string;
+  /** The TTL it was taken with (what `renew` extends to by default). */
+  readonly ttlMs: number;
   /** Extend the lease to `ttlMs` from now (default: the TTL it was taken with); false when no longer held. */
   renew(ttlMs?: number): Promise<boolean>;
   /** Give the lease up; false when it was no longer ours (expired, maybe taken over). */
@@ -46,14 +49,18 @@ export interface Leases {
   tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined>;
   /**
    * `tryAcquire`, and when taken also `HMGET hashKey fields` in the same round trip (one Lua step: the
-   * fields are read under the lease).
+   * fields are read under the lease). When not taken: the holder's token (`tokenPrefix` marks a kind of
+   * holder, e.g. the monitor's long holds).
    */
   tryAcquireReading(
     key: string,
     ttlMs: number,
     hashKey: string,
     fields: readonly string[],
-  ): Promise<{ lease: Lease; values: Array<string | null> } | undefined>;
+    tokenPrefix?: string,
+  ): Promise<{ lease: Lease; values: Array<string | null> } | { holder: string }>;
+  /** Renew many leases in one round trip (each to its own TTL); one boolean each: still held. */
+  renewAll(leases: readonly Lease[]): Promise<boolean[]>;
   /** Run `work` holding the lease on `key`, then release it (also when `work` throws). */
   withLease<T>(
     key: string,
@@ -68,6 +75,7 @@ export function createLeases(redis: Redis): Leases {
     return {
       key,
       token,
+      ttlMs,
       async renew(renewTtlMs = ttlMs) {
         return (await redis.eval(RENEW_SCRIPT, 1, key, token, String(renewTtlMs))) === 1;
       },
@@ -80,10 +88,16 @@ export function createLeases(redis: Redis): Leases {
     };
   }
 
-  async function tryAcquireReading(key: string, ttlMs: number, hashKey: string, fields: readonly string[]) {
+  async function tryAcquireReading(
+    key: string,
+    ttlMs: number,
+    hashKey: string,
+    fields: readonly string[],
+    tokenPrefix = '',
+  ) {
     if (fields.length === 0) throw new Error('tryAcquireReading needs at least one field');
-    const token = randomBytes(12).toString('hex');
-    const values = (await redis.eval(
+    const token = `${tokenPrefix}${randomBytes(12).toString('hex')}`;
+    const [taken, values] = (await redis.eval(
       ACQUIRE_READING_SCRIPT,
       2,
       key,
@@ -91,8 +105,16 @@ export function createLeases(redis: Redis): Leases {
       token,
       ttlMs,
       ...fields,
-    )) as Array<string | null> | null;
-    return values === null ? undefined : { lease: leaseOf(key, token, ttlMs), values };
+    )) as [1, Array<string | null>] | [0, string];
+    return taken === 1 ? { lease: leaseOf(key, token, ttlMs), values } : { holder: values };
+  }
+
+  async function renewAll(leases: readonly Lease[]): Promise<boolean[]> {
+    if (leases.length === 0) return [];
+    const pipeline = redis.pipeline();
+    for (const lease of leases) pipeline.eval(RENEW_SCRIPT, 1, lease.key, lease.token, String(lease.ttlMs));
+    const results = (await pipeline.exec()) ?? [];
+    return leases.map((_, index) => results[index]?.[1] === 1);
   }
 
   async function tryAcquire(key: string, ttlMs: number): Promise<Lease | undefined> {
@@ -142,5 +164,5 @@ export function createLeases(redis: Redis): Leases {
     }
   }
 
-  return { acquire, tryAcquire, tryAcquireReading, withLease };
+  return { acquire, tryAcquire, tryAcquireReading, renewAll, withLease };
 }

@@ -10,7 +10,7 @@ import type {
   PlacementRequest,
   ProcessState,
 } from './executor.js';
-import type { RunMeta } from './run-types.js';
+import type { RunMeta } from './records/run-types.js';
 
 /**
  * Several backends at once (`SHEPHERD_BACKENDS`), chosen per run. The router is itself an `Executor`:

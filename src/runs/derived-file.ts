@@ -1,6 +1,6 @@
 import { open, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
-import { RUN_FILES } from './run-files.js';
+import { RUN_FILES } from './records/run-files.js';
 
 /**
  * Points read from output.log are also written to `stdout-metrics.jsonl` in the run directory, in the

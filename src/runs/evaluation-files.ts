@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
 import { readTail } from './file-tail.js';
-import { RUN_FILES } from './run-files.js';
-import type { EvaluationRecord, SavedModel } from './run-types.js';
+import { RUN_FILES } from './records/run-files.js';
+import type { EvaluationRecord, SavedModel } from './records/run-types.js';
 
 /**
  * What a run leaves behind for its evaluation and its final model: the launcher's `evaluation.json`, the
@@ -13,7 +13,7 @@ import type { EvaluationRecord, SavedModel } from './run-types.js';
 
 const EPOCH_SECONDS = z.number().nonnegative();
 
-const evaluationFileSchema = z.object({
+export const evaluationFileSchema = z.object({
   status: z.enum(['running', 'passed', 'failed']),
   exitCode: z.number().int().optional(),
   startedAt: EPOCH_SECONDS.optional(),
@@ -21,11 +21,13 @@ const evaluationFileSchema = z.object({
 });
 type EvaluationFile = z.infer<typeof evaluationFileSchema>;
 
-const modelFileSchema = z.object({
+export const modelFileSchema = z.object({
   path: z.string().min(1),
   info: z.record(z.string(), z.unknown()).default({}),
   step: z.number().optional(),
   ts: EPOCH_SECONDS,
+  /** Set by Shepherd when the directory is not on its host (`HF job <id>`); the helper never writes it. */
+  location: z.string().optional(),
 });
 
 /** Bytes of output.log / eval.log scanned for printed eval dicts. */
@@ -49,9 +51,10 @@ export async function readEvaluationFile(runDir: string): Promise<EvaluationFile
 export async function readSavedModel(runDir: string): Promise<SavedModel | undefined> {
   const parsed = modelFileSchema.safeParse(await readJson(path.join(runDir, RUN_FILES.model)));
   if (!parsed.success) return undefined;
-  const { path: modelPath, info, step, ts } = parsed.data;
+  const { path: modelPath, info, step, ts, location } = parsed.data;
   const model: SavedModel = { path: modelPath, info, savedAt: new Date(ts * 1000).toISOString() };
   if (step !== undefined) model.step = step;
+  if (location !== undefined) model.location = location;
   return model;
 }
 

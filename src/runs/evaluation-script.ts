@@ -31,17 +31,58 @@ function trainingLines(training: string, stop: StopSignalling): string[] {
 }
 
 /**
- * Bash lines: training (a shell command line), then, after it exits 0 and was not stopped, the eval
- * command in `$SHEPHERD_RUN_DIR` with its output in eval.log and the job's log, evaluation.json saying
- * running, then how it ended (the local launcher's fields). Exits with the training's code: an eval
- * failure does not undo the training.
+ * Prefix of the line that stands for evaluation.json where Shepherd reads only the job's log (HF Jobs):
+ * `[shepherd:evaluation] {"status": "running", "startedAt": …}`. Its follower writes the file from it.
  */
-export function evaluationLines(training: string, evalCommand: string, stop: StopSignalling): string[] {
+export const EVALUATION_MARKER = '[shepherd:evaluation] ';
+
+/**
+ * Where the evaluation's record goes. `file`: evaluation.json in `$SHEPHERD_RUN_DIR`, a directory Shepherd
+ * shares (Slurm, a Kubernetes PVC). `log`: a marker line in the job's log, the eval run in the job's
+ * working directory (HF Jobs, whose files Shepherd never sees).
+ */
+type EvaluationRecording = 'file' | 'log';
+
+const RECORDERS: Record<EvaluationRecording, { define: string; directory: string }> = {
+  file: {
+    define:
+      'shepherd_evaluation() { printf "$@" > .evaluation.json.tmp && mv -f .evaluation.json.tmp evaluation.json; }',
+    directory: '"$SHEPHERD_RUN_DIR"',
+  },
+  log: {
+    define: `shepherd_evaluation() { local format="$1"; shift; printf "${EVALUATION_MARKER}$format" "$@"; }`,
+    directory: '"$PWD"',
+  },
+};
+
+interface EvaluationOptions {
+  recording?: EvaluationRecording;
+  /**
+   * Several processes run these lines (one per node, a multi-node Kubernetes Job): the variable holding
+   * each one's rank. Only rank 0 evaluates; the others exit with training's code.
+   */
+  rankVariable?: string;
+}
+
+/**
+ * Bash lines: training (a shell command line), then, after it exits 0 and was not stopped, the eval
+ * command in `$SHEPHERD_RUN_DIR` (or the job's directory) with its output in eval.log and the job's log,
+ * evaluation.json (or its marker line) saying running, then how it ended (the local launcher's fields).
+ * Exits with the training's code: an eval failure does not undo the training.
+ */
+export function evaluationLines(
+  training: string,
+  evalCommand: string,
+  stop: StopSignalling,
+  options: EvaluationOptions = {},
+): string[] {
+  const recorder = RECORDERS[options.recording ?? 'file'];
+  const rank = options.rankVariable === undefined ? '' : ` && [ "\${${options.rankVariable}:-0}" = 0 ]`;
   return [
-    'shepherd_evaluation() { printf "$@" > .evaluation.json.tmp && mv -f .evaluation.json.tmp evaluation.json; }',
+    recorder.define,
     'shepherd_stopped=',
     ...trainingLines(training, stop),
-    'if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ] && cd "$SHEPHERD_RUN_DIR"; then',
+    `if [ "$shepherd_rc" -eq 0 ] && [ -z "$shepherd_stopped" ]${rank} && cd ${recorder.directory}; then`,
     '  shepherd_started=$(date +%s)',
     `  shepherd_evaluation '{"status": "running", "startedAt": %s}\\n' "$shepherd_started"`,
     `  echo ${shellQuote(`=== evaluation: ${evalCommand} ===`)}`,

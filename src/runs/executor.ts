@@ -1,5 +1,5 @@
 import type { BackendKind } from '../config/backend-kinds.js';
-import type { RunMeta } from './run-types.js';
+import type { RunMeta } from './records/run-types.js';
 
 /** What a backend needs to say where a run would go and what it costs, before the run exists. */
 export type PlacementRequest = Pick<RunMeta, 'gpus' | 'maxHours'> &

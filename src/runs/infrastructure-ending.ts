@@ -1,5 +1,5 @@
 import type { ProcessState } from './executor.js';
-import type { RunMeta } from './run-types.js';
+import type { RunMeta } from './records/run-types.js';
 
 /**
  * Which endings of a launch are the infrastructure's fault rather than the script's: a kill nobody in

@@ -24,10 +24,10 @@ import {
   liveProcessGroups,
   readProcessStat,
 } from './process-table.js';
+import { PYTHON_RUNTIME_DIR, RUN_FILES } from './records/run-files.js';
+import { appendRunFile } from './records/run-store.js';
+import type { RunMeta } from './records/run-types.js';
 import { chownTree, type RunUser } from './run-as-user.js';
-import { PYTHON_RUNTIME_DIR, RUN_FILES } from './run-files.js';
-import { appendRunFile } from './run-store.js';
-import type { RunMeta } from './run-types.js';
 import { createPySpy, dumpLocalStacks, type PySpy } from './stack-dumps.js';
 import { hoursLeft } from './time-limit.js';
 
@@ -129,7 +129,7 @@ function gpuLabel(indices: readonly number[]): string {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
- * Runs a training script as a local process group: `python -u shepherd_launcher.py N train.py`, which
+ * Runs a training script as a local process group: `python -S -u shepherd_launcher.py N train.py`, which
  * starts `python -u train.py` and writes `exit_status.json` when it ends.
  */
 export function createLocalExecutor(options: LocalExecutorOptions): Executor {
@@ -259,6 +259,9 @@ export function createLocalExecutor(options: LocalExecutorOptions): Executor {
     // The deadline travels with the launcher, which enforces it even while the bot is down.
     const deadlineMs = Date.now() + hoursLeft(meta) * 3600 * 1000;
     const launcherArguments = [
+      // No site-packages for the launcher (it is stdlib only): its start-up sits between the Approve click
+      // and the script's first line, and `site` (every .pth file) is much of it. The script keeps its own.
+      '-S',
       '-u',
       path.join(runtime, LAUNCHER_FILE),
       String(launchNumber),

@@ -11,10 +11,10 @@ import {
   engineRunArgv,
 } from './container-argv.js';
 import type { LaunchRequest, Placement, PlacementRequest } from './executor.js';
+import { applyEnvironment } from './named-environments.js';
+import { RUN_FILES } from './records/run-files.js';
+import type { RunMeta } from './records/run-types.js';
 import type { RunUser } from './run-as-user.js';
-import { applyEnvironment } from './run-environments.js';
-import { RUN_FILES } from './run-files.js';
-import type { RunMeta } from './run-types.js';
 
 /** `config.localContainer`: the engine for local runs in an image, and the default image. */
 export interface LocalContainerSettings {

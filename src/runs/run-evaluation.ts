@@ -1,5 +1,5 @@
 import { collectEvaluation, readEvaluationFile, readSavedModel } from './evaluation-files.js';
-import type { RunMeta } from './run-types.js';
+import type { RunMeta } from './records/run-types.js';
 
 /** A run that completed: its evaluation and saved model, for the meta, and a note for the thread. */
 export async function completionPatch(

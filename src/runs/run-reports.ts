@@ -6,12 +6,12 @@ import { metricsFileOf } from './derived-file.js';
 import type { ClusterInfo, ProcessState } from './executor.js';
 import { type MetricRecord, readLastMetrics, tailLines } from './file-tail.js';
 import type { GpuAllocator } from './gpu-allocator.js';
-import { RUN_FILES } from './run-files.js';
-import type { RunStore } from './run-store.js';
-import { isLaunched, type RunMeta } from './run-types.js';
+import { RUN_FILES } from './records/run-files.js';
+import type { RunStore } from './records/run-store.js';
+import { isLaunched, type RunMeta } from './records/run-types.js';
 import { readTrackerLinks, type TrackerLinks } from './tracker-links.js';
 
-interface ResumeInfo {
+export interface ResumeInfo {
   step: number | null;
   checkpoint: string | null;
   [key: string]: unknown;

@@ -3,8 +3,8 @@ import { appendFile, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from '../logger.js';
 import { processGroupMembers, readProcessStat } from './process-table.js';
-import { RUN_FILES } from './run-files.js';
-import type { RunMeta } from './run-types.js';
+import { RUN_FILES } from './records/run-files.js';
+import type { RunMeta } from './records/run-types.js';
 
 /**
  * Hang dumps of a local run: every thread's Python stack goes into the run's output.log, where the monitor

@@ -2,7 +2,7 @@ import { mkdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { stripVTControlCharacters } from 'node:util';
 import { z } from 'zod';
-import { writeFileAtomic } from './atomic-file.js';
+import { writeFileAtomic } from './records/atomic-file.js';
 
 /**
  * Links to the run in the trackers it logs to, found in what the trackers print at start (output.log):
@@ -14,7 +14,7 @@ import { writeFileAtomic } from './atomic-file.js';
  * A value is a URL, or (no URL printed) the command that opens the dashboard.
  */
 
-const trackerLinksSchema = z.object({
+export const trackerLinksSchema = z.object({
   wandb: z.string().optional(),
   mlflow: z.string().optional(),
   trackio: z.string().optional(),

@@ -3,7 +3,7 @@ import { RunError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { ClusterInfo, Executor, LaunchRequest, LaunchResult, ProcessState } from './executor.js';
 import { hasProcFs, readProcessStat } from './process-table.js';
-import type { RunMeta } from './run-types.js';
+import type { RunMeta } from './records/run-types.js';
 
 /**
  * Runs Shepherd watches but did not launch. A hand-submitted Slurm job is polled by a Slurm executor in

@@ -102,9 +102,17 @@ export function createLlmBudget(options: LlmBudgetOptions) {
     );
   }
 
-  /** Why an agent turn for `actor` in `threadId` is refused, or undefined when it may run. */
-  async function refusal(threadId: string, actor: ChatUser): Promise<string | undefined> {
-    const spend = await ledger.thread(threadId);
+  /**
+   * Why an agent turn for `actor` in `threadId` is refused, or undefined when it may run. `threadFields`:
+   * the thread's spend key (`spendKey`) as already read, so it is not read again.
+   */
+  async function refusal(
+    threadId: string,
+    actor: ChatUser,
+    threadFields?: Record<string, string>,
+  ): Promise<string | undefined> {
+    const spend =
+      threadFields === undefined ? await ledger.thread(threadId) : ledger.parseThread(threadFields);
     if (spend.usd >= spend.capUsd)
       return `This thread has used ${spentText(spend)}, so I am not starting an agent turn. An approver can raise the cap with ${raiseHint}. Plain commands (help, runs, status <run>…) still work.`;
     const cap = options.personDayCapUsd;
@@ -164,6 +172,7 @@ export function createLlmBudget(options: LlmBudgetOptions) {
   return {
     onUsage,
     refusal,
+    spendKey: ledger.threadKey,
     sessionLine,
     async tryCommand(threadId: string, text: string, actor: ChatUser): Promise<string | undefined> {
       const command = parseBudgetCommand(text, botName);

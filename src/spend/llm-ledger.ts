@@ -180,7 +180,17 @@ export function createLlmLedger(options: {
     return { people: sorted('person'), threads: sorted('thread') };
   }
 
-  return { thread, record, personToday, raiseCap, totals };
+  return {
+    thread,
+    /** The key `thread` reads, for a caller that reads it in a round trip of its own (a turn's lock). */
+    threadKey: keys.thread,
+    /** A thread's spend from its key's fields, as `thread` returns it. */
+    parseThread,
+    record,
+    personToday,
+    raiseCap,
+    totals,
+  };
 }
 
 export type LlmLedger = ReturnType<typeof createLlmLedger>;

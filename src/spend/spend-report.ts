@@ -1,10 +1,10 @@
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import { formatDollars, formatGpuHours, groupUsage, startOfMonthUtc, table, usageOf } from './usage.js';
 
 /** `spend`, the monthly budget and the daily digest, all from the runs' real running time. */
 export function createSpendReports(options: {
-  runs: RunsFacade;
+  runs: RunQueries;
   gpuHourUsd: number;
   budgetUsdMonth?: number | undefined;
   now?: () => Date;

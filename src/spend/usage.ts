@@ -2,8 +2,8 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { decodeThreadId } from '../bot/chat-adapter.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import { isLaunched, type RunMeta, type RunStatus } from '../runs/run-types.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import { isLaunched, type RunMeta, type RunStatus } from '../runs/records/run-types.js';
 import { parseJsonWith } from '../text/json.js';
 
 /**

@@ -1,9 +1,8 @@
 import type { Notifier } from '../bot/notifier.js';
 import { renderChart } from '../charts/render-chart.js';
 import { RunError } from '../errors.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import { table } from '../spend/usage.js';
 import { formatValue, readMetric, summarise } from './leaderboard.js';
 
@@ -37,8 +36,7 @@ function forkNotes(metas: readonly RunMeta[]): string[] {
  * each run's final and best value.
  */
 export function createRunComparison(options: {
-  runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   notifier: Notifier;
   quickchartUrl: string;
 }) {
@@ -48,7 +46,7 @@ export function createRunComparison(options: {
     const metas: RunMeta[] = [];
     for (const [index, reference] of references.entries()) {
       try {
-        metas.push(await options.runs.findRun(reference));
+        metas.push(await options.queries.find(reference));
       } catch (error) {
         // `compare a b acc`: a last word that is no run is the metric.
         if (metric === undefined && index === references.length - 1 && index >= 2) metric = reference;
@@ -57,7 +55,7 @@ export function createRunComparison(options: {
     }
     const [only] = metas;
     if (metas.length === 1 && only?.forkOf !== undefined)
-      metas.push(await options.runs.findRun(only.forkOf.runId));
+      metas.push(await options.queries.find(only.forkOf.runId));
     if (metas.length < 2)
       throw new RunError(
         'invalid_run',
@@ -69,7 +67,7 @@ export function createRunComparison(options: {
     const rows: string[][] = [];
     let best: { run: string; value: number } | undefined;
     for (const meta of metas) {
-      const points = await readMetric(options.facade.runDirectory(meta.id), name, request.steps);
+      const points = await readMetric(options.queries.runDirectory(meta.id), name, request.steps);
       const summary = summarise(points, mode);
       if (points.length > 0) series[meta.name] = points;
       rows.push([

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { readMetricSeries } from '../charts/metrics-chart.js';
-import { RUN_FILES } from '../runs/run-files.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
 import { table } from '../spend/usage.js';
 import { describeValues } from './sweep-grid.js';
 import type { Sweep, Trial } from './sweep-store.js';

@@ -2,7 +2,7 @@ import type { ChatUser } from '../bot/chat-adapter.js';
 import { splitCommandLine, stripLeadingMention } from '../commands/parse-command.js';
 import { definedOnly } from '../defined-only.js';
 import type { Logger } from '../logger.js';
-import { userFacingError } from '../runs/run-texts.js';
+import { userFacingError } from '../runs/operations/run-texts.js';
 import type { SpendReports } from '../spend/spend-report.js';
 import type { CompareRuns } from './compare-runs.js';
 import { parseSweepTokens } from './sweep-grid.js';

@@ -1,16 +1,16 @@
 import type { ApprovalService } from '../approvals/approval-service.js';
 import type { Notifier } from '../bot/notifier.js';
 import type { Logger } from '../logger.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { Actor, RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { Actor, RunService } from '../runs/lifecycle/run-service.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { Sweep, SweepStore, Trial } from './sweep-store.js';
 
 export interface SweepServiceOptions {
   store: SweepStore;
   runs: RunService;
-  facade: RunsFacade;
+  queries: RunQueries;
   approvals: ApprovalService;
   notifier: Notifier;
   workspace: string;
@@ -45,6 +45,6 @@ export function createSweepContext(options: SweepServiceOptions): SweepContext {
       options.notifier.post(sweep.threadId, text).catch((error: unknown) => {
         options.logger.warn({ sweep: sweep.name, err: error }, 'could not post a sweep line');
       }),
-    metaOf: (trial) => options.runs.findRun(trial.runId).catch(() => undefined),
+    metaOf: (trial) => options.queries.find(trial.runId).catch(() => undefined),
   };
 }

@@ -1,6 +1,6 @@
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { RunError } from '../errors.js';
-import { TERMINAL_STATUSES } from '../runs/run-types.js';
+import { TERMINAL_STATUSES } from '../runs/records/run-types.js';
 import type { SweepContext } from './sweep-context.js';
 import { advanceSweep } from './sweep-progress.js';
 import { FINAL_SWEEP_STATES, type Sweep } from './sweep-store.js';

@@ -3,10 +3,10 @@ import { basename } from 'node:path';
 import type { ChatUser } from '../bot/chat-adapter.js';
 import { definedOnly } from '../defined-only.js';
 import { RunError, ToolPolicyError } from '../errors.js';
-import { formatCommand, prepareCommand } from '../runs/command-launch.js';
+import { formatCommand, prepareCommand } from '../runs/launch/command-launch.js';
+import { resolveWorkspaceScript } from '../runs/launch/workspace-script.js';
 import { estimateCostUsd, estimateRunCostUsd } from '../runs/run-cost.js';
 import { checkMaxHours } from '../runs/time-limit.js';
-import { resolveWorkspaceScript } from '../runs/workspace-script.js';
 import { redactSecrets } from '../text/redact.js';
 import type { SweepContext } from './sweep-context.js';
 import {

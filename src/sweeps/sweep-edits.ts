@@ -1,6 +1,6 @@
 import type { Decision } from '../approvals/approval-store.js';
 import { RunError } from '../errors.js';
-import type { Actor } from '../runs/run-service.js';
+import type { Actor } from '../runs/lifecycle/run-service.js';
 import type { SweepContext } from './sweep-context.js';
 import type { Sweep } from './sweep-store.js';
 

@@ -1,5 +1,5 @@
 import type { Incident } from '../monitor/types.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { SHEPHERD, type SweepContext } from './sweep-context.js';
 import { describeValues } from './sweep-grid.js';
 import type { Trial } from './sweep-store.js';

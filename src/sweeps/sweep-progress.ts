@@ -1,5 +1,5 @@
-import type { Actor } from '../runs/run-service.js';
-import { TERMINAL_STATUSES } from '../runs/run-types.js';
+import type { Actor } from '../runs/lifecycle/run-service.js';
+import { TERMINAL_STATUSES } from '../runs/records/run-types.js';
 import { readMetric, summarise } from './leaderboard.js';
 import { SHEPHERD, type SweepContext } from './sweep-context.js';
 import { postLeaderboard } from './sweep-report.js';
@@ -12,7 +12,7 @@ async function launchTrial(context: SweepContext, trial: Trial, by: Actor): Prom
     return { ...trial, state: 'launched' };
   } catch (error) {
     context.logger.info({ run: trial.name, err: error }, 'sweep trial could not start');
-    const meta = await context.runs.findRun(trial.runId).catch(() => undefined);
+    const meta = await context.queries.find(trial.runId).catch(() => undefined);
     return { ...trial, state: 'ended', outcome: meta?.status ?? 'failed' };
   }
 }
@@ -68,7 +68,7 @@ async function judgeCanary(context: SweepContext, sweep: Sweep, by: Actor): Prom
   if (canary.state === 'waiting') {
     return { ...sweep, trials: [await launchTrial(context, canary, by), ...sweep.trials.slice(1)] };
   }
-  const points = await readMetric(context.facade.runDirectory(canary.runId), sweep.metric);
+  const points = await readMetric(context.queries.runDirectory(canary.runId), sweep.metric);
   const summary = summarise(points, sweep.mode);
   if (canary.stoppedEarly !== undefined)
     return failCanary(context, sweep, `was stopped early (${canary.stoppedEarly})`);

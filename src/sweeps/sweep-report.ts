@@ -16,7 +16,7 @@ import type { Sweep } from './sweep-store.js';
 async function leaderboardRows(context: SweepContext, sweep: Sweep): Promise<LeaderboardRow[]> {
   const rows: LeaderboardRow[] = [];
   for (const trial of sweep.trials) {
-    const points = await readMetric(context.facade.runDirectory(trial.runId), sweep.metric);
+    const points = await readMetric(context.queries.runDirectory(trial.runId), sweep.metric);
     const meta = trial.state === 'ended' ? undefined : await context.metaOf(trial);
     rows.push({ trial, summary: summarise(points, sweep.mode), status: trialStatus(trial, meta?.status) });
   }

@@ -53,7 +53,28 @@ export function registerSecretValues(values: Iterable<string | undefined>): numb
     literals.add(trimmed);
     kept += 1;
   }
+  // A text redacted before this literal was known may hold it.
+  repeated.clear();
   return kept;
+}
+
+/** Texts sent again and again (the system prompt goes out with every LLM call), with their redaction. */
+const repeated = new Map<string, string>();
+/** Distinct repeated texts kept (the system prompt, with or without a thread's summary). */
+const REPEATED_KEPT = 16;
+
+/**
+ * `redactSecrets` for a text sent again and again, such as the system prompt: its redaction is kept, so
+ * the rules (~0.3 ms on the 6 kB prompt) run once per text rather than once per LLM call.
+ */
+export function redactRepeated(text: string): string {
+  const known = repeated.get(text);
+  if (known !== undefined) return known;
+  const redacted = redactSecrets(text);
+  // The oldest entry goes first (a Map keeps insertion order).
+  if (repeated.size >= REPEATED_KEPT) repeated.delete(repeated.keys().next().value ?? '');
+  repeated.set(text, redacted);
+  return redacted;
 }
 
 export function redactSecrets(text: string): string {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { MUTABLE_DETECTORS } from '../monitor/alert-policy.js';
-import type { AlertRuleOperations } from '../monitor/alert-rule-operations.js';
+import type { AlertRuleOperations } from '../monitor/alerts/alert-rule-operations.js';
+import { MUTABLE_DETECTORS } from '../monitor/policy-checks.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { runReference } from './run-reference.js';
 

@@ -2,11 +2,10 @@ import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { checkDivergence } from '../monitor/detectors/loss-detectors.js';
 import { type EpisodeBook, isEpisodeActive, observeEpisode } from '../monitor/episodes.js';
-import type { CheckpointHistory } from '../runs/checkpoint-history.js';
+import type { CheckpointHistory } from '../runs/checkpoints/checkpoint-history.js';
 import { type MetricRecord, parseMetricLine } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import { readResume } from '../runs/run-reports.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import type { RunQueries } from '../runs/run-queries.js';
 
 /**
  * What `list_checkpoints` shows: the run's checkpoint history (`checkpoints.jsonl`, with the health the
@@ -82,11 +81,11 @@ interface Saved {
 }
 
 /** Runs without checkpoints.jsonl: the helper's log lines, plus resume.json for the latest. */
-async function savedFromLog(runs: RunsFacade, runId: string): Promise<Saved[]> {
+async function savedFromLog(runs: RunQueries, runId: string): Promise<Saved[]> {
   const directory = runs.runDirectory(runId);
   const [log, resume] = await Promise.all([
     readFile(path.join(directory, RUN_FILES.output), 'utf8').catch(() => ''),
-    readResume({ runDir: runs.runDirectory }, runId),
+    runs.readResume(runId),
   ]);
   const byStep = new Map<number, Saved>();
   for (const line of log.split('\n')) {
@@ -107,7 +106,7 @@ async function savedFromLog(runs: RunsFacade, runId: string): Promise<Saved[]> {
 }
 
 export function createCheckpointLister(options: {
-  runs: RunsFacade;
+  runs: RunQueries;
   history: Pick<CheckpointHistory, 'list'>;
   detectors: { divergenceWindow: number; divergenceMinRise: number };
 }): CheckpointLister {

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
-import { FOLLOW_EVENTS, type RunFollows } from '../runs/run-follows.js';
-import type { RunMeta } from '../runs/run-types.js';
+import { FOLLOW_EVENTS, type RunFollows } from '../runs/operations/run-follows.js';
+import type { RunMeta } from '../runs/records/run-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { runReference } from './run-reference.js';
 

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { RunError } from '../errors.js';
 import { parseMetricLine } from '../runs/file-tail.js';
-import { RUN_FILES } from '../runs/run-files.js';
-import type { RunMeta } from '../runs/run-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import { RUN_FILES } from '../runs/records/run-files.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 
 /**
  * What `read_run_file` reads: a script version, output.log, a metrics summary, the config or the meta.
@@ -176,7 +176,7 @@ export async function readNumbered(
   return `${label}:\n${text}${footer(label, result, shown, window)}`;
 }
 
-async function scriptVersions(runs: RunsFacade, meta: RunMeta): Promise<string> {
+async function scriptVersions(runs: RunQueries, meta: RunMeta): Promise<string> {
   const files = await readdir(runs.runDirectory(meta.id)).catch(() => [] as string[]);
   const archived = files
     .map((file) => /^train_v(\d+)\.py$/.exec(file)?.[1])
@@ -189,7 +189,7 @@ async function scriptVersions(runs: RunsFacade, meta: RunMeta): Promise<string> 
 }
 
 export async function readScriptFile(
-  runs: RunsFacade,
+  runs: RunQueries,
   meta: RunMeta,
   version: number | undefined,
   label: string,
@@ -212,7 +212,7 @@ export async function readScriptFile(
   return `${text}\n${await scriptVersions(runs, meta)}.`;
 }
 
-export async function readLogFile(runs: RunsFacade, meta: RunMeta, window: LineWindow): Promise<string> {
+export async function readLogFile(runs: RunQueries, meta: RunMeta, window: LineWindow): Promise<string> {
   const file = path.join(runs.runDirectory(meta.id), RUN_FILES.output);
   const stream = createReadStream(file, { encoding: 'utf8' });
   const opened = await new Promise<boolean>((resolve) => {
@@ -235,7 +235,7 @@ function formatValue(value: number): string {
 }
 
 /** Per metric: points, first → last, min and max with their steps, non-finite count; the last lines. */
-export async function summariseMetrics(runs: RunsFacade, meta: RunMeta): Promise<string> {
+export async function summariseMetrics(runs: RunQueries, meta: RunMeta): Promise<string> {
   const text = await readFile(path.join(runs.runDirectory(meta.id), RUN_FILES.metrics), 'utf8').catch(
     () => '',
   );

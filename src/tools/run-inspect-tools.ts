@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ToolPolicyError } from '../errors.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
-import type { RunsFacade } from '../runs/runs-facade.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import { redactSecrets } from '../text/redact.js';
 import type { CheckpointLister } from './checkpoint-listing.js';
 import { defineTool, type ToolDefinition } from './registry.js';
@@ -50,7 +50,7 @@ const editInput = z.object({
 });
 
 export function createRunInspectTools(options: {
-  runs: RunsFacade;
+  runs: RunQueries;
   operations: RunOperations;
   checkpoints: CheckpointLister;
 }): ToolDefinition[] {

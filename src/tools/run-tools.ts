@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { definedOnly } from '../defined-only.js';
 import { ToolPolicyError } from '../errors.js';
-import type { RunOperations } from '../runs/run-operation-types.js';
+import type { RunOperations } from '../runs/operations/operation-types.js';
 import { defineTool, type ToolDefinition } from './registry.js';
 import { runReference } from './run-reference.js';
 
@@ -54,7 +54,7 @@ const startTrainingInput = z.object({
     .max(2000)
     .optional()
     .describe(
-      'Shell command run in the run directory after training exits 0 (status "evaluating"), e.g. "python eval.py"; it may call shepherd.log_eval(**numbers) or print {\'eval_loss\': …} dicts (local, Slurm and Kubernetes-with-PVC backends only)',
+      'Shell command run in the run directory after training exits 0 (status "evaluating"), e.g. "python eval.py"; it may call shepherd.log_eval(**numbers) or print {\'eval_loss\': …} dicts (every backend but Kubernetes without a PVC; on HF Jobs it runs in the job’s directory)',
     ),
   config: z.record(z.string(), z.unknown()).optional().describe('Hyper-parameters to record with the run'),
 });

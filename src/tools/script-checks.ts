@@ -1,6 +1,6 @@
-import { checkPythonSyntax } from '../monitor/triage.js';
+import { checkPythonSyntax } from '../monitor/alerts/triage.js';
+import { describePreflight, PREFLIGHT_REFUSED, runPreflight } from '../runs/launch/preflight.js';
 import type { NetworkIsolation } from '../runs/network-isolation.js';
-import { describePreflight, PREFLIGHT_REFUSED, runPreflight } from '../runs/preflight.js';
 import type { RunUser } from '../runs/run-as-user.js';
 
 /**

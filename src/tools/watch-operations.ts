@@ -10,10 +10,11 @@ import { createDecisionStore } from '../decisions/decision-store.js';
 import { definedOnly } from '../defined-only.js';
 import { errorMessage, ToolPolicyError } from '../errors.js';
 import type { Logger } from '../logger.js';
+import type { RunService } from '../runs/lifecycle/run-service.js';
+import type { RunAccess } from '../runs/operations/run-access.js';
 import { readProcessStat } from '../runs/process-table.js';
-import type { RunAccess } from '../runs/run-access.js';
-import type { RunService } from '../runs/run-service.js';
-import type { RunMeta } from '../runs/run-types.js';
+import type { RunMeta } from '../runs/records/run-types.js';
+import type { RunQueries } from '../runs/run-queries.js';
 import type { RunCommand } from '../runs/slurm/slurm-command.js';
 import { readSlurmJobInfo } from '../runs/slurm/slurm-job-info.js';
 
@@ -32,7 +33,9 @@ export const WATCH_ACTIONS = { confirmStop: 'confirm-stop', keepRunning: 'keep-r
 type WatchVerb = (typeof WATCH_ACTIONS)[keyof typeof WATCH_ACTIONS];
 
 interface WatchOperationsOptions {
+  /** Adopts watched runs and stops them. */
   runs: RunService;
+  queries: RunQueries;
   workspace: string;
   redis: Redis;
   prefix: string;
@@ -253,7 +256,7 @@ export function createWatchOperations(options: WatchOperationsOptions): WatchOpe
   /** Deciding a stop card is stopping the run (or refusing to): checked and audited before it counts. */
   async function refusal(confirmation: StopConfirmation, action: InboundAction) {
     if (options.access === undefined) return undefined;
-    const meta = await runs.findRun(confirmation.runId);
+    const meta = await options.queries.find(confirmation.runId);
     return options.access.refusal(meta, action.user, action.threadId, 'stop', 'button');
   }
 

@@ -3,7 +3,7 @@ import { parsePlainCommand } from '../../src/commands/parse-command.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createBackendRouter } from '../../src/runs/backend-router.js';
 import type { Executor, ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { parseSweepTokens } from '../../src/sweeps/sweep-grid.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

@@ -70,48 +70,6 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     expect(cardsTitled(messages, 'Approve')).toEqual([]);
   });
 
-  it('refuses --eval on HF Jobs before any card, and a run with --eval does not move there', async () => {
-    const threadId = await shepherd.mention(
-      `run --on hf --eval "python3 eval.py" -- python3 -u ${SCRIPT}`,
-      'alice',
-    );
-    const messages = await shepherd.waitForMessages(threadId, (all) =>
-      botMessages(all).some((m) =>
-        /--eval runs on the local, Slurm and Kubernetes backends only/.test(m.text),
-      ),
-    );
-    const refusal = botMessages(messages).find((m) => /--eval runs on/.test(m.text));
-    expect(refusal?.text).toContain(
-      'HF Jobs does not run it, and this run goes to HF Jobs (--on hf). Run it on another backend',
-    );
-    expect(cardsTitled(messages, 'Approve')).toEqual([]);
-    expect(emulator.allJobs()).toHaveLength(0);
-
-    // A local run with --eval that failed: `resume --on hf` would drop its evaluation, so it is refused.
-    const local = await shepherd.mention(
-      'run --name eval-stays-local --eval "python3 -c pass" -- python3 -c "import sys; sys.exit(3)"',
-      'alice',
-    );
-    const card = (
-      await shepherd.waitForMessages(local, (all) => cardsTitled(all, 'eval-stays-local').length > 0)
-    ).find((message) => message.card?.title?.includes('eval-stays-local')) as PlaygroundMessage;
-    const approve = card.card?.actions?.find((action) => action.label === 'Approve');
-    expect((await shepherd.click(local, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const { id } = await shepherd.app.features.runs.service.findRun('eval-stays-local');
-    const statusOf = () =>
-      (JSON.parse(readFileSync(join(dataDir, 'runs', id, 'meta.json'), 'utf8')) as { status: string }).status;
-    await until(() => statusOf() === 'failed', 'the local run to fail');
-    await shepherd.reply(local, 'resume eval-stays-local --on hf', 'alice');
-    await shepherd.waitForMessages(local, (all) =>
-      botMessages(all).some((m) =>
-        /--eval runs on the local, Slurm and Kubernetes backends only.*this run goes to HF Jobs/.test(m.text),
-      ),
-    );
-    const meta = await shepherd.app.features.runs.service.findRun('eval-stays-local');
-    expect(meta.executor).toBe('local');
-    expect(meta.status).toBe('failed');
-  });
-
   it('launches on HF Jobs with a card naming the flavour and its price, alerts on NaN with a chart, stops by cancelling', async () => {
     const threadId = await shepherd.mention(
       `run ${SCRIPT} --on hf --gpus 1 --hours 2 --name hf-nan`,
@@ -142,7 +100,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^hf-nan is running/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const run = await shepherd.app.features.runs.find('hf-nan');
     expect(run.executor).toBe('hfjobs');
     expect(run.jobId).toBe(job.id);
 
@@ -172,7 +130,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^Stopped hf-nan/.test(m.text)),
     );
-    const after = await shepherd.app.features.runs.service.findRun('hf-nan');
+    const after = await shepherd.app.features.runs.find('hf-nan');
     expect(after.status).toBe('stopped');
     expect(after.stopRequested).toBeUndefined();
     // The cancel Shepherd asked for is not reported as a crash (nor triaged).
@@ -279,7 +237,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /Watching HF job/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const run = await shepherd.app.features.runs.find('teammate-job');
     expect(run.watch).toEqual({ source: 'hfjobs', jobId: foreign.id });
     await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign job’s log');
 
@@ -300,7 +258,7 @@ describe('HF Jobs through the playground (emulated Jobs API, real job processes)
       (all) => cardsTitled(all, 'teammate-job: non-finite metric').length > 0,
       60_000,
     );
-    const watched = await shepherd.app.features.runs.service.findRun('teammate-job');
+    const watched = await shepherd.app.features.runs.find('teammate-job');
     expect(watched.status).toBe('running');
     await shepherd.app.features.runs.service.stop(watched.id, 'system');
     await until(() => emulator.job(foreign.id)?.status.stage === 'CANCELED' || undefined, 'the cancel');

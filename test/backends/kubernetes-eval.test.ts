@@ -118,7 +118,7 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect(approve, 'an Approve button').toBeDefined();
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const run = await shepherd.app.features.runs.service.findRun('k8s-eval');
+    const run = await shepherd.app.features.runs.find('k8s-eval');
 
     await until(() => metaOf(run.id).status === 'evaluating', 'status evaluating', 60_000);
     await shepherd.waitForMessages(threadId, (all) =>
@@ -154,7 +154,7 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
     const card = cardsTitled(messages, 'k8s-eval-stop')[0];
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const run = await shepherd.app.features.runs.service.findRun('k8s-eval-stop');
+    const run = await shepherd.app.features.runs.find('k8s-eval-stop');
     const runDir = join(dataDir, 'runs', run.id);
     const output = () => {
       try {

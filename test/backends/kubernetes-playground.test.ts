@@ -80,7 +80,7 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     expect((await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
 
     const job = await until(() => emulator.jobs('ml')[0], 'the Job');
-    const run = await shepherd.app.features.runs.service.findRun('mistral-sft');
+    const run = await shepherd.app.features.runs.find('mistral-sft');
     expect(job.metadata?.labels).toMatchObject({
       'app.kubernetes.io/managed-by': 'shepherd',
       'shepherd.dev/run': run.id,
@@ -107,7 +107,7 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     expect(alert?.card?.imageUrl ?? alert?.images?.[0]).toBeDefined();
 
     // get_cluster_info covers every configured backend: this host first, then the cluster's GPU nodes.
-    const cluster = await shepherd.app.features.runs.service.clusterInfo();
+    const cluster = await shepherd.app.features.runs.clusterInfo();
     expect(cluster.executor).toBe('local');
     expect(cluster.otherBackends.map((info) => info.executor)).toEqual(['kubernetes']);
     expect(cluster.otherBackends[0]?.gpusTotal).toBeGreaterThan(0);
@@ -147,7 +147,7 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /Watching Kubernetes Job research\/their-job/.test(m.text)),
     );
-    const run = await shepherd.app.features.runs.service.findRun('their-job');
+    const run = await shepherd.app.features.runs.find('their-job');
     expect(run.watch).toEqual({ source: 'kubernetes', namespace: 'research', job: 'their-job' });
     await until(() => steps(outputOf(dataDir, run.id)).length >= 5 || undefined, 'the foreign pod’s log');
 
@@ -177,7 +177,7 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
     expect(card.card?.fields?.find((field) => field.label === 'Runs on')?.value).toBe('this host');
     const approve = card.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card.id, approve?.actionId ?? '', 'bob')).status).toBe(200);
-    const run = await shepherd.app.features.runs.service.findRun('movable');
+    const run = await shepherd.app.features.runs.find('movable');
     await until(() => steps(outputOf(dataDir, run.id)).length >= 3 || undefined, 'the local run’s lines');
     await shepherd.reply(threadId, 'pause movable', 'grace');
     await shepherd.waitForMessages(threadId, (all) =>
@@ -193,7 +193,7 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
       () => emulator.jobs('ml').find((job) => job.metadata?.labels?.['shepherd.dev/run'] === run.id),
       'a Job for the moved run',
     );
-    const moved = await shepherd.app.features.runs.service.findRun('movable');
+    const moved = await shepherd.app.features.runs.find('movable');
     expect(moved.executor).toBe('kubernetes');
     expect(moved.placement).toMatch(/^Kubernetes namespace ml/);
     await shepherd.app.features.runs.service.stop(moved.id, 'system');
@@ -211,10 +211,27 @@ describe('Kubernetes through the playground (emulated API server, real pod proce
   });
 
   it('refuses --eval on Kubernetes without a PVC before any card, naming SHEPHERD_K8S_PVC', async () => {
-    const threadId = await shepherd.mention(`run ${SCRIPT} --on k8s --eval "python3 eval.py"`, 'frank');
+    const creates = () =>
+      emulator.calls.filter(
+        (call) => call.verb === 'create' && ['jobs', 'configmaps'].includes(call.resource),
+      ).length;
+    const before = creates();
+    const threadId = await shepherd.mention(
+      `run ${SCRIPT} --on k8s --name k8s-no-pvc-eval --eval "python3 eval.py"`,
+      'frank',
+    );
     const messages = await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /--eval on Kubernetes needs SHEPHERD_K8S_PVC/.test(m.text)),
     );
     expect(cardsTitled(messages, 'Approve')).toEqual([]);
+    expect(cardsTitled(messages, 'k8s-no-pvc-eval')).toEqual([]);
+    // Nothing reached the cluster, and no run was recorded.
+    expect(creates()).toBe(before);
+    expect(
+      emulator
+        .jobs('ml')
+        .some((job) => job.metadata?.annotations?.['shepherd.dev/run-name'] === 'k8s-no-pvc-eval'),
+    ).toBe(false);
+    await expect(shepherd.app.features.runs.find('k8s-no-pvc-eval')).rejects.toThrow();
   });
 });

@@ -1,22 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { untilEvery } from '../helpers/until.js';
 
 /** Shared by the remote-backend playground flows (Kubernetes, HF Jobs). */
 
-/** Polls `probe` until it gives a value; fails naming `what` after `timeoutMs`. */
-export async function until<T>(
-  probe: () => T | undefined | false,
-  what: string,
-  timeoutMs = 45_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+export const until = untilEvery({ timeoutMs: 45_000, intervalMs: 100 });
 
 /** A run's output.log ('' before the backend wrote any of it). */
 export function outputOf(dataDir: string, runId: string): string {

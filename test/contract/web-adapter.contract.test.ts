@@ -1,5 +1,6 @@
 import { Redis } from 'ioredis';
 import type { ChatUser } from '../../src/bot/chat-adapter.js';
+import { createPlaygroundApp } from '../../src/bot/web/playground-app.js';
 import { createWebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore } from '../../src/bot/web/web-store.js';
 import { createLogger } from '../../src/logger.js';
@@ -23,16 +24,18 @@ interface MessageView {
 describeChatAdapterContract('web playground', async (handlers) => {
   const prefix = uniquePrefix('contract-web');
   const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
-  const adapter = createWebAdapter({
-    store: createWebStore({ redis, prefix }),
+  const store = createWebStore({ redis, prefix });
+  const playground = createPlaygroundApp({
+    store,
     redis,
     host: '127.0.0.1',
     port: 0,
     botName: 'shepherd',
     logger: createLogger('silent'),
   });
+  const adapter = createWebAdapter({ store, host: playground });
   await adapter.start(handlers);
-  const url = adapter.address().url;
+  const url = playground.address().url;
   const post = async (path: string, body: unknown) => {
     const response = await fetch(`${url}${path}`, {
       method: 'POST',

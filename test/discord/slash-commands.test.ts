@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import type { RunOverview } from '../../src/bot/chat-adapter.js';
 import { createDiscordAdapter, type DiscordAdapter } from '../../src/bot/discord/discord-adapter.js';
+import type { RunOverview } from '../../src/bot/runs-directory.js';
 import { type DiscordEmulator, GLOBAL, startDiscordEmulator } from './emulator/discord-emulator.js';
 import type { Json } from './emulator/payloads.js';
 import { createCapturingLogger, createRecordingHandlers } from './helpers.js';
@@ -39,16 +39,16 @@ describe('/shepherd as a global command with subcommands and autocomplete', () =
       guildIds: [],
       botName: 'shepherd',
       logger: captured.logger,
+      runs: {
+        list: async () => {
+          listCalls += 1;
+          return runs;
+        },
+        change: async () => {
+          throw new Error('autocomplete never changes a run');
+        },
+      },
     });
-    recorded.handlers.runs = {
-      list: async () => {
-        listCalls += 1;
-        return runs;
-      },
-      change: async () => {
-        throw new Error('autocomplete never changes a run');
-      },
-    };
     await adapter.start(recorded.handlers);
   });
 

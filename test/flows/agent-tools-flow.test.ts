@@ -11,6 +11,7 @@ import {
   startScriptedOpenAi,
 } from '../helpers/scripted-llm/index.js';
 import { toolResults } from '../helpers/tool-results.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * The agent's run tools and "check before spending", black-box through the playground API with the
@@ -21,19 +22,7 @@ import { toolResults } from '../helpers/tool-results.js';
 const CHECKPOINTS = 'test/fixtures/checkpoints_train.py';
 const SYNTAX_ERROR = 'test/fixtures/syntax_error_train.py';
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 30_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 100 });
 
 const approveAction = (message: PlaygroundMessage | undefined) =>
   message?.card?.actions?.find((action) => action.label === 'Approve')?.actionId ?? '';
@@ -86,7 +75,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     const card = cardsTitled(messages, 'ckpt-a')[0];
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
     const meta = await until(async () => {
-      const found = await shepherd.app.features.runs.service.findRun('ckpt-a');
+      const found = await shepherd.app.features.runs.find('ckpt-a');
       return found.status === 'failed' ? found : undefined;
     }, 'ckpt-a failed');
     runId = meta.id;
@@ -244,11 +233,11 @@ describe('agent run tools and checks before spending (playground)', () => {
     expect(card?.card?.text).toContain('Reason: lower the learning rate and drop the NaN');
     expect(card?.card?.text).toContain('-    shepherd.log_metrics(step=step, loss=loss, lr=1e-3)');
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
-    await until(
-      () => existsSync(join(shepherd.dataDir, 'runs', runId, 'train_v1.py')) || undefined,
-      'train_v1.py',
-    );
-    expect(readFileSync(join(shepherd.dataDir, 'runs', runId, 'train.py'), 'utf8')).toContain('lr=5e-4');
+    // The old version is copied to train_v1.py before train.py is replaced (run-store.ts): wait for the
+    // new train.py, by which time the archive is there too (waiting for the archive raced the rewrite).
+    const trainPy = join(shepherd.dataDir, 'runs', runId, 'train.py');
+    await until(() => readFileSync(trainPy, 'utf8').includes('lr=5e-4'), 'train.py with lr=5e-4');
+    expect(existsSync(join(shepherd.dataDir, 'runs', runId, 'train_v1.py'))).toBe(true);
 
     const [archived] = await agentCalls(
       [{ name: 'read_run_file', arguments: { run: 'ckpt-a', file: 'train_v1.py', grep: 'lr=' } }],
@@ -281,7 +270,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     const thread = await shepherd.messages(threadId);
     expect(cardsTitled(thread, 'broken-agent')).toHaveLength(0);
     expect(botMessages(thread).some((m) => m.text.startsWith('⚠️ broken-agent was not launched'))).toBe(true);
-    const runs = await shepherd.app.features.runs.service.listRuns();
+    const runs = await shepherd.app.features.runs.list();
     expect(runs.map((run) => run.name)).not.toContain('broken-agent');
     expect(runs.map((run) => run.name)).not.toContain('broken');
   });
@@ -365,7 +354,7 @@ describe('agent run tools and checks before spending (playground)', () => {
     expect(field?.value).toMatch(/^≈ [\d.]+ GB\/GPU \([\d.]+ GB checkpointed\), lora, fits in 24 GB$/);
     await shepherd.click(threadId, card?.id ?? '', card?.card?.actions?.[1]?.actionId ?? '', 'alice');
     await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('qwen-lora');
+      const meta = await shepherd.app.features.runs.find('qwen-lora');
       return meta.status === 'rejected' || undefined;
     }, 'qwen-lora rejected');
 

@@ -112,20 +112,7 @@ describe('alert rules and mutes from chat', () => {
     expect(listed).toMatch(/muted: spike \(until unmuted, by alice\)/);
     expect(listed).not.toMatch(/plateau/);
 
-    writeFileSync(join(workspace, 'go'), '');
-    const messages = await shepherd.waitForMessages(
-      threadId,
-      (all) => botMessages(all).some((message) => message.card?.title === 'ruled finished'),
-      60_000,
-    );
-    const ruleCards = cardsTitled(messages, 'rule "eval_loss > 2.5"');
-    expect(ruleCards).toHaveLength(1);
-    expect(ruleCards[0]?.card?.text).toMatch(
-      /eval_loss is 2\.5\d* at step 26 — your rule `when eval_loss > 2\.5` \(set by alice\)/,
-    );
-    expect(ruleCards[0]?.card?.imageUrl ?? ruleCards[0]?.images?.[0]).toBeTruthy();
-    expect(cardsTitled(messages, 'spike')).toEqual([]);
-
+    // Read while the run waits: a completed run's rules, mutes and audit go with its last tick.
     const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
     try {
       const runId = (await redis.keys(`${prefix}:alert-audit:*`))[0]?.split(':').at(-1) ?? '';
@@ -140,6 +127,20 @@ describe('alert rules and mutes from chat', () => {
     } finally {
       redis.disconnect();
     }
+
+    writeFileSync(join(workspace, 'go'), '');
+    const messages = await shepherd.waitForMessages(
+      threadId,
+      (all) => botMessages(all).some((message) => message.card?.title === 'ruled finished'),
+      60_000,
+    );
+    const ruleCards = cardsTitled(messages, 'rule "eval_loss > 2.5"');
+    expect(ruleCards).toHaveLength(1);
+    expect(ruleCards[0]?.card?.text).toMatch(
+      /eval_loss is 2\.5\d* at step 26 — your rule `when eval_loss > 2\.5` \(set by alice\)/,
+    );
+    expect(ruleCards[0]?.card?.imageUrl ?? ruleCards[0]?.images?.[0]).toBeTruthy();
+    expect(cardsTitled(messages, 'spike')).toEqual([]);
   }, 180_000);
 
   it('a plateau is one info note with a chart and a suggestion, without buttons', async () => {

@@ -7,54 +7,28 @@
  */
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import type { TestApp } from '../helpers/app-harness.js';
 import { expectEditedRun } from '../helpers/approval-edits.js';
-import { cardsTitled } from '../helpers/flow.js';
-import { type ScriptedLlmServer, type Step, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
-
-const actionOf = (message: PlaygroundMessage | undefined, label: string) =>
-  message?.card?.actions?.find((action) => action.label === label)?.actionId ?? '';
+import { agentLaunchCard, type ScriptedAgentApp, startScriptedAgentApp } from '../helpers/approval-flows.js';
+import { actionOf, cardsTitled } from '../helpers/flow.js';
 
 describe('edit then approve (playground, scripted LLM)', () => {
-  let llm: ScriptedLlmServer;
+  let app: ScriptedAgentApp;
   let shepherd: TestApp;
-  const agentSteps: Step[] = [];
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi();
-    llm.setHandler(() => agentSteps.shift() ?? { text: 'ok' });
-    shepherd = await startTestApp({
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: process.cwd(),
-        SHEPHERD_GPUS: '2',
-        SHEPHERD_APPROVERS: 'bob',
-        SHEPHERD_MAX_HOURS: '4',
-        SHEPHERD_DEFAULT_MAX_HOURS: '1',
-      },
+    app = await startScriptedAgentApp({
+      SHEPHERD_GPUS: '2',
+      SHEPHERD_APPROVERS: 'bob',
+      SHEPHERD_MAX_HOURS: '4',
+      SHEPHERD_DEFAULT_MAX_HOURS: '1',
     });
+    shepherd = app.shepherd;
   });
-  afterAll(async () => {
-    await shepherd?.stop();
-    await llm?.close();
-  });
+  afterAll(() => app?.stop());
 
   it('an approver edits GPUs, hours, name and script, and the run starts with them', async () => {
-    const script = readFileSync('test/fixtures/healthy_train.py', 'utf8');
-    agentSteps.push(
-      {
-        toolCalls: [
-          { name: 'start_training', arguments: { name: 'big-edit', script, gpus: 2, max_hours: 1 } },
-        ],
-      },
-      { text: 'card posted' },
-    );
-    const threadId = await shepherd.mention('launch it on both GPUs', 'alice');
-    const messages = await shepherd.waitForMessages(
-      threadId,
-      (all) => cardsTitled(all, 'big-edit').length > 0,
-    );
-    const card = cardsTitled(messages, 'big-edit')[0];
+    const { threadId, card, script } = await agentLaunchCard(app, 'big-edit');
     const edit = actionOf(card, 'Edit');
     expect(edit).toMatch(/^edit:ap_/);
     const click = (user: string, extra: Record<string, unknown>) =>
@@ -88,11 +62,11 @@ describe('edit then approve (playground, scripted LLM)', () => {
     const broken = await click('bob', { values: { gpus: '1', hours: '1', name: 'x', script: 'def (' } });
     expect(broken.status).toBe(422);
     expect(String(broken.body.error)).toContain('does not compile');
-    expect((await shepherd.app.features.runs.service.findRun('big-edit')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('big-edit')).status).toBe('pending_approval');
     expect(cardsTitled(await shepherd.messages(threadId), 'big-edit')[0]?.card?.resolved).toBeUndefined();
 
-    const before = llm.requests.length;
-    agentSteps.push({ text: 'noted the edits' });
+    const before = app.llm.requests.length;
+    app.agentSteps.push({ text: 'noted the edits' });
     const edited = `${script}# edited by bob\n`;
     const submitted = await click('bob', {
       values: { gpus: '1', hours: '0.5', name: 'Small Edit', script: edited },
@@ -117,7 +91,7 @@ describe('edit then approve (playground, scripted LLM)', () => {
       by: 'bob',
       scriptLine: '# edited by bob',
     });
-    const next = llm.requests.slice(before).map((request) => request.lastUserText ?? '');
+    const next = app.llm.requests.slice(before).map((request) => request.lastUserText ?? '');
     expect(next.some((text) => text.includes('approved by bob with edits (GPUs: 2 → 1'))).toBe(true);
   }, 90_000);
 
@@ -131,14 +105,14 @@ describe('edit then approve (playground, scripted LLM)', () => {
     const approve = actionOf(startCard, 'Approve');
     expect((await shepherd.click(threadId, startCard?.id ?? '', approve, 'bob')).status).toBe(200);
     const deadline = Date.now() + 20_000;
-    while ((await shepherd.app.features.runs.service.findRun('crashy')).status !== 'failed') {
+    while ((await shepherd.app.features.runs.find('crashy')).status !== 'failed') {
       if (Date.now() > deadline) throw new Error('crashy did not fail');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
 
     const crash = readFileSync('test/fixtures/crash_train.py', 'utf8');
     const proposed = crash.replace('if step == 3:', 'if step == 99:');
-    agentSteps.push(
+    app.agentSteps.push(
       {
         toolCalls: [
           { name: 'update_script', arguments: { run: 'crashy', script: proposed, reason: 'skip the crash' } },

@@ -102,7 +102,7 @@ describe('edit then approve on Slack (Bolt ↔ emulator)', () => {
     await submit({ gpus: '-1', hours: '2', name: 'slack-edit', script });
     const invalid = await emulator.waitForCall('chat.postEphemeral', (call) => call.params.user === 'UBOB');
     expect(String(invalid.params.text)).toContain('not applied: GPUs must be a whole number');
-    expect((await shepherd.app.features.runs.service.findRun('slack-edit')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('slack-edit')).status).toBe('pending_approval');
 
     await submit({ gpus: '1', hours: '2', name: 'slack-small', script: `${script}# edited in slack\n` });
     const update = await emulator.waitForCall(

@@ -71,9 +71,7 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
       title: 'Reject',
       components: [{ type: 1, components: [{ type: 4, custom_id: 'reason', style: 2, required: false }] }],
     });
-    expect((await shepherd.app.features.runs.service.findRun('discord-reason')).status).toBe(
-      'pending_approval',
-    );
+    expect((await shepherd.app.features.runs.find('discord-reason')).status).toBe('pending_approval');
 
     const submit = emulator.submitModal({
       interaction: click,
@@ -92,7 +90,7 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
     expect(JSON.stringify(emulator.message(String(card.id))?.embeds)).toMatch(
       /Rejected by [^"]+ at \d\d:\d\d UTC: use 1 GPU and bf16/,
     );
-    expect((await shepherd.app.features.runs.service.findRun('discord-reason')).status).toBe('rejected');
+    expect((await shepherd.app.features.runs.find('discord-reason')).status).toBe('rejected');
   }, 60_000);
 
   it('Edit opens a pre-filled modal; its submit approves with the edits shown on the card', async () => {
@@ -154,9 +152,7 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
     });
     await emulator.waitFor(() => bad.callbacks[0], 5_000);
     await ephemeral('not applied: GPUs must be a whole number');
-    expect((await shepherd.app.features.runs.service.findRun('discord-edit')).status).toBe(
-      'pending_approval',
-    );
+    expect((await shepherd.app.features.runs.find('discord-edit')).status).toBe('pending_approval');
 
     const submit = emulator.submitModal({
       interaction: opened,

@@ -3,53 +3,23 @@
  * a reason form for someone whose click counts (nobody else gets one), the card shows the reason, and the
  * agent that asked for the card reads it in its next turn's request.
  */
-import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
-import { cardsTitled } from '../helpers/flow.js';
-import { type ScriptedLlmServer, type Step, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
-
-const actionOf = (message: PlaygroundMessage | undefined, label: string) =>
-  message?.card?.actions?.find((action) => action.label === label)?.actionId ?? '';
+import type { TestApp } from '../helpers/app-harness.js';
+import { agentLaunchCard, type ScriptedAgentApp, startScriptedAgentApp } from '../helpers/approval-flows.js';
+import { actionOf, cardsTitled } from '../helpers/flow.js';
 
 describe('reject with a reason (playground, scripted LLM)', () => {
-  let llm: ScriptedLlmServer;
+  let app: ScriptedAgentApp;
   let shepherd: TestApp;
-  const agentSteps: Step[] = [];
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi();
-    llm.setHandler(() => agentSteps.shift() ?? { text: 'ok' });
-    shepherd = await startTestApp({
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: process.cwd(),
-        SHEPHERD_GPUS: '2',
-        SHEPHERD_APPROVERS: 'bob',
-      },
-    });
+    app = await startScriptedAgentApp({ SHEPHERD_GPUS: '2', SHEPHERD_APPROVERS: 'bob' });
+    shepherd = app.shepherd;
   });
-  afterAll(async () => {
-    await shepherd?.stop();
-    await llm?.close();
-  });
+  afterAll(() => app?.stop());
 
   it('the reason is asked in a form, shown on the card and given to the agent as its next input', async () => {
-    const script = readFileSync('test/fixtures/healthy_train.py', 'utf8');
-    agentSteps.push(
-      {
-        toolCalls: [
-          { name: 'start_training', arguments: { name: 'big-run', script, gpus: 2, max_hours: 1 } },
-        ],
-      },
-      { text: 'card posted' },
-    );
-    const threadId = await shepherd.mention('launch it on both GPUs', 'alice');
-    const messages = await shepherd.waitForMessages(
-      threadId,
-      (all) => cardsTitled(all, 'big-run').length > 0,
-    );
-    const card = cardsTitled(messages, 'big-run')[0];
+    const { threadId, card } = await agentLaunchCard(app, 'big-run');
     const reject = actionOf(card, 'Reject');
     expect(reject).toMatch(/^reject:/);
 
@@ -64,10 +34,10 @@ describe('reject with a reason (playground, scripted LLM)', () => {
     expect(form.title).toBe('Reject');
     expect(form.fields).toEqual([expect.objectContaining({ id: 'reason', optional: true })]);
     // Opening the form decided nothing.
-    expect((await shepherd.app.features.runs.service.findRun('big-run')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('big-run')).status).toBe('pending_approval');
 
-    const before = llm.requests.length;
-    agentSteps.push({ text: 'revised: 1 GPU, bf16' });
+    const before = app.llm.requests.length;
+    app.agentSteps.push({ text: 'revised: 1 GPU, bf16' });
     const submitted = await shepherd.click(threadId, card?.id ?? '', reject, 'bob', {
       values: { reason: '  use 1 GPU\nand bf16 ' },
     });
@@ -78,8 +48,8 @@ describe('reject with a reason (playground, scripted LLM)', () => {
     expect(cardsTitled(after, 'big-run')[0]?.card?.resolved).toMatch(
       /^Rejected by bob at \d\d:\d\d UTC: use 1 GPU and bf16$/,
     );
-    expect((await shepherd.app.features.runs.service.findRun('big-run')).status).toBe('rejected');
-    const next = llm.requests.slice(before).map((request) => request.lastUserText ?? '');
+    expect((await shepherd.app.features.runs.find('big-run')).status).toBe('rejected');
+    const next = app.llm.requests.slice(before).map((request) => request.lastUserText ?? '');
     expect(next.some((text) => text.includes('rejected by bob: use 1 GPU and bf16'))).toBe(true);
   }, 90_000);
 });

@@ -90,9 +90,7 @@ describe('reject with a reason on Slack (Bolt ↔ emulator)', () => {
       blocks: [{ type: 'input', block_id: 'reason', optional: true, element: { type: 'plain_text_input' } }],
     });
     // The modal decided nothing yet.
-    expect((await shepherd.app.features.runs.service.findRun('slack-reason')).status).toBe(
-      'pending_approval',
-    );
+    expect((await shepherd.app.features.runs.find('slack-reason')).status).toBe('pending_approval');
 
     await emulator.sendEnvelope(
       'interactive',
@@ -111,6 +109,6 @@ describe('reject with a reason on Slack (Bolt ↔ emulator)', () => {
     expect(JSON.stringify(update.params.blocks)).toMatch(
       /Rejected by Bob Builder at \d\d:\d\d UTC: use 1 GPU and bf16/,
     );
-    expect((await shepherd.app.features.runs.service.findRun('slack-reason')).status).toBe('rejected');
+    expect((await shepherd.app.features.runs.find('slack-reason')).status).toBe('rejected');
   }, 60_000);
 });

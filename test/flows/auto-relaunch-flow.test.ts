@@ -37,7 +37,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
   let workspace: string | undefined;
 
   afterEach(async () => {
-    for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+    for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
       if (run.status === 'running') await shepherd?.app.features.runs.service.stop(run.id, 'system');
     }
     await shepherd?.stop();
@@ -78,7 +78,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
     const approve = card?.card?.actions?.find((item) => item.label === 'Approve');
     expect((await app.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
     const run = await waitFor(async () => {
-      const meta = await app.app.features.runs.service.findRun(name);
+      const meta = await app.app.features.runs.find(name);
       return meta.status === 'running' ? meta : undefined;
     }, 30_000);
     return { threadId, run, runDir: join(app.dataDir, 'runs', run.id) };
@@ -93,7 +93,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
     afterStep: number,
   ) {
     const meta = await waitFor(async () => {
-      const current = await app.app.features.runs.service.findRun(runId);
+      const current = await app.app.features.runs.find(runId);
       return current.launchCount === launch && current.status === 'running' ? current : undefined;
     }, 30_000);
     await waitFor(() => checkpointSteps(runDir).some((step) => step >= afterStep) || undefined, 60_000);
@@ -123,7 +123,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
     const output = readFileSync(join(runDir, 'output.log'), 'utf8');
     expect(output).toContain(`resumed from step ${lastSaved}`);
     const completed = await waitFor(async () => {
-      const meta = await app.app.features.runs.service.findRun(run.id);
+      const meta = await app.app.features.runs.find(run.id);
       return meta.status === 'completed' ? meta : undefined;
     }, 30_000);
     expect(completed.launchCount).toBe(2);
@@ -149,7 +149,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
       (all) => cardsTitled(all, 'budget failed').length >= 1,
       30_000,
     );
-    const failed = await app.app.features.runs.service.findRun(run.id);
+    const failed = await app.app.features.runs.find(run.id);
     expect(failed.status).toBe('failed');
     expect(failed.statusReason).toMatch(
       /^killed by SIGKILL; no automatic relaunch left: retry 1 of 1: killed at step \d+/,
@@ -180,7 +180,7 @@ describe('automatic relaunch after an infrastructure failure (issue 22)', () => 
     await waitFor(() => ((llm?.requests.length ?? 0) > 0 ? true : undefined), 30_000, 'the triage call');
     // The crash card comes from the monitor at once; the runs refresh records the failure (every 2 s).
     const meta = await waitFor(async () => {
-      const current = await app.app.features.runs.service.findRun(run.id);
+      const current = await app.app.features.runs.find(run.id);
       return current.status === 'running' ? undefined : current;
     }, 30_000);
     expect(meta.status).toBe('failed');

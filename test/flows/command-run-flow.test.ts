@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * `run … -- <command>`, named environments and `watch <log> --pid N` through the playground, on the
@@ -79,15 +80,7 @@ function alive(pid: number): boolean {
   }
 }
 
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
@@ -186,7 +179,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       const card = await approve(shepherd, threadId, 'ddp');
       expect(card.card?.text).toContain('Command:\n```\nbash launch.sh\n```');
       await shepherd.waitForMessages(threadId, (all) => botSaid(all, /ddp is running/));
-      const meta = await shepherd.app.features.runs.service.findRun('ddp');
+      const meta = await shepherd.app.features.runs.find('ddp');
       runId = meta.id;
       const runDir = join(shepherd.dataDir, 'runs', runId);
       for (const rank of [0, 1]) {
@@ -235,14 +228,14 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       await shepherd.reply(threadId, '@shepherd stop ddp');
       await shepherd.waitForMessages(threadId, (all) => botSaid(all, /^Stopped ddp\.$/), 30_000);
       await until(() => pids.every((pid) => !alive(pid)), 'both ranks to end', 10_000);
-      expect((await shepherd.app.features.runs.service.findRun(runId)).status).toBe('stopped');
+      expect((await shepherd.app.features.runs.find(runId)).status).toBe('stopped');
     });
   });
 
   it('pause ends both ranks too', async () => {
     const threadId = await shepherd.mention('run --name ddp-pause -- bash launch.sh');
     await approve(shepherd, threadId, 'ddp-pause');
-    const meta = await shepherd.app.features.runs.service.findRun('ddp-pause');
+    const meta = await shepherd.app.features.runs.find('ddp-pause');
     const runDir = join(shepherd.dataDir, 'runs', meta.id);
     const pids: number[] = [];
     for (const rank of [0, 1]) {
@@ -258,7 +251,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     await shepherd.reply(threadId, '@shepherd pause ddp-pause');
     await shepherd.waitForMessages(threadId, (all) => botSaid(all, /^Paused ddp-pause/), 30_000);
     await until(() => pids.every((pid) => !alive(pid)), 'both ranks to end', 10_000);
-    expect((await shepherd.app.features.runs.service.findRun('ddp-pause')).status).toBe('paused');
+    expect((await shepherd.app.features.runs.find('ddp-pause')).status).toBe('paused');
   });
 
   it('warns on the card when --nproc_per_node does not match the GPUs asked for', async () => {
@@ -271,7 +264,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     expect(card?.card?.text).toMatch(/--nproc_per_node 4 does not match the 2 GPUs asked for/);
     const reject = card?.card?.actions?.find((action) => action.label === 'Reject');
     await shepherd.click(threadId, card?.id ?? '', reject?.actionId ?? '', 'alice');
-    const meta = await shepherd.app.features.runs.service.findRun('tr');
+    const meta = await shepherd.app.features.runs.find('tr');
     expect(meta.scriptPath).toBe(join(workspace, 'train.py'));
   });
 
@@ -285,9 +278,9 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     // A plain script run picks an environment too.
     const second = await shepherd.mention('run show_env.py --env beta --name in-beta');
     await approve(shepherd, second, 'in-beta');
-    const service = shepherd.app.features.runs.service;
+    const runs = shepherd.app.features.runs;
     const outputOf = async (name: string) => {
-      const meta = await service.findRun(name);
+      const meta = await runs.find(name);
       // Under load the launcher may not have created output.log yet: keep waiting for it.
       const path = join(shepherd.dataDir, 'runs', meta.id, 'output.log');
       return existsSync(path) ? readFileSync(path, 'utf8') : '';
@@ -329,7 +322,7 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       label: 'Environment',
       value: `beta (venv ${join(venvRoot, 'venv-beta')})`,
     });
-    const meta = await shepherd.app.features.runs.service.findRun('agent-cmd');
+    const meta = await shepherd.app.features.runs.find('agent-cmd');
     expect(meta).toMatchObject({
       command: ['python', '-u', 'show_env.py'],
       environmentName: 'beta',
@@ -347,18 +340,18 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       'unknown environment "gamma"; known environments: alpha, beta',
     );
     expect(messages.some((message) => message.card !== undefined)).toBe(false);
-    await expect(shepherd.app.features.runs.service.findRun('nope')).rejects.toThrow(/no run named/);
+    await expect(shepherd.app.features.runs.find('nope')).rejects.toThrow(/no run named/);
   });
 
   it('a fix of a command run edits the named .py in the workspace and archives the old one in the run directory', async () => {
     const threadId = await shepherd.mention('run --name cmdpy --cwd jobs -- python3 -u train_cmd.py --lr 3');
     await approve(shepherd, threadId, 'cmdpy');
-    const service = shepherd.app.features.runs.service;
+    const runs = shepherd.app.features.runs;
     const deadline = Date.now() + 20_000;
-    while (Date.now() < deadline && (await service.findRun('cmdpy')).status !== 'failed') {
+    while (Date.now() < deadline && (await runs.find('cmdpy')).status !== 'failed') {
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    const failed = await service.findRun('cmdpy');
+    const failed = await runs.find('cmdpy');
     expect(failed.status).toBe('failed');
     const result = await shepherd.app.features.operations.updateScript(
       'cmdpy',
@@ -411,12 +404,12 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
       'Watched run: Shepherd did not launch it, so it offers no fix or relaunch.',
     );
     expect(alert?.card?.actions?.map((action) => action.label)).not.toContain('Ask Shepherd to fix');
-    const service = shepherd.app.features.runs.service;
+    const runs = shepherd.app.features.runs;
     const deadline = Date.now() + 10_000;
-    while (Date.now() < deadline && (await service.findRun('hand')).status !== 'failed') {
+    while (Date.now() < deadline && (await runs.find('hand')).status !== 'failed') {
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    expect((await service.findRun('hand')).status).toBe('failed');
+    expect((await runs.find('hand')).status).toBe('failed');
     await shepherd.reply(threadId, '@shepherd runs');
     await shepherd.waitForMessages(threadId, (all) => botSaid(all, /hand \(r-[^)]+\): watched, failed/));
     await shepherd.reply(threadId, '@shepherd resume hand');
@@ -454,6 +447,6 @@ describe('run -- <command>, environments and watched logs (local executor)', () 
     await shepherd.waitForMessages(threadId, (all) =>
       all.some((message) => /^Stopped by alice/.test(message.card?.resolved ?? '')),
     );
-    expect((await shepherd.app.features.runs.service.findRun('longjob')).status).toBe('stopped');
+    expect((await shepherd.app.features.runs.find('longjob')).status).toBe('stopped');
   });
 });

@@ -27,7 +27,7 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -109,7 +109,7 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
       5_000,
     );
     expect(followUp.body).toMatchObject({ flags: 64 });
-    expect((await shepherd.app.features.runs.service.findRun('discord-run')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('discord-run')).status).toBe('pending_approval');
 
     const click = emulator.clickButton({
       messageId: String(card.id),
@@ -132,6 +132,6 @@ describe('Discord end to end: real discord.js → emulator → core → queue �
       () => emulator.messagesIn(threadId).find((m) => /discord-run .*running/.test(content(m))),
       15_000,
     );
-    expect((await shepherd.app.features.runs.service.findRun('discord-run')).status).toBe('running');
+    expect((await shepherd.app.features.runs.find('discord-run')).status).toBe('running');
   });
 });

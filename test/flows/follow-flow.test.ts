@@ -103,9 +103,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
   it('fires once when the run finishes, while a run nobody follows costs no LLM call over 60 ticks', async () => {
     const threadId = await shepherd.mention('run followed.py --gpus 0 --name followed', 'alice');
     await approve(shepherd, threadId, 'followed');
-    await waitFor(
-      async () => (await shepherd.app.features.runs.service.findRun('followed')).status === 'running',
-    );
+    await waitFor(async () => (await shepherd.app.features.runs.find('followed')).status === 'running');
 
     llm.enqueue(
       {
@@ -139,7 +137,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     try {
       const steadyThread = await shepherd.mention('run steady.py --gpus 0 --name steady', 'carol');
       await approve(shepherd, steadyThread, 'steady');
-      const steadyRun = await shepherd.app.features.runs.service.findRun('steady');
+      const steadyRun = await shepherd.app.features.runs.find('steady');
       const steadyTicks = () => tickJobs.filter((jobId) => jobId.includes(steadyRun.id)).length;
       // Counted in ticks the monitor really ran, not wall time: under load ticks come slower.
       await waitFor(() => steadyTicks() >= 60, 90_000);
@@ -170,7 +168,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     expect(llm.requests.length).toBe(requestsBefore + 1);
 
     // The same ending seen again (a second poller, a restart's reconcile) fires nothing more.
-    const meta = await shepherd.app.features.runs.service.findRun('followed');
+    const meta = await shepherd.app.features.runs.find('followed');
     expect(meta.status).toBe('completed');
     await shepherd.app.features.follows.onRunEnded(meta);
     await new Promise((resolve) => setTimeout(resolve, 1500));
@@ -195,9 +193,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
   it('fires once when a followed run fails', async () => {
     const threadId = await shepherd.mention('run failing.py --gpus 0 --name failing', 'alice');
     await approve(shepherd, threadId, 'failing');
-    await waitFor(
-      async () => (await shepherd.app.features.runs.service.findRun('failing')).status === 'running',
-    );
+    await waitFor(async () => (await shepherd.app.features.runs.find('failing')).status === 'running');
     llm.enqueue(
       {
         toolCalls: [
@@ -223,9 +219,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
   it('fires once on an alert card for a run followed for alerts', async () => {
     const threadId = await shepherd.mention('run spiky.py --gpus 0 --name spiky', 'alice');
     await approve(shepherd, threadId, 'spiky');
-    await waitFor(
-      async () => (await shepherd.app.features.runs.service.findRun('spiky')).status === 'running',
-    );
+    await waitFor(async () => (await shepherd.app.features.runs.find('spiky')).status === 'running');
     llm.enqueue(
       {
         toolCalls: [
@@ -260,9 +254,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
   it('the follow turn can start the next step, which waits for approval like any launch', async () => {
     const threadId = await shepherd.mention('run chain.py --gpus 0 --name chain', 'alice');
     await approve(shepherd, threadId, 'chain');
-    await waitFor(
-      async () => (await shepherd.app.features.runs.service.findRun('chain')).status === 'running',
-    );
+    await waitFor(async () => (await shepherd.app.features.runs.find('chain')).status === 'running');
     llm.enqueue(
       {
         toolCalls: [
@@ -297,7 +289,7 @@ describe('follow_run: the thread hears back when a followed run ends', () => {
     expect(card?.card?.actions?.map((action) => action.label)).toEqual(
       expect.arrayContaining(['Approve', 'Reject']),
     );
-    expect((await shepherd.app.features.runs.service.findRun('chain-eval')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('chain-eval')).status).toBe('pending_approval');
     expect(followTurns(llm, 'chain')).toHaveLength(2); // one turn: the tool round and the answer
   }, 90_000);
 });

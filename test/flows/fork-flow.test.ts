@@ -91,7 +91,7 @@ describe('fork <run>: a new run from a checkpoint of an old one', () => {
       (all) => botMessages(all).some((message) => /base.*(completed|finished)/i.test(message.text)),
       60_000,
     );
-    const parent = await shepherd.app.features.runs.service.findRun('base');
+    const parent = await shepherd.app.features.runs.find('base');
     expect(parent.status).toBe('completed');
     expect(metricSteps(shepherd.dataDir, parent.id).at(-1)).toBe(40);
   });
@@ -103,7 +103,7 @@ describe('fork <run>: a new run from a checkpoint of an old one', () => {
     );
     expect(await ask('fork base --set lr')).toBe('`fork`: --set takes key=value, got "lr"');
     expect(await ask('fork base --depth 3')).toMatch(/^`fork`: unknown option --depth/);
-    const runs = await shepherd.app.features.runs.service.listRuns();
+    const runs = await shepherd.app.features.runs.list();
     expect(runs.map((meta) => meta.name)).toEqual(['base']);
   });
 
@@ -121,7 +121,7 @@ describe('fork <run>: a new run from a checkpoint of an old one', () => {
       (all) => botMessages(all).some((message) => /base-lr.*(completed|finished)/i.test(message.text)),
       60_000,
     );
-    const fork = await shepherd.app.features.runs.service.findRun('base-lr');
+    const fork = await shepherd.app.features.runs.find('base-lr');
     const steps = metricSteps(shepherd.dataDir, fork.id);
     expect(steps[0]).toBe(21);
     expect(steps.at(-1)).toBe(60);
@@ -136,8 +136,8 @@ describe('fork <run>: a new run from a checkpoint of an old one', () => {
   });
 
   it('status shows the lineage both ways', async () => {
-    const parent = await shepherd.app.features.runs.service.findRun('base');
-    const fork = await shepherd.app.features.runs.service.findRun('base-lr');
+    const parent = await shepherd.app.features.runs.find('base');
+    const fork = await shepherd.app.features.runs.find('base-lr');
     expect(await ask('status base-lr')).toContain(
       `forked from: base (${parent.id}) at step 20 (ckpt/step20.json)`,
     );

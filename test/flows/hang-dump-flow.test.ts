@@ -70,7 +70,7 @@ describe('hang dumps', () => {
     );
     const stall = cardsTitled(messages, 'no progress')[0];
     expect(stall?.card?.text).toMatch(/Main thread stuck in: all_reduce \(train\.py:9\) ← <module>/);
-    const run = await shepherd.app.features.runs.service.findRun('hang');
+    const run = await shepherd.app.features.runs.find('hang');
     const log = readFileSync(join(shepherd.dataDir, 'runs', run.id, 'output.log'), 'utf8');
     // faulthandler wrote every thread, the lock holder too, into output.log.
     expect(log).toMatch(/line \d+ in hold_the_lock/);

@@ -1,21 +1,10 @@
-import {
-  copyFileSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, readFileSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { botMessages, type TestApp } from '../helpers/app-harness.js';
 import { approvalCard, cardsTitled } from '../helpers/flow.js';
-import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
-import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { type MonitoredFlow, startMonitoredFlow } from '../helpers/monitored-flow.js';
 
 /*
  * `run --logdir DIR`: a command run whose SummaryWriter writes into the workspace (not the run directory)
@@ -35,37 +24,20 @@ writer.close()
 `;
 
 describe('run --logdir', () => {
-  let llm: ScriptedLlmServer;
-  let root: string;
-  let workspace: string;
+  let flow: MonitoredFlow;
   let shepherd: TestApp;
-  const prefix = uniquePrefix('logdir-flow');
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi({ fallback: { text: 'not json at all' } });
-    root = mkdtempSync(join(tmpdir(), 'shepherd-logdir-'));
-    workspace = join(root, 'workspace');
-    mkdirSync(workspace);
-    mkdirSync(join(root, 'outside'));
-    symlinkSync(join(root, 'outside'), join(workspace, 'escape'));
-    writeFileSync(join(workspace, 'tb_cmd.py'), SCRIPT);
-    copyFileSync(WRITER, join(workspace, 'tfevents_writer.py'));
-    shepherd = await startTestApp({
-      prefix,
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: workspace,
-        SHEPHERD_MONITOR_INTERVAL_S: '0.25',
-        SHEPHERD_APPROVERS: 'bob',
-      },
-    });
+    flow = await startMonitoredFlow('logdir-flow', () => ({
+      'tb_cmd.py': SCRIPT,
+      'tfevents_writer.py': readFileSync(WRITER, 'utf8'),
+    }));
+    shepherd = flow.shepherd;
+    // A folder beside the workspace, and a symlink in the workspace out to it.
+    mkdirSync(join(flow.root, 'outside'));
+    symlinkSync(join(flow.root, 'outside'), join(flow.workspace, 'escape'));
   });
-  afterAll(async () => {
-    await shepherd.stop();
-    await llm.close();
-    await deleteKeysWithPrefix(prefix);
-    rmSync(root, { recursive: true, force: true });
-  });
+  afterAll(() => flow?.stop());
 
   it('reads the event files the command writes under --logdir in the workspace', async () => {
     const threadId = await shepherd.mention('run --name tblog --logdir tb -- python3 -u tb_cmd.py', 'alice');

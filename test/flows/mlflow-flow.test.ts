@@ -1,11 +1,9 @@
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import type { TestApp } from '../helpers/app-harness.js';
 import { approvalCard, cardsTitled, fetchesPng } from '../helpers/flow.js';
-import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
-import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { type MonitoredFlow, startMonitoredFlow } from '../helpers/monitored-flow.js';
 
 /*
  * A script that logs only to an MLflow file store (as `mlflow.log_metric` does with no tracking server:
@@ -39,31 +37,14 @@ with open(os.path.join(run, "metrics", "train", "loss"), "a") as file:
 `;
 
 describe('metrics from an MLflow file store', () => {
-  let llm: ScriptedLlmServer;
-  let workspace: string;
+  let flow: MonitoredFlow;
   let shepherd: TestApp;
-  const prefix = uniquePrefix('mlflow-flow');
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi({ fallback: { text: 'not json at all' } });
-    workspace = mkdtempSync(join(tmpdir(), 'shepherd-workspace-'));
-    writeFileSync(join(workspace, 'mlflow_train.py'), script);
-    shepherd = await startTestApp({
-      prefix,
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: workspace,
-        SHEPHERD_MONITOR_INTERVAL_S: '0.25',
-        SHEPHERD_APPROVERS: 'bob',
-      },
-    });
+    flow = await startMonitoredFlow('mlflow-flow', () => ({ 'mlflow_train.py': script }));
+    shepherd = flow.shepherd;
   });
-  afterAll(async () => {
-    await shepherd.stop();
-    await llm.close();
-    await deleteKeysWithPrefix(prefix);
-    rmSync(workspace, { recursive: true, force: true });
-  });
+  afterAll(() => flow?.stop());
 
   it('alerts on the NaN at step 50 of a live MLflow metric file, with a chart', async () => {
     const threadId = await shepherd.mention('run mlflow_train.py --gpus 0', 'alice');

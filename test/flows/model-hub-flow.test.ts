@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,6 +8,7 @@ import { repoFile } from '../helpers/fake-hub-repos.js';
 import { type FakeHubServer, HUB_SHAS, startFakeHub } from '../helpers/fake-hub-server.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * From a finished run to a model on the (fake) Hub, in the playground with real processes: `--eval` after
@@ -75,15 +76,7 @@ function metaOf(dataDir: string, runId: string): MetaFile {
   return JSON.parse(readFileSync(join(dataDir, 'runs', runId, 'meta.json'), 'utf8')) as MetaFile;
 }
 
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 100 });
 
 const botSaid = (messages: PlaygroundMessage[], pattern: RegExp) =>
   botMessages(messages).some((message) => pattern.test(message.text));
@@ -96,6 +89,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
   let threadId: string;
   let runId: string;
   let gitCommit: string;
+  let pythonDir: string;
 
   beforeAll(async () => {
     llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
@@ -113,6 +107,19 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     git('add', '.');
     git('commit', '-q', '-m', 'initial');
     gitCommit = git('rev-parse', 'HEAD').trim();
+    // The runs' interpreter answers the environment probe late, as a slow `pip freeze` does: the run ends,
+    // is pushed, and its model card must still carry the probe's answer (the push waits for it).
+    pythonDir = mkdtempSync(join(tmpdir(), 'shepherd-model-python-'));
+    const python = join(pythonDir, 'python3');
+    // The interpreter itself, not a shim that would look python3 up on PATH again (and find this one).
+    const realPython = execFileSync('python3', ['-c', 'import sys; print(sys.executable)'], {
+      encoding: 'utf8',
+    }).trim();
+    writeFileSync(
+      python,
+      `#!/bin/sh\ncase "$1" in *shepherd_env_probe.py) sleep 8;; esac\nexec ${realPython} "$@"\n`,
+    );
+    chmodSync(python, 0o755);
     shepherd = await startTestApp({
       environment: {
         SHEPHERD_LLM_BASE_URL: llm.url,
@@ -126,6 +133,8 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
         SHEPHERD_HUB_TOKEN: 'hf_test_write_token',
         SHEPHERD_DATASETS_SERVER_URL: hub.url,
       },
+      // Runs find it first on PATH (their command is `python3 -u train.py`).
+      overrides: { runEnvironment: { ...process.env, PATH: `${pythonDir}:${process.env.PATH ?? ''}` } },
     });
   }, 60_000);
 
@@ -134,6 +143,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     await llm?.close();
     await hub?.close();
     rmSync(workspace, { recursive: true, force: true });
+    rmSync(pythonDir, { recursive: true, force: true });
   });
 
   async function approveRun(thread: string, name: string): Promise<void> {
@@ -183,7 +193,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       `@shepherd run --name tiny-sft --eval "python3 -u ${join(workspace, 'eval.py')} ${release}" -- python3 -u train.py`,
     );
     await approveRun(threadId, 'tiny-sft');
-    runId = (await shepherd.app.features.runs.service.findRun('tiny-sft')).id;
+    runId = (await shepherd.app.features.runs.find('tiny-sft')).id;
     // Training exited 0 and the eval command waits for the release: the run is `evaluating`.
     await until(() => metaOf(shepherd.dataDir, runId).status === 'evaluating', 'status evaluating');
     await shepherd.waitForMessages(threadId, (all) =>
@@ -347,12 +357,18 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
     const card = await pushCard(threadId, 3);
     expect(card.card?.fields?.find((entry) => entry.label === 'Repo')?.value).toBe('test-org/tiny-sft-agent');
     expect(card.card?.fields?.find((entry) => entry.label === 'Asked by')?.value).toBe('alice');
-    const toolResult = llm.requests
-      .flatMap(
-        (request) =>
-          (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ?? [],
-      )
-      .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1');
+    // The card is posted by the tool, before the turn sends the tool's result back to the model: wait for it.
+    const toolResult = await until(
+      () =>
+        llm.requests
+          .flatMap(
+            (request) =>
+              (request.body.messages as Array<{ role: string; tool_call_id?: string; content?: unknown }>) ??
+              [],
+          )
+          .find((message) => message.role === 'tool' && message.tool_call_id === 'call_push_1'),
+      'the push_to_hub result sent back to the model',
+    );
     expect(String(toolResult?.content)).toMatch(/waiting for an approver/);
     await approvePush(threadId, card);
     await shepherd.waitForMessages(threadId, (all) =>
@@ -436,7 +452,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       ),
     );
     await approveRun(threadId, 'tiny-sft-lr');
-    const forkId = (await shepherd.app.features.runs.service.findRun('tiny-sft-lr')).id;
+    const forkId = (await shepherd.app.features.runs.find('tiny-sft-lr')).id;
     await until(() => metaOf(shepherd.dataDir, forkId).status === 'completed', 'the fork completed');
     const output = readFileSync(join(shepherd.dataDir, 'runs', forkId, 'output.log'), 'utf8');
     expect(output).toContain('resumed from step 2');
@@ -510,7 +526,7 @@ describe('evaluation, model-ready card and Push to Hub (playground, local execut
       (all) => cardsTitled(all, 'tiny-bad-eval: evaluation failed').length > 0,
       60_000,
     );
-    const id = (await shepherd.app.features.runs.service.findRun('tiny-bad-eval')).id;
+    const id = (await shepherd.app.features.runs.find('tiny-bad-eval')).id;
     const meta = metaOf(shepherd.dataDir, id);
     expect(meta.status).toBe('completed');
     expect(meta.evaluation?.status).toBe('failed');

@@ -37,7 +37,7 @@ describe.skipIf(!hasChromium)(
     afterAll(async () => {
       await browser?.close();
       if (shepherd !== undefined) {
-        for (const run of await shepherd.app.features.runs.service.listRuns()) {
+        for (const run of await shepherd.app.features.runs.list()) {
           if (run.status === 'running' || run.status === 'queued') {
             await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
           }
@@ -77,7 +77,7 @@ describe.skipIf(!hasChromium)(
       await page
         .locator('.message.bot .text', { hasText: /browser-run is running/ })
         .waitFor({ timeout: 20_000 });
-      const run = await shepherd.app.features.runs.service.findRun('browser-run');
+      const run = await shepherd.app.features.runs.find('browser-run');
       expect(run.requester.name).toBe('alice');
 
       // A mention the scripted model answers, in the same thread.

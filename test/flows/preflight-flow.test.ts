@@ -6,25 +6,14 @@ import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from 
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { ensureRunUser, RUN_USER } from '../helpers/run-user.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * The CPU pre-flight (SHEPHERD_PREFLIGHT_STEPS): before a card, the script runs a few steps with no
  * GPUs; the card shows the steps, time and loss, or the traceback — and Approve stays available.
  */
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 30_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 100 });
 
 /** "pre-flight: " or, as root with a run user, "pre-flight (as shepherd-runner, no network): ". */
 const PREFLIGHT = String.raw`pre-flight(?: \([^)]*\))?`;
@@ -58,7 +47,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued') {
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
       }
@@ -83,7 +72,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
         (m) => m.text === 'Running a short CPU pre-flight of pf-ok before the approval card…',
       ),
     );
-    const run = await shepherd.app.features.runs.service.findRun('pf-ok');
+    const run = await shepherd.app.features.runs.find('pf-ok');
     expect(run.status).toBe('pending_approval');
     // The pre-flight ran in a scratch directory: the run has no metrics until it is approved.
     expect(metricSteps(shepherd.dataDir, run.id)).toEqual([]);
@@ -127,7 +116,7 @@ describe('CPU pre-flight before the approval card (playground)', () => {
 
     expect((await shepherd.click(threadId, card?.id ?? '', approveAction(card), 'bob')).status).toBe(200);
     const done = await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('pf-gpu');
+      const meta = await shepherd.app.features.runs.find('pf-gpu');
       return meta.status === 'completed' || meta.status === 'failed' ? meta : undefined;
     }, 'pf-gpu ended');
     // On its GPU (CUDA_VISIBLE_DEVICES=0 here) the script runs to the end.

@@ -86,7 +86,7 @@ describe('a script that only prints its metrics', () => {
     // The outbox is at-least-once: a tick that starts while another is still drawing the chart gets the
     // same incident. Without a claim both posted a card (seen here as a doubled NaN alert; main fixed it
     // the same way in parallel, this pins it for printed-metrics runs).
-    const meta = await shepherd.app.features.runs.service.findRun('hf-train');
+    const meta = await shepherd.app.features.runs.find('hf-train');
     const incident = {
       id: `${meta.id}:spike:loss#7`,
       runId: meta.id,

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 /*
  * Issue 23, "reproducibility, captured at launch": a command run in a named environment (a venv of the
@@ -44,15 +45,7 @@ function addFakeTorch(venv: string): void {
   writeFileSync(join(site, 'torch-2.4.1.dist-info', 'INSTALLER'), 'pip\n');
 }
 
-async function until<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 200 });
 
 describe('status --full shows what a launch needs to be reproduced', () => {
   let llm: ScriptedLlmServer;
@@ -111,7 +104,7 @@ describe('status --full shows what a launch needs to be reproduced', () => {
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((message) => /repro is running/.test(message.text)),
     );
-    const meta = await shepherd.app.features.runs.service.findRun('repro');
+    const meta = await shepherd.app.features.runs.find('repro');
     const runDir = join(shepherd.dataDir, 'runs', meta.id);
     const recordFile = join(runDir, 'launch-records', 'launch-1.json');
     const record = await until(async () => {

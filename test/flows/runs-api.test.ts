@@ -27,12 +27,12 @@ describe('runs API permissions', () => {
     const card = cardsTitled(messages, 'api-run')[0];
     const approve = card?.card?.actions?.find((action) => action.actionId.startsWith('approve'));
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
-    runId = (await shepherd.app.features.runs.service.findRun('api-run')).id;
+    runId = (await shepherd.app.features.runs.find('api-run')).id;
   }, 60_000);
 
   afterAll(async () => {
     if (shepherd !== undefined) {
-      for (const run of await shepherd.app.features.runs.service.listRuns()) {
+      for (const run of await shepherd.app.features.runs.list()) {
         if (run.status === 'running' || run.status === 'queued' || run.status === 'paused') {
           await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
         }
@@ -55,7 +55,7 @@ describe('runs API permissions', () => {
     expect(((await refused.json()) as { error: string }).error).toMatch(/mallory|approver|requester/i);
     expect((await act('pause', 'Shepherd')).status).toBe(400);
     expect((await act('explode', 'bob')).status).toBe(400);
-    const run = await shepherd.app.features.runs.service.findRun(runId);
+    const run = await shepherd.app.features.runs.find(runId);
     expect(['running', 'queued']).toContain(run.status);
   });
 
@@ -63,7 +63,7 @@ describe('runs API permissions', () => {
     const paused = await act('pause', 'bob');
     expect(paused.status).toBe(200);
     expect(((await paused.json()) as { message: string }).message).toMatch(/^Paused api-run/);
-    expect((await shepherd.app.features.runs.service.findRun(runId)).status).toBe('paused');
+    expect((await shepherd.app.features.runs.find(runId)).status).toBe('paused');
     const again = await act('pause', 'bob');
     expect(again.status).toBe(409);
     const detail = (await (await fetch(`${shepherd.url}/api/runs/${runId}`)).json()) as {

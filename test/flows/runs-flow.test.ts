@@ -4,24 +4,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, metricSteps } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 
 const HEALTHY = 'test/fixtures/healthy_train.py';
 
 const cardMessage = (messages: PlaygroundMessage[], titlePart: string) => cardsTitled(messages, titlePart)[0];
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 20_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () => {
   let llm: ScriptedLlmServer;
@@ -49,7 +38,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued') {
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
       }
@@ -96,7 +85,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     const again = await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'carol');
     expect(again.status).toBe(409);
 
-    const run = await shepherd.app.features.runs.service.findRun('healthy-a');
+    const run = await shepherd.app.features.runs.find('healthy-a');
     expect(run.gpuIndices).toEqual([0, 1]);
     await until(() => metricSteps(shepherd.dataDir, run.id).length >= 12 || undefined, 'metrics');
     const log = readFileSync(join(shepherd.dataDir, 'runs', run.id, 'output.log'), 'utf8');
@@ -111,7 +100,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     messages = await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => /^Paused healthy-a/.test(m.text)),
     );
-    const paused = await shepherd.app.features.runs.service.status('healthy-a');
+    const paused = await shepherd.app.features.runs.status('healthy-a');
     expect(paused.meta.status).toBe('paused');
     expect(paused.meta.gpuIndices).toEqual([]);
     const checkpoint = paused.resume?.step ?? 0;
@@ -140,7 +129,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     await shepherd.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => m.text === 'Stopped healthy-a.'),
     );
-    expect((await shepherd.app.features.runs.service.findRun('healthy-a')).status).toBe('stopped');
+    expect((await shepherd.app.features.runs.find('healthy-a')).status).toBe('stopped');
   });
 
   it('applies exactly one of 10 concurrent approvals, and one outcome when approve races reject', async () => {
@@ -159,7 +148,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     expect(results.filter((result) => result.status === 200)).toHaveLength(1);
     expect(results.filter((result) => result.status === 409)).toHaveLength(9);
     const run = await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('race-a');
+      const meta = await shepherd.app.features.runs.find('race-a');
       return meta.status === 'running' ? meta : undefined;
     }, 'race-a running');
     expect(run.launchCount).toBe(1);
@@ -181,7 +170,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
       (all) => cardMessage(all, 'race-b')?.card?.resolved !== undefined,
     );
     const resolved = cardMessage(final, 'race-b')?.card?.resolved ?? '';
-    const status = (await shepherd.app.features.runs.service.findRun('race-b')).status;
+    const status = (await shepherd.app.features.runs.find('race-b')).status;
     if (approveResult.status === 200) {
       expect(resolved).toMatch(/^Approved by bob/);
       expect(['queued', 'running']).toContain(status);
@@ -245,7 +234,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     const card = cardMessage(messages, 'change-a');
     await shepherd.click(threadId, card?.id ?? '', card?.card?.actions?.[0]?.actionId ?? '', 'bob');
     const run = await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('change-a');
+      const meta = await shepherd.app.features.runs.find('change-a');
       return meta.status === 'running' ? meta : undefined;
     }, 'change-a running');
 
@@ -291,7 +280,7 @@ describe('runs from a thread (playground, real processes, SHEPHERD_GPUS=4)', () 
     );
     expect(readFileSync(join(runDirectory, 'train.py'), 'utf8')).toContain('lr=5e-4');
     const restarted = await until(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('change-a');
+      const meta = await shepherd.app.features.runs.find('change-a');
       return meta.status === 'running' && meta.launchCount === 2 ? meta : undefined;
     }, 'restart with the new script');
     expect(restarted.scriptVersion).toBe(2);
@@ -316,7 +305,7 @@ describe('approval expiry', () => {
         15_000,
       );
       expect(cardMessage(messages, 'expiring')?.card?.actions).toBeUndefined();
-      expect((await shepherd.app.features.runs.service.findRun('expiring')).status).toBe('rejected');
+      expect((await shepherd.app.features.runs.find('expiring')).status).toBe('rejected');
       const card = cardMessage(messages, 'expiring');
       const late = await shepherd.click(threadId, card?.id ?? '', `approve:${'x'}`, 'bob');
       expect([404, 409]).toContain(late.status);
@@ -356,7 +345,7 @@ describe('auto-approval', () => {
         'Reject',
         'Edit',
       ]);
-      expect((await shepherd.app.features.runs.service.findRun('dear-run')).status).toBe('pending_approval');
+      expect((await shepherd.app.features.runs.find('dear-run')).status).toBe('pending_approval');
     } finally {
       await shepherd.app.features.runs.service.stop('cheap-run', 'system').catch(() => undefined);
       await shepherd.stop();
@@ -382,7 +371,7 @@ describe('bot restart (local executor)', () => {
     const card = cardMessage(messages, 'survivor');
     await first.click(threadId, card?.id ?? '', card?.card?.actions?.[0]?.actionId ?? '', 'bob');
     const running = await until(async () => {
-      const meta = await first.app.features.runs.service.findRun('survivor');
+      const meta = await first.app.features.runs.find('survivor');
       return meta.status === 'running' ? meta : undefined;
     }, 'survivor running');
     await first.stop();
@@ -391,7 +380,7 @@ describe('bot restart (local executor)', () => {
 
     const second = await startTestApp({ environment, overrides, prefix, dataDir });
     try {
-      const reattached = await second.app.features.runs.service.findRun('survivor');
+      const reattached = await second.app.features.runs.find('survivor');
       expect(reattached.status).toBe('running');
       expect(reattached.pid).toBe(running.pid);
       const done = await second.waitForMessages(
@@ -403,7 +392,7 @@ describe('bot restart (local executor)', () => {
         30_000,
       );
       expect(cardsTitled(done, 'survivor finished')).toHaveLength(1);
-      expect((await second.app.features.runs.service.findRun('survivor')).launchCount).toBe(1);
+      expect((await second.app.features.runs.find('survivor')).launchCount).toBe(1);
     } finally {
       await second.stop();
     }

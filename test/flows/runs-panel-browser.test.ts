@@ -59,7 +59,7 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
   afterAll(async () => {
     await browser?.close();
     if (shepherd !== undefined) {
-      for (const run of await shepherd.app.features.runs.service.listRuns()) {
+      for (const run of await shepherd.app.features.runs.list()) {
         if (run.status === 'running' || run.status === 'queued' || run.status === 'paused') {
           await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
         }
@@ -144,7 +144,7 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
       .locator('.run-head .card-note.ok', { hasText: 'Stopped panel-run' })
       .waitFor({ timeout: 30_000 });
     await row.and(page.locator('[data-status="stopped"]')).waitFor({ timeout: 30_000 });
-    expect((await shepherd.app.features.runs.service.findRun('panel-run')).status).toBe('stopped');
+    expect((await shepherd.app.features.runs.find('panel-run')).status).toBe('stopped');
 
     // Back to the thread from the run page.
     await page.locator('[data-testid="run-thread-link"]').click();
@@ -155,12 +155,12 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
 
   it('offers only the actions that apply to the run as it is (issue 26 §6)', async () => {
     await launchApproved(shepherd, 'actions-run', 'test/fixtures/healthy_train.py');
-    const service = shepherd.app.features.runs.service;
+    const runs = shepherd.app.features.runs;
     const deadline = Date.now() + 30_000;
-    let run = await service.findRun('actions-run');
+    let run = await runs.find('actions-run');
     while (run.status !== 'running' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      run = await service.findRun('actions-run');
+      run = await runs.find('actions-run');
     }
     expect(run.status).toBe('running');
     const { page, pageErrors } = await openPage(browser);
@@ -195,10 +195,10 @@ describe.skipIf(!hasChromium)(`runs panel and run page in headless Chromium (nee
     // A command run, so the fixture finds its helper module next to it.
     await launchApproved(shepherd, 'nan-run', '-- python3 -u test/fixtures/monitor_nan.py');
     const deadline = Date.now() + 40_000;
-    let run = await shepherd.app.features.runs.service.findRun('nan-run');
+    let run = await shepherd.app.features.runs.find('nan-run');
     while (run.status !== 'completed' && run.status !== 'failed' && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 200));
-      run = await shepherd.app.features.runs.service.findRun('nan-run');
+      run = await shepherd.app.features.runs.find('nan-run');
     }
     const metrics = (await (await fetch(`${shepherd.url}/api/runs/${run.id}/metrics?names=loss`)).json()) as {
       points: { step: number; values: Record<string, unknown> }[];

@@ -1,13 +1,11 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
-import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
+import { botMessages, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
-import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
-import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { type MonitoredFlow, startMonitoredFlow } from '../helpers/monitored-flow.js';
 
 /*
  * `shepherd.alert(...)` from a real training process: the alert card is posted once into the run's thread
@@ -34,31 +32,14 @@ shepherd.finish()
 `;
 
 describe('alerts raised by the script', () => {
-  let llm: ScriptedLlmServer;
-  let workspace: string;
+  let flow: MonitoredFlow;
   let shepherd: TestApp;
-  const prefix = uniquePrefix('script-alert-flow');
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi({ fallback: { text: 'not json at all' } });
-    workspace = mkdtempSync(join(tmpdir(), 'shepherd-workspace-'));
-    writeFileSync(join(workspace, 'alerting.py'), SCRIPT);
-    shepherd = await startTestApp({
-      prefix,
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: workspace,
-        SHEPHERD_MONITOR_INTERVAL_S: '0.25',
-        SHEPHERD_APPROVERS: 'bob',
-      },
-    });
+    flow = await startMonitoredFlow('script-alert-flow', () => ({ 'alerting.py': SCRIPT }));
+    shepherd = flow.shepherd;
   });
-  afterAll(async () => {
-    await shepherd.stop();
-    await llm.close();
-    await deleteKeysWithPrefix(prefix);
-    rmSync(workspace, { recursive: true, force: true });
-  });
+  afterAll(() => flow?.stop());
 
   it('posts the alert once, with the run chart; the repeat within wait_duration is suppressed', async () => {
     const threadId = await shepherd.mention('run alerting.py --gpus 0', 'alice');

@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { scrubRunEnvironment } from '../../src/runs/run-environment.js';
+import { scrubRunEnvironment } from '../../src/runs/launch/process-environment.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -84,7 +84,7 @@ describe('nothing secret leaves: posts and LLM requests (playground, real proces
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -105,7 +105,7 @@ describe('nothing secret leaves: posts and LLM requests (playground, real proces
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
 
-    const run = await shepherd.app.features.runs.service.findRun('leaky');
+    const run = await shepherd.app.features.runs.find('leaky');
     const runDir = join(shepherd.dataDir, 'runs', run.id);
     const outputLog = join(runDir, 'output.log');
     const deadline = Date.now() + 20_000;

@@ -4,6 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { untilEvery } from '../helpers/until.js';
 import {
   appHomeOpenedEvent,
   eventCallback,
@@ -16,19 +17,7 @@ import {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(
-  probe: () => Promise<T | undefined> | T | undefined,
-  what: string,
-  timeoutMs = 20_000,
-) {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 describe('Slack App Home and /shepherd help', () => {
   let slack: SlackEmulator;
@@ -57,7 +46,7 @@ describe('Slack App Home and /shepherd help', () => {
   }, 60_000);
 
   afterAll(async () => {
-    for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+    for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -65,7 +54,7 @@ describe('Slack App Home and /shepherd help', () => {
     await slack?.close();
   });
 
-  const findRun = (name: string) => shepherd.app.features.runs.service.findRun(name);
+  const findRun = (name: string) => shepherd.app.features.runs.find(name);
 
   const publishesFor = (userId: string) =>
     slack.callsTo('views.publish').filter((call) => call.params.user_id === userId).length;

@@ -9,6 +9,7 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { type ScriptedLlmServer, type Step, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { until } from '../helpers/until.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -45,16 +46,6 @@ function shown(message: StoredMessage): string {
     ),
   ]);
   return [...parts, message.text ?? ''].join('\n');
-}
-
-async function until<T>(probe: () => T | undefined | false, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -132,7 +123,7 @@ describe('Slack over Socket Mode → real core', () => {
 
   afterAll(async () => {
     if (shepherd !== undefined) {
-      for (const run of await shepherd.app.features.runs.service.listRuns()) {
+      for (const run of await shepherd.app.features.runs.list()) {
         if (run.status === 'running' || run.status === 'queued') {
           await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
         }
@@ -477,7 +468,7 @@ describe('Slack over Socket Mode → real core', () => {
     );
     expect(ephemeral.params).toMatchObject({ channel: 'C6', thread_ts: threadTs });
     expect(String(ephemeral.params.text)).toMatch(/approver/i);
-    expect((await shepherd.app.features.runs.service.findRun('slack-run')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('slack-run')).status).toBe('pending_approval');
     expect(blocksOf(emulator.messages.get(card.ts)?.blocks).some((block) => block.type === 'actions')).toBe(
       true,
     );
@@ -494,7 +485,7 @@ describe('Slack over Socket Mode → real core', () => {
     expect(blocksOf(updated?.blocks).some((block) => block.type === 'actions')).toBe(false);
     expect(updated === undefined ? '' : shown(updated)).toMatch(/Approved by Bob Builder at \d{2}:\d{2} UTC/);
     await until(() => findInThread('C6', threadTs, /slack-run.*running/), 'the running notice', 20_000);
-    expect((await shepherd.app.features.runs.service.findRun('slack-run')).status).toBe('running');
+    expect((await shepherd.app.features.runs.find('slack-run')).status).toBe('running');
   });
 });
 
@@ -516,7 +507,7 @@ describe('Slack over signed HTTP (mounted on the playground server) → real cor
         SHEPHERD_LLM_BASE_URL: llm.url,
       },
     });
-    endpoint = `${shepherd.app.web.address().url}/slack/events`;
+    endpoint = `${shepherd.app.playground.address().url}/slack/events`;
   });
 
   afterAll(async () => {

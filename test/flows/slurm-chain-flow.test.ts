@@ -100,8 +100,8 @@ describe.skipIf(!slurmAvailable)(
           /chain is running on Slurm .*\(script v1, segment 1 of 3\)/.test(m.text),
         ),
       );
-      const service = shepherd.app.features.runs.service;
-      const first = await service.findRun('chain');
+      const runs = shepherd.app.features.runs;
+      const first = await runs.find('chain');
       jobs.add(first.jobId ?? '');
       const job = scontrol('show', 'job', '-o', first.jobId ?? '');
       expect(job).toMatch(/TimeLimit=00:01:00/);
@@ -131,7 +131,7 @@ describe.skipIf(!slurmAvailable)(
       expect(cardsTitled(messages, 'Approve')).toHaveLength(1);
       expect(cardsTitled(messages, 'failed')).toHaveLength(0);
 
-      const done = await service.findRun('chain');
+      const done = await runs.find('chain');
       jobs.add(done.jobId ?? '');
       expect(done.launchCount).toBe(2);
       const log = readFileSync(join(shepherd.dataDir, 'runs', done.id, 'output.log'), 'utf8');

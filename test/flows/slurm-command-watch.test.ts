@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -56,19 +57,7 @@ function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
 }
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 200 });
 
 function squeueState(jobId: string): string | undefined {
   try {
@@ -175,10 +164,10 @@ describe.skipIf(!slurmAvailable)(
     it('--nodes 1 -- <command>: srun starts it on the node with MASTER_ADDR set to the first node', async () => {
       const threadId = await shepherd.mention('run --nodes 1 --name onenode -- bash node.sh');
       await approve(threadId, 'onenode');
-      const service = shepherd.app.features.runs.service;
+      const runs = shepherd.app.features.runs;
       const meta = await until(
         async () => {
-          const found = await service.findRun('onenode');
+          const found = await runs.find('onenode');
           return found.status === 'completed' || found.status === 'failed' ? found : undefined;
         },
         'onenode to end',
@@ -204,10 +193,10 @@ describe.skipIf(!slurmAvailable)(
     it('a venv environment is what the job runs in; a container environment becomes apptainer exec with its binds', async () => {
       const threadId = await shepherd.mention('run --env alpha --name slurm-alpha -- python -u show_env.py');
       await approve(threadId, 'slurm-alpha');
-      const service = shepherd.app.features.runs.service;
+      const runs = shepherd.app.features.runs;
       const meta = await until(
         async () => {
-          const found = await service.findRun('slurm-alpha');
+          const found = await runs.find('slurm-alpha');
           return found.status === 'completed' || found.status === 'failed' ? found : undefined;
         },
         'slurm-alpha to end',
@@ -219,7 +208,7 @@ describe.skipIf(!slurmAvailable)(
       const boxed = await shepherd.mention('run show_env.py --env boxed --name boxed');
       await approve(boxed, 'boxed');
       const boxedMeta = await until(async () => {
-        const found = await service.findRun('boxed');
+        const found = await runs.find('boxed');
         return found.jobId === undefined ? undefined : found;
       }, 'boxed to be submitted');
       jobs.add(boxedMeta.jobId ?? '');
@@ -252,7 +241,7 @@ describe.skipIf(!slurmAvailable)(
       expect(alert?.card?.text).toContain('Traceback (most recent call last):');
       expect(alert?.card?.text).toContain('offers no fix or relaunch');
       expect(alert?.card?.actions?.map((action) => action.label)).not.toContain('Ask Shepherd to fix');
-      const meta = await shepherd.app.features.runs.service.findRun('crashjob');
+      const meta = await shepherd.app.features.runs.find('crashjob');
       expect(meta.watch).toEqual({ source: 'slurm', logPath: join(workspace, `crashjob-${jobId}.out`) });
       await shepherd.reply(threadId, '@shepherd runs');
       await shepherd.waitForMessages(threadId, (all) =>
@@ -270,7 +259,7 @@ describe.skipIf(!slurmAvailable)(
       );
       expect(cardsTitled(messages, 'finisher finished')[0]?.card?.text).toMatch(/^finisher finished in /);
       await until(
-        async () => (await shepherd.app.features.runs.service.findRun('finisher')).status === 'completed',
+        async () => (await shepherd.app.features.runs.find('finisher')).status === 'completed',
         'completed',
       );
     });
@@ -292,7 +281,7 @@ describe.skipIf(!slurmAvailable)(
       await shepherd.click(threadId, card?.id ?? '', button?.actionId ?? '', 'alice');
       await until(() => squeueState(jobId) !== 'RUNNING', 'longjob off the node', 30_000);
       await until(
-        async () => (await shepherd.app.features.runs.service.findRun('longjob')).status === 'stopped',
+        async () => (await shepherd.app.features.runs.find('longjob')).status === 'stopped',
         'stopped',
       );
     });

@@ -1,11 +1,12 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -32,6 +33,15 @@ print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
 shepherd.log_eval(eval_bleu=31.5)
 `;
 
+/** An eval that runs until it is killed, its pid in a file so the test can check it is gone. */
+const LONG_EVAL_PY = `import os, sys, time
+with open(sys.argv[1], "w") as handle:
+    handle.write(str(os.getpid()))
+print("eval: started", flush=True)
+while True:
+    time.sleep(0.1)
+`;
+
 const BAD_EVAL_PY = `import sys
 def score():
     raise RuntimeError("slurm eval exploded on purpose")
@@ -45,18 +55,20 @@ interface MetaFile {
   evaluation?: { status: string; exitCode?: number; results: Record<string, number> };
 }
 
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function botSaid(messages: PlaygroundMessage[], pattern: RegExp): boolean {
   return botMessages(messages).some((message) => pattern.test(message.text));
 }
 
-async function until(probe: () => boolean, what: string, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (probe()) return;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 60_000, intervalMs: 200 });
 
 describe.skipIf(!slurmAvailable)(
   `--eval on a real Slurm cluster${slurmAvailable ? '' : ` (skipped: ${SKIP_MESSAGE})`}`,
@@ -76,6 +88,7 @@ describe.skipIf(!slurmAvailable)(
       writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
       writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
       writeFileSync(join(workspace, 'bad_eval.py'), BAD_EVAL_PY);
+      writeFileSync(join(workspace, 'long_eval.py'), LONG_EVAL_PY);
       shepherd = await startTestApp({
         environment: {
           SHEPHERD_EXECUTOR: 'slurm',
@@ -125,7 +138,7 @@ describe.skipIf(!slurmAvailable)(
       await shepherd.waitForMessages(threadId, (all) =>
         botSaid(all, new RegExp(`${name} is running on Slurm`)),
       );
-      const meta = await shepherd.app.features.runs.service.findRun(name);
+      const meta = await shepherd.app.features.runs.find(name);
       expect(meta.jobId).toMatch(/^\d+$/);
       jobs.add(meta.jobId ?? '');
       return { threadId, runId: meta.id };
@@ -159,6 +172,42 @@ describe.skipIf(!slurmAvailable)(
       expect(readFileSync(join(runDir, 'output.log'), 'utf8')).toContain(
         '=== evaluation ended: exit code 0 ===',
       );
+    });
+
+    it('stop during the eval ends the job and the eval: the run is stopped, with no crash or eval alert', {
+      timeout: 120_000,
+    }, async () => {
+      const pidFile = join(workspace, 'long-eval.pid');
+      const { threadId, runId } = await launch(
+        'slurm-eval-stop',
+        `python3 -u ${join(workspace, 'long_eval.py')} ${pidFile}`,
+      );
+      await until(() => metaOf(runId).status === 'evaluating', 'status evaluating');
+      await until(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '', 'the eval to start');
+      const evalPid = Number(readFileSync(pidFile, 'utf8'));
+      const jobId = metaOf(runId).jobId ?? '';
+      await shepherd.reply(threadId, 'stop slurm-eval-stop', 'alice');
+      await until(() => metaOf(runId).status === 'stopped', 'status stopped');
+      // Nothing is left: the job is out of the queue and the eval process is gone.
+      const queued = () =>
+        execFileSync('squeue', ['-h', '-j', jobId, '-o', '%i %T'], {
+          env: slurmEnvironment,
+          encoding: 'utf8',
+          timeout: 10_000,
+        }).trim();
+      await until(() => queued() === '', `job ${jobId} to leave the queue`, 30_000);
+      await until(() => !processAlive(evalPid), `the eval process ${evalPid} to end`, 30_000);
+      // Give the monitor a few ticks to (wrongly) report it: a stop is neither a crash nor a failed eval.
+      await shepherd.waitForMessages(threadId, (all) => botSaid(all, /^Stopped slurm-eval-stop/));
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const messages = await shepherd.messages(threadId);
+      expect(cardsTitled(messages, 'evaluation failed')).toHaveLength(0);
+      expect(cardsTitled(messages, 'slurm-eval-stop failed')).toHaveLength(0);
+      expect(cardsTitled(messages, 'slurm-eval-stop finished')).toHaveLength(0);
+      expect(botSaid(messages, /slurm-eval-stop (failed|crashed)|Triage of slurm-eval-stop/)).toBe(false);
+      const meta = metaOf(runId);
+      expect(meta.status).toBe('stopped');
+      expect(meta.evaluation?.status).not.toBe('passed');
     });
 
     it('reports a failed eval like a crash, once, and keeps the training result', {

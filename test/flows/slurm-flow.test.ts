@@ -7,6 +7,7 @@ import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from 
 import { cardsTitled, fetchesPng, metricSteps } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { untilEvery } from '../helpers/until.js';
 import { SKIP_MESSAGE, slurmConf, slurmEnvironment } from '../slurm/slurm-cluster.js';
 
 /*
@@ -125,19 +126,7 @@ async function waitForForeignGpuJobs(): Promise<void> {
   );
 }
 
-async function until<T>(
-  probe: () => Promise<T | undefined | false> | T | undefined | false,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = await probe();
-    if (value !== undefined && value !== false) return value;
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 30_000, intervalMs: 200 });
 
 /** Waits for the `index`-th card whose title contains `titlePart` and clicks its Approve as bob. */
 async function approveCard(shepherd: TestApp, threadId: string, titlePart: string, index = 0): Promise<void> {
@@ -164,7 +153,7 @@ async function launch(
   await approveCard(shepherd, threadId, name);
   const where = gpus > 0 ? `on Slurm with ${gpus} GPU` : 'on Slurm';
   await shepherd.waitForMessages(threadId, (all) => botSaid(all, new RegExp(`${name} is running ${where}`)));
-  const meta = await shepherd.app.features.runs.service.findRun(name);
+  const meta = await shepherd.app.features.runs.find(name);
   expect(meta.jobId).toMatch(/^\d+$/);
   submittedJobs.add(meta.jobId ?? '');
   return { threadId, runId: meta.id, jobId: meta.jobId ?? '' };
@@ -235,7 +224,7 @@ describe.skipIf(!slurmAvailable)(
     it.concurrent('GPU runs: Slurm’s refusal, waiting for resources, and approve → run → pause → resume → stop', {
       timeout: 90_000,
     }, async () => {
-      const service = shepherd.app.features.runs.service;
+      const runs = shepherd.app.features.runs;
 
       await waitForForeignGpuJobs();
       // 3 GPUs on a 2-GPU node: sbatch refuses, the thread gets Slurm's reason, the run is failed.
@@ -246,7 +235,7 @@ describe.skipIf(!slurmAvailable)(
       );
       const refusal = botMessages(refused).find((m) => /too-big could not start/.test(m.text));
       expect(refusal?.text).toMatch(/launch failed: sbatch: .*Requested node configuration is not available/);
-      const tooBigMeta = await service.findRun('too-big');
+      const tooBigMeta = await runs.find('too-big');
       expect(tooBigMeta.status).toBe('failed');
       expect(tooBigMeta.statusReason).toMatch(/Requested node configuration is not available/);
       expect(tooBigMeta.jobId).toBeUndefined();
@@ -283,7 +272,7 @@ describe.skipIf(!slurmAvailable)(
       }, 'life RUNNING on Slurm');
       expect(job.name).toBe('life');
       await until(() => metricSteps(shepherd.dataDir, life.runId).length >= 5, 'metrics of life');
-      const running = await service.status('life');
+      const running = await runs.status('life');
       expect(running.process).toEqual({ kind: 'alive' });
       expect(readFileSync(join(shepherd.dataDir, 'runs', life.runId, 'output.log'), 'utf8')).toContain(
         'SLURM_GPUS_ON_NODE=1',
@@ -293,7 +282,7 @@ describe.skipIf(!slurmAvailable)(
       await shepherd.waitForMessages(life.threadId, (all) =>
         botSaid(all, /^Paused life at checkpoint step \d+; its GPUs are free\.$/),
       );
-      const paused = await service.status('life');
+      const paused = await runs.status('life');
       expect(paused.meta.status).toBe('paused');
       const checkpointStep = paused.resume?.step ?? -1;
       expect(checkpointStep).toBeGreaterThanOrEqual(4);
@@ -308,7 +297,7 @@ describe.skipIf(!slurmAvailable)(
       await shepherd.reply(life.threadId, 'resume life', 'alice');
       await approveCard(shepherd, life.threadId, 'Approve resuming run: life');
       const resumedJob = await until(async () => {
-        const meta = await service.findRun('life');
+        const meta = await runs.find('life');
         return meta.status === 'running' && meta.launchCount === 2 ? meta.jobId : undefined;
       }, 'life relaunched');
       submittedJobs.add(resumedJob);
@@ -324,7 +313,7 @@ describe.skipIf(!slurmAvailable)(
 
       await shepherd.reply(life.threadId, 'stop life', 'bob');
       await shepherd.waitForMessages(life.threadId, (all) => botSaid(all, /^Stopped life\.$/));
-      expect((await service.findRun('life')).status).toBe('stopped');
+      expect((await runs.find('life')).status).toBe('stopped');
       await until(() => squeueJob(resumedJob)?.state !== 'RUNNING', 'the stopped job to leave the node');
     });
 
@@ -355,7 +344,7 @@ describe.skipIf(!slurmAvailable)(
       expect(crashCard?.card?.text).toContain('RuntimeError: slurm flow crash');
       // The run service records the same end on its own (periodic) poll of Slurm.
       const crashed = await until(async () => {
-        const meta = await shepherd.app.features.runs.service.findRun('crash-run');
+        const meta = await shepherd.app.features.runs.find('crash-run');
         return meta.status === 'failed' ? meta : undefined;
       }, 'crash-run failed');
       expect(crashed.exitCode).toBe(3);
@@ -369,7 +358,7 @@ describe.skipIf(!slurmAvailable)(
         30_000,
       );
       await until(
-        async () => (await shepherd.app.features.runs.service.findRun('nan-run')).status === 'completed',
+        async () => (await shepherd.app.features.runs.find('nan-run')).status === 'completed',
         'nan-run completed',
       );
     });
@@ -399,7 +388,7 @@ describe.skipIf(!slurmAvailable)(
         const stepsWhileDown = metricSteps(dataDir, survivor.runId).length;
 
         second = await startTestApp(options);
-        const reattached = await second.app.features.runs.service.findRun('survivor');
+        const reattached = await second.app.features.runs.find('survivor');
         expect(reattached.status).toBe('running');
         expect(reattached.jobId).toBe(survivor.jobId);
         expect(reattached.launchCount).toBe(1);
@@ -411,7 +400,7 @@ describe.skipIf(!slurmAvailable)(
           40_000,
         );
         expect(cardsTitled(messages, 'survivor finished')).toHaveLength(1);
-        const done = await second.app.features.runs.service.findRun('survivor');
+        const done = await second.app.features.runs.find('survivor');
         expect(done.status).toBe('completed');
         expect(done.jobId).toBe(survivor.jobId);
         const steps = metricSteps(dataDir, survivor.runId);

@@ -80,7 +80,7 @@ describe.skipIf(!slurmAvailable)(
     });
 
     afterAll(async () => {
-      for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+      for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
         if (run.status === 'running') await shepherd.app.features.runs.service.stop(run.id, 'system');
       }
       const leftover = [...submitted].filter(Boolean);
@@ -110,7 +110,7 @@ describe.skipIf(!slurmAvailable)(
         200,
       );
       const meta = await waitFor(async () => {
-        const current = await shepherd.app.features.runs.service.findRun(name);
+        const current = await shepherd.app.features.runs.find(name);
         return current.status === 'running' && current.jobId !== undefined ? current : undefined;
       }, 30_000);
       submitted.add(meta.jobId ?? '');
@@ -141,7 +141,7 @@ describe.skipIf(!slurmAvailable)(
       expect(lines[0]?.text).toMatch(cause);
       const from = Number(/relaunched from step ([\d,]+)/.exec(lines[0]?.text ?? '')?.[1]?.replace(/,/g, ''));
       expect(from).toBeGreaterThanOrEqual(10);
-      const meta = await shepherd.app.features.runs.service.findRun(name);
+      const meta = await shepherd.app.features.runs.find(name);
       expect(meta.launchCount).toBe(2);
       expect(meta.jobId).not.toBe(oldJob);
       submitted.add(meta.jobId ?? '');

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -20,8 +20,8 @@ raise SystemExit(2)
 `;
 
 function meta(shepherd: TestApp, name: string): Promise<RunMeta> {
-  return shepherd.app.features.runs.service
-    .findRun(name)
+  return shepherd.app.features.runs
+    .find(name)
     .then(
       (found) =>
         JSON.parse(readFileSync(join(shepherd.dataDir, 'runs', found.id, 'meta.json'), 'utf8')) as RunMeta,

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { expectEditedRun } from '../helpers/approval-edits.js';
 import { cardsTitled, fetchesPng } from '../helpers/flow.js';
@@ -66,8 +66,8 @@ function readMeta(dataDir: string, runId: string): RunMeta {
 }
 
 function runsNamed(dataDir: string, shepherd: TestApp, prefix: string): Promise<RunMeta[]> {
-  return shepherd.app.features.runs.service
-    .listRuns()
+  return shepherd.app.features.runs
+    .list()
     .then((all) =>
       all.filter((meta) => meta.name.startsWith(prefix)).map((meta) => readMeta(dataDir, meta.id)),
     );
@@ -326,7 +326,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
       (all) => botMessages(all).some((m) => m.text.includes('canary ctl-1 logged')),
       30_000,
     );
-    const status = async (name: string) => (await shepherd.app.features.runs.service.findRun(name)).status;
+    const status = async (name: string) => (await shepherd.app.features.runs.find(name)).status;
     // --parallel 1: the canary still holds the only slot.
     await new Promise((resolve) => setTimeout(resolve, 1500));
     expect(await status('ctl-1')).toBe('running');
@@ -372,7 +372,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
       30_000,
     );
     for (const name of ['ctl-1', 'ctl-2', 'ctl-3']) expect(await status(name), name).toBe('stopped');
-    expect((await shepherd.app.features.runs.service.findRun('ctl-3')).startedAt).toBeUndefined();
+    expect((await shepherd.app.features.runs.find('ctl-3')).startedAt).toBeUndefined();
     expect(botMessages(done).find((m) => m.text.includes('🏁'))?.text).toMatch(/ctl-3 .*not started/);
   }, 120_000);
 
@@ -441,7 +441,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
     expect(board).toContain('Sweep cmd: completed');
     // Both trials completed, so each saw --epochs 2 followed by its own --lr, and the same lr in its config.
     for (const name of ['cmd-1', 'cmd-2']) {
-      const meta = await shepherd.app.features.runs.service.findRun(name);
+      const meta = await shepherd.app.features.runs.find(name);
       expect(meta.status, name).toBe('completed');
       expect(meta.command).toEqual(['python3', '-u', 'cmd_train.py', '--epochs', '2']);
     }
@@ -456,7 +456,7 @@ describe('sweeps from a thread (playground, real processes, SHEPHERD_GPUS=4)', (
       /broken\.py: .*line 2/s,
     );
     expect(messages.some((m) => m.card !== undefined)).toBe(false);
-    const all = await shepherd.app.features.runs.service.listRuns();
+    const all = await shepherd.app.features.runs.list();
     expect(all.some((meta) => meta.name.startsWith('broken-grid'))).toBe(false);
   });
 });

@@ -42,7 +42,7 @@ describe('a sweep survives a bot restart (state in Redis, driven by run-schedule
     await first.waitForMessages(threadId, (all) =>
       botMessages(all).some((m) => m.text.includes('auto-approved')),
     );
-    const canary = await first.app.features.runs.service.findRun('survive-1');
+    const canary = await first.app.features.runs.find('survive-1');
     const deadline = Date.now() + 30_000;
     while (metricSteps(dataDir, canary.id).length < 3 && Date.now() < deadline)
       await new Promise((resolve) => setTimeout(resolve, 100));
@@ -59,7 +59,7 @@ describe('a sweep survives a bot restart (state in Redis, driven by run-schedule
     const board = texts.find((text) => text.includes('🏁')) as string;
     expect(board).toContain('Sweep survive: completed');
     expect(board.indexOf('survive-2 ')).toBeLessThan(board.indexOf('survive-1 '));
-    expect((await second.app.features.runs.service.findRun('survive-2')).status).toBe('completed');
+    expect((await second.app.features.runs.find('survive-2')).status).toBe('completed');
     expect(texts.filter((text) => text.includes('🏁'))).toHaveLength(1);
   }, 120_000);
 });

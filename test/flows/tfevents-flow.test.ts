@@ -1,12 +1,10 @@
-import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import type { TestApp } from '../helpers/app-harness.js';
 import { approvalCard, cardsTitled, fetchesPng } from '../helpers/flow.js';
-import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
-import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
+import { type MonitoredFlow, startMonitoredFlow } from '../helpers/monitored-flow.js';
 
 /*
  * A script that logs only to TensorBoard event files and prints nothing: the monitor reads the live file
@@ -29,32 +27,17 @@ writer.close()
 `;
 
 describe('metrics from TensorBoard event files', () => {
-  let llm: ScriptedLlmServer;
-  let workspace: string;
+  let flow: MonitoredFlow;
   let shepherd: TestApp;
-  const prefix = uniquePrefix('tfevents-flow');
 
   beforeAll(async () => {
-    llm = await startScriptedOpenAi({ fallback: { text: 'not json at all' } });
-    workspace = mkdtempSync(join(tmpdir(), 'shepherd-workspace-'));
-    writeFileSync(join(workspace, 'tb_train.py'), script(workspace));
-    copyFileSync(WRITER, join(workspace, 'tfevents_writer.py'));
-    shepherd = await startTestApp({
-      prefix,
-      environment: {
-        SHEPHERD_LLM_BASE_URL: llm.url,
-        SHEPHERD_WORKSPACE: workspace,
-        SHEPHERD_MONITOR_INTERVAL_S: '0.25',
-        SHEPHERD_APPROVERS: 'bob',
-      },
-    });
+    flow = await startMonitoredFlow('tfevents-flow', (workspace) => ({
+      'tb_train.py': script(workspace),
+      'tfevents_writer.py': readFileSync(WRITER, 'utf8'),
+    }));
+    shepherd = flow.shepherd;
   });
-  afterAll(async () => {
-    await shepherd.stop();
-    await llm.close();
-    await deleteKeysWithPrefix(prefix);
-    rmSync(workspace, { recursive: true, force: true });
-  });
+  afterAll(() => flow?.stop());
 
   it('alerts on the NaN at step 50 of a live event file, with a chart', async () => {
     const threadId = await shepherd.mention('run tb_train.py --gpus 0', 'alice');

@@ -81,7 +81,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
   const logger = options.logger ?? createLogger(config.logLevel);
   const app = await createApp(config, logger, { runEnvironment: process.env, ...options.overrides });
   await app.start();
-  const url = app.web.address().url;
+  const url = app.playground.address().url;
 
   const json = async (path: string, init?: RequestInit) => {
     const response = await fetch(`${url}${path}`, init);
@@ -153,7 +153,7 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
     },
     async stop() {
       // Runs outlive the bot by design, so a test ends the processes its app launched (by pid) first.
-      const launched = options.keepState ? [] : await app.features.runs.service.listRuns().catch(() => []);
+      const launched = options.keepState ? [] : await app.features.runs.list().catch(() => []);
       await app.stop();
       if (!options.keepState) {
         await endProcessGroups(launchedGroups(launched));

@@ -24,11 +24,11 @@ export async function expectEditedRun(
 ): Promise<void> {
   const runs = shepherd.app.features.runs;
   const deadline = Date.now() + 20_000;
-  let meta = await runs.service.findRun(expected.name);
+  let meta = await runs.find(expected.name);
   // Launched: running, or already finished (the fixture is short).
   while (!['running', 'completed'].includes(meta.status) && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 100));
-    meta = await runs.service.findRun(expected.name);
+    meta = await runs.find(expected.name);
   }
   expect(meta.status).toMatch(/^(running|completed)$/);
   expect(meta.name).toBe(expected.name);

@@ -40,3 +40,7 @@ export async function fetchesPng(baseUrl: string, url: string | undefined): Prom
   const bytes = Buffer.from(await response.arrayBuffer());
   return response.headers.get('content-type') === 'image/png' && bytes.subarray(1, 4).toString() === 'PNG';
 }
+
+/** The action id of the card button labelled `label` ('' when there is none). */
+export const actionOf = (message: PlaygroundMessage | undefined, label: string): string =>
+  message?.card?.actions?.find((action) => action.label === label)?.actionId ?? '';

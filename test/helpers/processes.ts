@@ -1,6 +1,6 @@
 import { rmSync } from 'node:fs';
 import { readProcessStat } from '../../src/runs/process-table.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 
 function groupAlive(pgid: number): boolean {
   try {

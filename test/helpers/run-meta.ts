@@ -1,4 +1,4 @@
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 
 /** A running local run's record for monitor tests; `overrides` sets what a test cares about. */
 export function testRunMeta(id: string, overrides: Partial<RunMeta> = {}): RunMeta {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { runJob } from '@huggingface/hub';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunError } from '../../src/errors.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { removeTree } from '../helpers/processes.js';
 import { testRunMeta } from '../helpers/run-meta.js';

@@ -11,8 +11,8 @@ import {
   type HfJobsExecutor,
   type HfJobsExecutorOptions,
 } from '../../src/runs/hfjobs/hfjobs-executor.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import type { HfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

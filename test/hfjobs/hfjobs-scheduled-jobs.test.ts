@@ -5,7 +5,7 @@ import {
   type HfSchedule,
   type HfScheduledJobs,
 } from '../../src/runs/hfjobs/hfjobs-scheduled-jobs.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { removeTree } from '../helpers/processes.js';
 import { decodeJobPayload, HF_SETTINGS, makeRun, makeRunsDir, silentLogger } from './hfjobs-harness.js';

@@ -12,7 +12,7 @@ import {
 import { createHfJobSpecBuilder } from '../../src/runs/hfjobs/hfjobs-job-spec.js';
 import { checkSchedule } from '../../src/runs/hfjobs/hfjobs-scheduled-jobs.js';
 import { isFinalStage, jobStateOf } from '../../src/runs/hfjobs/hfjobs-states.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { hardwareFixture } from '../emulators/hf-jobs-fixtures.js';
 import { removeTree } from '../helpers/processes.js';
 import { decodeJobPayload, makeRun, makeRunsDir, silentLogger } from './hfjobs-harness.js';

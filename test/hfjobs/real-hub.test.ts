@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../src/config/config.js';
 import { createHfJobsExecutor, type HfJobsExecutor } from '../../src/runs/hfjobs/hfjobs-executor.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { removeTree } from '../helpers/processes.js';
 import {
   countLines,

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunError } from '../../src/errors.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import type { KubernetesExecutor } from '../../src/runs/kubernetes/kubernetes-executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { createStdoutParser, createStdoutParseState } from '../../src/runs/stdout-metrics/stdout-parser.js';
 import { type KubernetesEmulator, startKubernetesEmulator } from '../emulators/kubernetes-api-server.js';
 import type { WireConfigMap, WireService } from '../emulators/kubernetes-objects.js';

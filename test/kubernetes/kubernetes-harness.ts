@@ -12,8 +12,8 @@ import {
 } from '../../src/runs/kubernetes/kubernetes-executor.js';
 import type { KubernetesSettings } from '../../src/runs/kubernetes/kubernetes-job-manifest.js';
 import { type MetricPoint, parseMetricLine } from '../../src/runs/metric-line.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import type { KubernetesEmulator } from '../emulators/kubernetes-api-server.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

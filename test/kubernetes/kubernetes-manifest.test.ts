@@ -1,3 +1,7 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   buildJobManifests,
@@ -8,7 +12,7 @@ import {
   parseKubernetesWatchTarget,
   templateHash,
 } from '../../src/runs/kubernetes/kubernetes-job-manifest.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
 const FILES: JobFiles = {
@@ -192,6 +196,44 @@ describe('several nodes', () => {
         fieldRef: { fieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']" },
       },
     });
+  });
+
+  it("with --eval, only rank 0 evaluates; every rank exits with training's code", () => {
+    const runDir = mkdtempSync(join(tmpdir(), 'k8s-rank-eval-'));
+    const evalCommand = 'echo "evaluated by $NODE_RANK" >> evaluated.txt';
+    const commandOf = (nodes: number, training: string[]) =>
+      buildJobManifests(input({ nodes, command: training, evalCommand })).job.spec?.template.spec
+        ?.containers[0]?.command ?? [];
+    // The pod's command, run as the kubelet would: bash -c <script>, with the pod's rank in NODE_RANK.
+    const runPod = (command: string[], rank: string | undefined) => {
+      const [program = 'false', ...rest] = command;
+      const environment: NodeJS.ProcessEnv = { PATH: process.env.PATH, SHEPHERD_RUN_DIR: runDir };
+      if (rank !== undefined) environment.NODE_RANK = rank;
+      return spawnSync(program, rest, { cwd: runDir, env: environment, encoding: 'utf8', timeout: 20_000 });
+    };
+    const rankCheck = '[ "$' + '{NODE_RANK:-0}" = 0 ]';
+    try {
+      const multi = commandOf(2, ['true']);
+      expect(multi.join(' ')).toContain(rankCheck);
+      expect(runPod(multi, '1').status).toBe(0);
+      expect(existsSync(join(runDir, 'evaluation.json'))).toBe(false);
+      expect(runPod(multi, '0').status).toBe(0);
+      expect(readFileSync(join(runDir, 'evaluated.txt'), 'utf8')).toBe('evaluated by 0\n');
+      expect(JSON.parse(readFileSync(join(runDir, 'evaluation.json'), 'utf8'))).toMatchObject({
+        status: 'passed',
+        exitCode: 0,
+      });
+      // A rank whose training failed exits with that code, and evaluates nothing either.
+      expect(runPod(commandOf(2, ['sh', '-c', 'exit 3']), '1').status).toBe(3);
+      // One node: no rank to check (NODE_RANK is not set there, and one set by the image does not matter).
+      const single = commandOf(1, ['true']);
+      expect(single.join(' ')).not.toContain(rankCheck);
+      rmSync(join(runDir, 'evaluated.txt'));
+      expect(runPod(single, '5').status).toBe(0);
+      expect(readFileSync(join(runDir, 'evaluated.txt'), 'utf8')).toBe('evaluated by 5\n');
+    } finally {
+      rmSync(runDir, { recursive: true, force: true });
+    }
   });
 
   it('makes neither for one node', () => {

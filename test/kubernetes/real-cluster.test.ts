@@ -6,8 +6,8 @@ import {
   createKubernetesExecutor,
   type KubernetesExecutor,
 } from '../../src/runs/kubernetes/kubernetes-executor.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import {
   makeRun,
   makeRunsDir,

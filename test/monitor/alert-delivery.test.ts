@@ -5,14 +5,14 @@ import type { LlmProvider } from '../../src/agent/llm-provider.js';
 import type { Card, ChatAdapter } from '../../src/bot/chat-adapter.js';
 import type { IdempotentNotifier } from '../../src/bot/notifier.js';
 import { createLogger } from '../../src/logger.js';
-import { createAlertService } from '../../src/monitor/alert-service.js';
-import type { Monitor } from '../../src/monitor/monitor.js';
+import { createAlertService } from '../../src/monitor/alerts/alert-service.js';
+import type { Monitor } from '../../src/monitor/monitor-types.js';
 import type { Incident } from '../../src/monitor/types.js';
 import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../../src/queue/notify-queue.js';
-import type { RunOperations } from '../../src/runs/run-operation-types.js';
-import type { RunService } from '../../src/runs/run-service.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
-import type { RunsFacade } from '../../src/runs/runs-facade.js';
+import type { RunService } from '../../src/runs/lifecycle/run-service.js';
+import type { RunOperations } from '../../src/runs/operations/operation-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
+import type { RunQueries } from '../../src/runs/run-queries.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const THREAD = 'slack:C1:1700000000.000100';
@@ -104,8 +104,8 @@ describe('alert delivery', () => {
       redis,
       prefix,
       monitor: {} as Monitor,
-      runs: { status: async () => Promise.reject(new Error('no status here')) } as unknown as RunService,
-      facade: {} as RunsFacade,
+      runs: {} as RunService,
+      queries: { status: async () => Promise.reject(new Error('no status here')) } as unknown as RunQueries,
       operations: {} as RunOperations,
       notifier: flaky,
       provider: {} as LlmProvider,

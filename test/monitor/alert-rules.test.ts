@@ -4,10 +4,10 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parsePlainCommand } from '../../src/commands/parse-command.js';
-import { createAlertPolicyStore } from '../../src/monitor/alert-policy.js';
-import { parseDuration, parseRuleSpec } from '../../src/monitor/alert-rules.js';
+import { createAlertPolicyStore } from '../../src/monitor/alerts/alert-policy.js';
+import { parseDuration, parseRuleSpec } from '../../src/monitor/alerts/alert-rules.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 describe('rule text', () => {

@@ -6,7 +6,7 @@ import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
 import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { redactSecrets } from '../../src/text/redact.js';
 
 const config = DEFAULT_DETECTOR_CONFIG;

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import type { AlertPolicy } from '../../src/monitor/alert-policy.js';
 import { evaluate, type NewLines, needsCrashLog } from '../../src/monitor/evaluate.js';
 import { createMonitorState, type MonitorState } from '../../src/monitor/monitor-state.js';
+import type { AlertPolicy } from '../../src/monitor/policy-checks.js';
 import { createPrintedMetricsReader } from '../../src/monitor/printed-metrics.js';
 import { DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
 import type { TickContext } from '../../src/monitor/tick-context.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 
 /*
  * Issue 16 seam 3: the monitor tick's evaluation is a function of (state, new lines, process state, now),
@@ -167,6 +167,16 @@ describe('evaluate', () => {
     const done = evaluate(finished, none, none, exited, 10_000, context());
     expect(done.incidents.map((incident) => incident.title)).toEqual(['qwen-gsm8k finished']);
     expect(evaluate(finished, none, none, exited, 11_000, context()).incidents).toEqual([]);
+
+    // A run Shepherd stopped (or is stopping) that exited 0 after the TERM: no summary, no crash.
+    for (const ended of [
+      { ...meta, status: 'stopped' as const },
+      { ...meta, status: 'paused' as const },
+      { ...meta, status: 'evaluating' as const, stopRequested: 'stop' as const },
+    ]) {
+      const stopped = evaluate(warmUp(3), none, none, exited, 10_000, context({ meta: ended }));
+      expect(stopped.incidents, ended.status).toEqual([]);
+    }
 
     const crashed = warmUp(3);
     const failed: ProcessState = { kind: 'exited', exitCode: 1 };

@@ -273,8 +273,18 @@ describe('Theil–Sen trend', () => {
   });
 });
 
-/** The state's JSON as it was written before the history texts were kept (a copy with non-finite codes). */
-function serialisedByCopy(state: ReturnType<typeof createMonitorState>): string {
+/** A window's values as the `f64:` base64 of their little-endian float64 bytes, written another way. */
+function floatText(values: readonly number[]): string {
+  const view = new DataView(new ArrayBuffer(values.length * 8));
+  for (const [index, value] of values.entries()) view.setFloat64(index * 8, value, true);
+  return `f64:${Buffer.from(view.buffer).toString('base64')}`;
+}
+
+/**
+ * The state's JSON as it was written before the history texts were kept (a copy with non-finite codes);
+ * `floats` writes the windows' values as their bytes, as now, instead of as decimal numbers, as before.
+ */
+function serialisedByCopy(state: ReturnType<typeof createMonitorState>, floats: boolean): string {
   const code = (value: number) =>
     Number.isFinite(value) ? value : Number.isNaN(value) ? 'NaN' : value > 0 ? 'Inf' : '-Inf';
   const rolling: RollingState = state.rolling;
@@ -282,7 +292,7 @@ function serialisedByCopy(state: ReturnType<typeof createMonitorState>): string 
   for (const [name, series] of Object.entries(rolling.metrics))
     metrics[name] = {
       ...series,
-      values: series.values.map(code),
+      values: floats ? floatText(series.values) : series.values.map(code),
       history: series.history.map(([step, value]) => [step, code(value)]),
     };
   const lastMetrics = Object.fromEntries(
@@ -306,10 +316,16 @@ describe('state serialisation', () => {
         }
         const written = serialiseMonitorState(state);
         expect(JSON.parse(written), `seed ${seed}, tick ${tick}`).toEqual(
-          JSON.parse(serialisedByCopy(state)),
+          JSON.parse(serialisedByCopy(state, true)),
         );
-        // And it reads back to the same state (non-finite numbers included).
+        // And it reads back to the same state (non-finite numbers included), as does a state written before
+        // the windows' values were written as bytes.
         expect(serialiseMonitorState(parseMonitorState(written))).toBe(written);
+        expect(serialiseMonitorState(parseMonitorState(serialisedByCopy(state, false)))).toBe(written);
+        const values = parseMonitorState(written).rolling.metrics.loss?.values ?? [];
+        expect(
+          values.every((value, index) => Object.is(value, state.rolling.metrics.loss?.values[index])),
+        ).toBe(true);
       }
     }
   });

@@ -11,7 +11,7 @@ import { createMonitorScheduler, type MonitorScheduler } from '../../src/monitor
 import { createMonitorWorker } from '../../src/monitor/monitor-worker.js';
 import type { Incident } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

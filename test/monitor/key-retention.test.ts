@@ -7,13 +7,13 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import type { Notifier } from '../../src/bot/notifier.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
-import { createAlertPolicyStore } from '../../src/monitor/alert-policy.js';
-import { parseRuleSpec } from '../../src/monitor/alert-rules.js';
-import type { AlertService } from '../../src/monitor/alert-service.js';
+import { createAlertPolicyStore } from '../../src/monitor/alerts/alert-policy.js';
+import { parseRuleSpec } from '../../src/monitor/alerts/alert-rules.js';
+import type { AlertService } from '../../src/monitor/alerts/alert-service.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { createRunWatcher, MONITOR_KEEP_AFTER_END_MS } from '../../src/monitor/watch-runs.js';
-import type { RunMeta, RunStatus } from '../../src/runs/run-types.js';
-import type { RunsFacade } from '../../src/runs/runs-facade.js';
+import type { RunMeta, RunStatus } from '../../src/runs/records/run-types.js';
+import type { RunQueries } from '../../src/runs/run-queries.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
@@ -60,7 +60,7 @@ describe('no key outlives its run', () => {
           ? { kind: 'alive' }
           : { kind: 'exited', exitCode: meta.status === 'failed' ? 1 : 0 },
       runDirectory: (runId: string) => join(root, runId),
-    } as unknown as RunsFacade;
+    } as unknown as RunQueries;
     const watcher = createRunWatcher({
       config,
       redis,

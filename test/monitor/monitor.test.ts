@@ -1,12 +1,14 @@
 import { appendFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLogger } from '../../src/logger.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { renderTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
@@ -152,6 +154,48 @@ describe('createMonitor', () => {
     );
     await run.monitor.ack('outbox', [first.incidents[0]?.id ?? '']);
     expect((await run.monitor.tick('outbox', run.meta, alive)).incidents).toEqual([]);
+  });
+
+  it('skips an outbox entry that is not an incident, with a log line, and returns the others', async () => {
+    await prepare('corrupt-outbox');
+    const lines: string[] = [];
+    const sink = new Writable({
+      write(chunk, _encoding, done) {
+        lines.push(String(chunk));
+        done();
+      },
+    });
+    const monitor = createMonitor({
+      redis,
+      prefix,
+      runDir: (meta) => join(root, meta.id),
+      clock: () => 0,
+      logger: createLogger('info', {}, { destination: sink }),
+    });
+    const good = {
+      id: 'corrupt-outbox:spike:loss#1',
+      runId: 'corrupt-outbox',
+      kind: 'spike',
+      severity: 'warning',
+      title: 'corrupt-outbox: loss spike',
+      summary: 'loss jumped',
+      metrics: ['loss'],
+      at: 1,
+    };
+    await redis.hset(`${prefix}:monitor-outbox:corrupt-outbox`, {
+      [good.id]: JSON.stringify(good),
+      // A torn write, and an entry with an id and a kind but nothing a card needs (no metrics, no title).
+      torn: '{"id": "torn", "kind": "nan"',
+      partial: JSON.stringify({ id: 'partial', kind: 'spike' }),
+    });
+    const result = await monitor.tick('corrupt-outbox', makeMeta('corrupt-outbox'), alive);
+    expect(result.incidents).toEqual([good]);
+    const warnings = lines
+      .map((text) => JSON.parse(text) as { msg: string; runId?: string; entries?: string[] })
+      .filter((entry) => entry.msg === 'unreadable monitor outbox entries skipped');
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.runId).toBe('corrupt-outbox');
+    expect([...(warnings[0]?.entries ?? [])].sort()).toEqual(['partial', 'torn']);
   });
 
   it('survives a restart: no point read twice or skipped, no re-alert', async () => {

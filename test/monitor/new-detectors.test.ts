@@ -10,7 +10,7 @@ import { createThroughputState, observeThroughput } from '../../src/monitor/dete
 import { createNvidiaSmiProbe, parseNvidiaSmi } from '../../src/monitor/gpu-probe.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

@@ -8,12 +8,13 @@ import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { renderChart } from '../../src/charts/render-chart.js';
 import { compileMetricPattern } from '../../src/config/metric-pattern.js';
-import { createMonitor, type Monitor } from '../../src/monitor/monitor.js';
+import { createMonitor } from '../../src/monitor/monitor.js';
 import { createMonitorScheduler, type MonitorScheduler } from '../../src/monitor/monitor-scheduler.js';
+import type { Monitor } from '../../src/monitor/monitor-types.js';
 import { createMonitorWorker } from '../../src/monitor/monitor-worker.js';
 import type { Incident } from '../../src/monitor/types.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

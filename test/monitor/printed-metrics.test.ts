@@ -7,7 +7,7 @@ import { createMonitor } from '../../src/monitor/monitor.js';
 import { plannedStepsOf } from '../../src/monitor/printed-metrics.js';
 import { renderTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import type { ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 

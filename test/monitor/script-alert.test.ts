@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import type { AlertPolicy } from '../../src/monitor/alert-policy.js';
-import { normaliseDetector } from '../../src/monitor/alert-policy.js';
+import { normaliseDetector } from '../../src/monitor/alerts/alert-policy.js';
 import { readScriptAlerts } from '../../src/monitor/detectors/script-alert.js';
 import { evaluate, type NewLines } from '../../src/monitor/evaluate.js';
 import { createMonitorState } from '../../src/monitor/monitor-state.js';
+import type { AlertPolicy } from '../../src/monitor/policy-checks.js';
 import { createPrintedMetricsReader } from '../../src/monitor/printed-metrics.js';
 import { DEFAULT_ROLLING_LIMITS } from '../../src/monitor/rolling-stats.js';
 import type { TickContext } from '../../src/monitor/tick-context.js';

@@ -1,9 +1,6 @@
-import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLlmCallCounter } from '../../src/agent/llm-call-counter.js';
-import { checkPythonSyntax, parseTriageAnswer, triage } from '../../src/monitor/triage.js';
+import { describe, expect, it } from 'vitest';
+import { checkPythonSyntax, parseTriageAnswer, triage } from '../../src/monitor/alerts/triage.js';
 import type { TriageSnapshot } from '../../src/monitor/triage-snapshot.js';
-import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const snapshot: TriageSnapshot = {
   run: { id: 'r1', name: 'qwen', status: 'running', scriptVersion: 1, launchCount: 1, gpus: 1 },
@@ -12,16 +9,6 @@ const snapshot: TriageSnapshot = {
   logTail: 'boom',
   script: 'print("hi")',
 };
-
-let redis: Redis;
-const prefix = uniquePrefix('triage');
-beforeAll(() => {
-  redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
-});
-afterAll(async () => {
-  await deleteKeysWithPrefix(prefix);
-  redis.disconnect();
-});
 
 function scripted(answers: string[]) {
   const prompts: string[] = [];
@@ -49,14 +36,11 @@ describe('parseTriageAnswer', () => {
 });
 
 describe('triage', () => {
-  it('garbage twice → WARNING, unparsed, exactly two calls counted', async () => {
-    const counter = createLlmCallCounter({ redis, prefix });
+  it('garbage twice → WARNING, unparsed, exactly two calls', async () => {
     const llm = scripted(['I think you should lower the LR', '```python\nimport torch\nlr = 1e-5\n```']);
     const result = await triage({
       ask: llm.ask,
       snapshot,
-      counter,
-      reason: 'triage:crash',
       template: 'T {{snapshot}}',
     });
     expect(result).toMatchObject({ decision: 'WARNING', parsed: false, attempts: 2 });
@@ -64,7 +48,6 @@ describe('triage', () => {
     expect('script' in result).toBe(false);
     expect(llm.prompts).toHaveLength(2);
     expect(llm.prompts[1]).toContain('ONLY one JSON object');
-    expect(await counter.get('triage:crash')).toBe(2);
   });
 
   it('retries once, then takes a valid FIX with its script', async () => {
@@ -93,21 +76,6 @@ describe('triage', () => {
     expect(ok).toEqual({ decision: 'LGTM', diagnosis: 'harmless spike', parsed: true, attempts: 1 });
     expect(llm.prompts[0]).toContain('Run: qwen (id r1)');
     expect(llm.prompts[0]).toContain('"decision"');
-  });
-});
-
-describe('llm call counter', () => {
-  it('counts by reason in Redis, readable by another instance', async () => {
-    const own = uniquePrefix('counter');
-    const counter = createLlmCallCounter({ redis, prefix: own });
-    await counter.increment('agent');
-    await counter.increment('agent');
-    await counter.increment('triage:nan');
-    const other = createLlmCallCounter({ redis, prefix: own });
-    expect(await other.all()).toEqual({ agent: 2, 'triage:nan': 1 });
-    expect(await other.get()).toBe(3);
-    expect(await other.get('missing')).toBe(0);
-    await deleteKeysWithPrefix(own);
   });
 });
 

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { createMonitorScheduler } from '../../src/monitor/monitor-scheduler.js';
 import { createMonitorWorker } from '../../src/monitor/monitor-worker.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 const prefix = uniquePrefix('mworker');

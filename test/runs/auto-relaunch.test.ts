@@ -25,6 +25,7 @@ describe('automatic relaunch with several workers', () => {
     harness = await createHarness({ SHEPHERD_PYTHON: '/usr/bin/python3', SHEPHERD_GPUS: '0' });
     const second = await harness.restart();
     const { service } = harness.runtime;
+    const runs = harness.runtime;
     const created = await service.createRun({
       name: 'twice',
       script: trainScript({ steps: 100_000 }),
@@ -50,12 +51,12 @@ describe('automatic relaunch with several workers', () => {
     await Promise.all([service.refresh(), second.runtime.service.refresh(), service.refresh()]);
     const relaunched = await waitFor(async () => {
       await Promise.all([service.refresh(), second.runtime.service.refresh()]);
-      const meta = await service.findRun(created.id);
+      const meta = await runs.find(created.id);
       return meta.launchCount === 2 && meta.status === 'running' ? meta : undefined;
     });
     // Refreshes after the relaunch find a live process: nothing more happens.
     await Promise.all([service.refresh(), second.runtime.service.refresh()]);
-    const after = await service.findRun(created.id);
+    const after = await runs.find(created.id);
     expect(after.launchCount).toBe(2);
     expect(after.autoRelaunches).toHaveLength(1);
     expect(relaunched.priorHours).toBeGreaterThan(0);

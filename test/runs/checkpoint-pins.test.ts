@@ -4,8 +4,11 @@ import os from 'node:os';
 import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { type CheckpointHistory, createCheckpointHistory } from '../../src/runs/checkpoint-history.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import {
+  type CheckpointHistory,
+  createCheckpointHistory,
+} from '../../src/runs/checkpoints/checkpoint-history.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 import { ALICE, BOB, createHarness, type Harness, waitFor } from './harness.js';
@@ -319,7 +322,7 @@ describe('pins and the end of a run', () => {
     await writeFile(path.join(store.runDir(created.id), 'crash-now'), '');
     await waitFor(async () => {
       await service.refresh();
-      return (await service.findRun(created.id)).status === 'failed';
+      return (await harness.runtime.find(created.id)).status === 'failed';
     });
     expect(await readdir(pinnedFolder)).toHaveLength(1);
 

@@ -5,8 +5,8 @@ import { Redis } from 'ioredis';
 import { createRunsRuntime, type RunsRuntime } from '../../src/app/create-runs.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
 import { liveProcessGroups } from '../../src/runs/process-table.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 export const FIXTURES = path.resolve(import.meta.dirname, '../fixtures');

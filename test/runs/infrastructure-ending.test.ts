@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { detectCrash } from '../../src/monitor/detectors/crash.js';
 import type { ProcessState } from '../../src/runs/executor.js';
 import { infrastructureCause } from '../../src/runs/infrastructure-ending.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { mapSlurmState, parseSqueue } from '../../src/runs/slurm/slurm-parse.js';
 
 /** Issue 22: which endings are the infrastructure's (relaunched) and which are the script's (triaged). */

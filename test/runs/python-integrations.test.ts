@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMetricLine } from '../../src/runs/file-tail.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { ALICE, BOB, createHarness, type Harness, waitFor } from './harness.js';
 
 /*
@@ -243,7 +243,7 @@ describe('the HF callback under a real Shepherd pause', () => {
     );
     const paused = await service.pause(created.id, BOB);
     expect(paused.status).toBe('paused');
-    const status = await service.status(created.id);
+    const status = await harness.runtime.status(created.id);
     const step = status.resume?.step as number;
     expect(status.resume?.checkpoint).toBe(`out/checkpoint-${step}`);
     const finish = JSON.parse(await harness.runFile(created.id, 'finish.json')) as Record<string, unknown>;

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseMetricLine } from '../../src/runs/file-tail.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { ALICE, BOB, createHarness, type Harness, waitFor } from './harness.js';
 
 function runPython(code: string, environment: Record<string, string>, cwd?: string) {
@@ -112,7 +112,7 @@ describe('examples/tiny_train.py under Shepherd', () => {
     );
     const paused = await service.pause(created.id, BOB);
     expect(paused.status).toBe('paused');
-    const status = await service.status(created.id);
+    const status = await harness.runtime.status(created.id);
     expect(status.resume?.checkpoint).toBe('checkpoint.json');
     expect(status.lastMetrics.at(-1)?.values).toHaveProperty('lr');
     const savedStep = status.resume?.step as number;

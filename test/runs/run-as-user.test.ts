@@ -83,7 +83,7 @@ shepherd.finish()
       (all) => botMessages(all).some((m) => m.card?.title === 'whoami finished'),
       30_000,
     );
-    const run = await shepherd.app.features.runs.service.findRun('whoami');
+    const run = await shepherd.app.features.runs.find('whoami');
     const log = join(dataDir, 'runs', run.id, 'output.log');
     expect(existsSync(log)).toBe(true);
     const text = readFileSync(log, 'utf8');

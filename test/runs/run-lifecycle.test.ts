@@ -42,20 +42,20 @@ describe('run lifecycle on the local executor', () => {
     expect(running.pid).toBeGreaterThan(0);
     expect(harness.events.map((event) => event.type)).toContain('run-started');
 
-    const info = await service.clusterInfo();
+    const info = await harness.runtime.clusterInfo();
     expect(info.gpusTotal).toBe(4);
     expect(info.gpusFree).toBe(2);
     expect(info.gpusByRun).toEqual([{ runId: created.id, name: 'healthy-run', gpus: 2, indices: [0, 1] }]);
 
     const ended = await waitFor(async () => {
       await service.refresh();
-      const meta = await service.findRun('healthy-run');
+      const meta = await harness.runtime.find('healthy-run');
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(ended.exitCode).toBe(0);
     expect(ended.lastStep).toBe(20);
     expect(ended.gpuIndices).toEqual([]);
-    expect((await service.clusterInfo()).gpusFree).toBe(4);
+    expect((await harness.runtime.clusterInfo()).gpusFree).toBe(4);
 
     const output = await harness.runFile(created.id, 'output.log');
     expect(output).toContain("CUDA_VISIBLE_DEVICES='0,1'");
@@ -63,7 +63,7 @@ describe('run lifecycle on the local executor', () => {
     expect(metricSteps(await harness.runFile(created.id, 'metrics.jsonl'))).toEqual(
       Array.from({ length: 20 }, (_, index) => index + 1),
     );
-    const status = await service.status(created.id);
+    const status = await harness.runtime.status(created.id);
     expect(status.lastMetrics.at(-1)?.step).toBe(20);
     expect(status.lastMetrics.at(-1)?.values.loss).toBeGreaterThan(0);
     expect(status.logTail.at(-1)).toContain('ended: exit code 0');
@@ -101,7 +101,7 @@ describe('run lifecycle on the local executor', () => {
     await service.approve(created.id, BOB);
     await waitFor(async () => {
       await service.refresh();
-      return (await service.findRun('cpu')).status === 'completed';
+      return (await harness.runtime.find('cpu')).status === 'completed';
     });
     expect(await harness.runFile(created.id, 'output.log')).toContain("CUDA_VISIBLE_DEVICES=''");
   });
@@ -125,8 +125,8 @@ describe('run lifecycle on the local executor', () => {
     expect(paused.status).toBe('paused');
     expect(paused.gpuIndices).toEqual([]);
     expect(groupExists(running.pgid ?? -1)).toBe(false);
-    expect((await service.clusterInfo()).gpusFree).toBe(4);
-    const resume = (await service.status(created.id)).resume;
+    expect((await harness.runtime.clusterInfo()).gpusFree).toBe(4);
+    const resume = (await harness.runtime.status(created.id)).resume;
     const savedStep = resume?.step;
     expect(typeof savedStep).toBe('number');
     expect(savedStep).toBeGreaterThanOrEqual(5);
@@ -172,7 +172,7 @@ describe('run lifecycle on the local executor', () => {
     await service.approve(created.id, BOB);
     const failed = await waitFor(async () => {
       await service.refresh();
-      const meta = await service.findRun(created.id);
+      const meta = await harness.runtime.find(created.id);
       return meta.status === 'failed' ? meta : undefined;
     });
     expect(failed.exitCode).toBe(1);
@@ -182,7 +182,7 @@ describe('run lifecycle on the local executor', () => {
     const output = await harness.runFile(created.id, 'output.log');
     expect(output).toContain('Traceback (most recent call last)');
     expect(output).toContain('RuntimeError: simulated crash in forward pass at step 3');
-    expect((await service.clusterInfo()).gpusFree).toBe(4);
+    expect((await harness.runtime.clusterInfo()).gpusFree).toBe(4);
   });
 
   it('stop escalates to SIGKILL when the script ignores SIGTERM, leaving no process behind', async () => {
@@ -229,7 +229,7 @@ describe('run lifecycle on the local executor', () => {
         expect((result.reason as RunError).code).toBe('illegal_transition');
       }
     }
-    const meta = await service.findRun(created.id);
+    const meta = await harness.runtime.find(created.id);
     expect(meta.launchCount).toBe(1);
     expect(meta.status).toBe('running');
     const output = await harness.runFile(created.id, 'output.log');
@@ -252,7 +252,7 @@ describe('run lifecycle on the local executor', () => {
       service.stop(created.id, ALICE),
     ]);
     expect(stopped.status).toBe('fulfilled');
-    const final = await service.findRun(created.id);
+    const final = await harness.runtime.find(created.id);
     expect(final.status).toBe('stopped');
     // Either approve won (one launch, then stopped) or stop won (never launched, approve refused).
     if (approved.status === 'fulfilled') {
@@ -278,7 +278,7 @@ describe('run lifecycle on the local executor', () => {
     await service.approve(created.id, BOB);
     await waitFor(async () => {
       await service.refresh();
-      return (await service.findRun(created.id)).status === 'failed';
+      return (await harness.runtime.find(created.id)).status === 'failed';
     });
 
     const fixed = original.replace('if step == 3:', 'if step == -1:');
@@ -291,13 +291,13 @@ describe('run lifecycle on the local executor', () => {
     expect(update.diff).toContain('+    if step == -1:');
     expect(await harness.runFile(created.id, 'train_v1.py')).toBe(original);
     expect(await harness.runFile(created.id, 'train.py')).toBe(fixed);
-    expect((await service.findRun(created.id)).status).toBe('failed');
+    expect((await harness.runtime.find(created.id)).status).toBe('failed');
 
     const relaunched = await service.restartWithCurrentScript(created.id, BOB);
     expect(relaunched.status).toBe('running');
     const done = await waitFor(async () => {
       await service.refresh();
-      const meta = await service.findRun(created.id);
+      const meta = await harness.runtime.find(created.id);
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(done.exitCode).toBe(0);
@@ -326,7 +326,7 @@ describe('run lifecycle on the local executor', () => {
     const one = await service.createRun({ ...base, name: 'dup', gpus: 0 });
     const two = await service.createRun({ ...base, name: 'dup', gpus: 0 });
     expect([one.name, two.name]).toEqual(['dup', 'dup-2']);
-    await expect(service.status('nope')).rejects.toThrow(
+    await expect(harness.runtime.status('nope')).rejects.toThrow(
       /^no run named nope; runs: (dup-2, dup|dup, dup-2)$/,
     );
     await expect(service.pause('dup', BOB)).rejects.toMatchObject({ code: 'illegal_transition' });

@@ -31,14 +31,14 @@ describe('bot restarts and the GPU queue', () => {
     expect(report.reattached.map((meta) => meta.id)).toEqual([created.id]);
     expect(report.finalized).toEqual([]);
     expect(report.releasedStale).toEqual([]);
-    const status = await restarted.runtime.service.status(created.id);
+    const status = await restarted.runtime.status(created.id);
     expect(status.meta.status).toBe('running');
     expect(status.process).toEqual({ kind: 'alive' });
-    expect((await restarted.runtime.service.clusterInfo()).gpusFree).toBe(2);
+    expect((await restarted.runtime.clusterInfo()).gpusFree).toBe(2);
 
     const done = await waitFor(async () => {
       await restarted.runtime.service.refresh();
-      const meta = await restarted.runtime.service.findRun(created.id);
+      const meta = await restarted.runtime.find(created.id);
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(done.exitCode).toBe(0);
@@ -48,7 +48,7 @@ describe('bot restarts and the GPU queue', () => {
       type: 'run-ended',
       message: 'survivor completed at step 60',
     });
-    expect((await restarted.runtime.service.clusterInfo()).gpusFree).toBe(4);
+    expect((await restarted.runtime.clusterInfo()).gpusFree).toBe(4);
   });
 
   it('finalises runs that ended while the bot was down from their exit-code file', async () => {
@@ -79,7 +79,7 @@ describe('bot restarts and the GPU queue', () => {
         ),
       );
     }
-    expect((await service.findRun(crash.id)).status).toBe('running');
+    expect((await harness.runtime.find(crash.id)).status).toBe('running');
 
     const restarted = await harness.restart();
     const report = await restarted.runtime.service.reconcile();
@@ -87,9 +87,9 @@ describe('bot restarts and the GPU queue', () => {
       'crashed-while-down',
       'finished-while-down',
     ]);
-    const failed = await restarted.runtime.service.findRun(crash.id);
+    const failed = await restarted.runtime.find(crash.id);
     expect(failed).toMatchObject({ status: 'failed', exitCode: 1, statusReason: 'exit 1' });
-    const completed = await restarted.runtime.service.findRun(healthy.id);
+    const completed = await restarted.runtime.find(healthy.id);
     expect(completed).toMatchObject({ status: 'completed', exitCode: 0, lastStep: 5 });
     expect((await restarted.runtime.allocator.owners()).size).toBe(0);
   });
@@ -162,15 +162,15 @@ describe('bot restarts and the GPU queue', () => {
     });
     // A refresh while the first still runs changes nothing and does not repeat the message.
     await service.refresh();
-    expect((await service.findRun(second.id)).status).toBe('queued');
+    expect((await harness.runtime.find(second.id)).status).toBe('queued');
     expect(harness.events.filter((event) => event.type === 'run-waiting')).toHaveLength(1);
 
     const started = await waitFor(async () => {
       await service.refresh();
-      const meta = await service.findRun(second.id);
+      const meta = await harness.runtime.find(second.id);
       return meta.status === 'running' || meta.status === 'completed' ? meta : undefined;
     });
-    expect((await service.findRun(first.id)).status).toBe('completed');
+    expect((await harness.runtime.find(first.id)).status).toBe('completed');
     expect(started.launchCount).toBe(1);
     const output = await waitFor(async () => {
       const text = await harness.runFile(second.id, 'output.log');

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
 import { parseMetricLine, readLastMetrics, tailLines } from '../../src/runs/file-tail.js';
-import { createRunStore, type RunStore, slugifyRunName } from '../../src/runs/run-store.js';
+import { createRunStore, type RunStore, slugifyRunName } from '../../src/runs/records/run-store.js';
 import { ALICE } from './harness.js';
 
 let dataDir: string;

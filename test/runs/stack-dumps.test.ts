@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import { PYTHON_RUNTIME_DIR } from '../../src/runs/run-files.js';
+import { PYTHON_RUNTIME_DIR } from '../../src/runs/records/run-files.js';
 import { dumpLocalStacks, type PySpy } from '../../src/runs/stack-dumps.js';
 import { endProcessGroups, removeTree } from '../helpers/processes.js';
 import { testRunMeta } from '../helpers/run-meta.js';

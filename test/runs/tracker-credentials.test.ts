@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { passedTrackerVariables, trackerWarnings } from '../../src/runs/tracker-credentials.js';
+import { passedTrackerVariables, trackerWarnings } from '../../src/runs/launch/tracker-credentials.js';
 
 describe('tracker credentials', () => {
   const script = 'import torch\nimport wandb\nwandb.init(project="p")\n';

@@ -7,8 +7,8 @@ import { createRunsRuntime } from '../../src/app/create-runs.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
 import type { Executor, ProcessState } from '../../src/runs/executor.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 
 /**
@@ -88,7 +88,7 @@ describe('wall-time chains in the run service', () => {
 
     jobs.set('1', timeout);
     await service.refresh();
-    const second = await service.findRun('long');
+    const second = await runtime.find('long');
     expect(second).toMatchObject({
       status: 'running',
       launchCount: 2,
@@ -106,11 +106,11 @@ describe('wall-time chains in the run service', () => {
 
     jobs.set('2', { kind: 'signaled', signal: 'SIGUSR1', exitCode: 0, crashClass: 'timeout' });
     await service.refresh();
-    expect(await service.findRun('long')).toMatchObject({ status: 'running', segment: { index: 3, of: 3 } });
+    expect(await runtime.find('long')).toMatchObject({ status: 'running', segment: { index: 3, of: 3 } });
 
     jobs.set('3', timeout);
     await service.refresh();
-    const paused = await service.findRun('long');
+    const paused = await runtime.find('long');
     expect(paused.status).toBe('paused');
     expect(launches).toHaveLength(3);
     expect(events.at(-1)?.type).toBe('run-time-limit');
@@ -130,7 +130,7 @@ describe('wall-time chains in the run service', () => {
     await service.approve(created.id, { id: 'U-bob', name: 'bob' });
     jobs.set('1', { kind: 'exited', exitCode: 1 });
     await service.refresh();
-    expect((await service.findRun('crashy')).status).toBe('failed');
+    expect((await runtime.find('crashy')).status).toBe('failed');
     expect(launches).toHaveLength(1);
   });
 });

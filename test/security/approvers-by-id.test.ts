@@ -4,6 +4,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { type DiscordEmulator, startDiscordEmulator } from '../discord/emulator/discord-emulator.js';
 import { makeUser } from '../discord/emulator/payloads.js';
 import { startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { untilEvery } from '../helpers/until.js';
 import {
   blockActionsPayload,
   eventCallback,
@@ -19,15 +20,7 @@ import {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function until<T>(probe: () => T | undefined, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    const value = probe();
-    if (value !== undefined) return value;
-    await sleep(100);
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+const until = untilEvery({ timeoutMs: 20_000, intervalMs: 100 });
 
 describe('a spoofed display name cannot approve (real Bolt and discord.js against the emulators)', () => {
   let slack: SlackEmulator;
@@ -63,7 +56,7 @@ describe('a spoofed display name cannot approve (real Bolt and discord.js agains
     await slack.waitForSocket();
   }, 60_000);
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running' || run.status === 'queued')
         await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     }
@@ -72,7 +65,7 @@ describe('a spoofed display name cannot approve (real Bolt and discord.js agains
     await discord.close();
   });
 
-  const status = async (name: string) => (await shepherd.app.features.runs.service.findRun(name)).status;
+  const status = async (name: string) => (await shepherd.app.features.runs.find(name)).status;
 
   it('on Slack: refused privately, then the real approver approves', async () => {
     const mention = messageEvent({

@@ -79,7 +79,7 @@ describe.skipIf(!hasChromium)(`a cross-origin page in headless Chromium (needs $
 
     // Give a wrongly accepted click every chance to land before looking.
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    expect((await shepherd.app.features.runs.service.findRun('target')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('target')).status).toBe('pending_approval');
     const after = cardsTitled(await shepherd.messages(threadId), 'target')[0];
     expect(after?.card?.resolved).toBeUndefined();
 
@@ -87,11 +87,11 @@ describe.skipIf(!hasChromium)(`a cross-origin page in headless Chromium (needs $
     const own = await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob');
     expect(own.status).toBe(200);
     await expect
-      .poll(async () => (await shepherd.app.features.runs.service.findRun('target')).status, {
+      .poll(async () => (await shepherd.app.features.runs.find('target')).status, {
         timeout: 20_000,
       })
       .not.toBe('pending_approval');
-    const run = await shepherd.app.features.runs.service.findRun('target');
+    const run = await shepherd.app.features.runs.find('target');
     if (run.status === 'running' || run.status === 'queued')
       await shepherd.app.features.runs.service.stop(run.id, 'system');
   }, 90_000);

@@ -71,7 +71,7 @@ describe('the embedded Redis keeps threads, sessions and a pending approval acro
     const after = await shepherd.messages(threadId);
     expect(after.map((message) => message.text)).toEqual(before.map((message) => message.text));
     expect(await shepherd.app.redis.lrange(sessionKey, 0, -1)).toEqual(sessionBefore);
-    expect((await shepherd.app.features.runs.service.findRun('kept')).status).toBe('pending_approval');
+    expect((await shepherd.app.features.runs.find('kept')).status).toBe('pending_approval');
     expect(existsSync(join(dataDir, 'redis'))).toBe(true);
     expect(readdirSync(join(dataDir, 'redis')).some((name) => name.startsWith('appendonly'))).toBe(true);
 
@@ -82,11 +82,11 @@ describe('the embedded Redis keeps threads, sessions and a pending approval acro
       botMessages(all).some((message) => message.card?.resolved?.startsWith('Approved by bob') === true),
     );
     await expect
-      .poll(async () => (await shepherd?.app.features.runs.service.findRun('kept'))?.status, {
+      .poll(async () => (await shepherd?.app.features.runs.find('kept'))?.status, {
         timeout: 20_000,
       })
       .toMatch(/queued|running|completed/);
-    const run = await shepherd.app.features.runs.service.findRun('kept');
+    const run = await shepherd.app.features.runs.find('kept');
     if (run.status === 'running') await shepherd.app.features.runs.service.stop(run.id, 'system');
   }, 90_000);
 });

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { request as httpRequest } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createPlaygroundApp } from '../../src/bot/web/playground-app.js';
 import { createWebAdapter, type WebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore } from '../../src/bot/web/web-store.js';
 import { loadConfig } from '../../src/config/config.js';
@@ -66,8 +67,9 @@ async function startWeb(
   const prefix = uniquePrefix('guard');
   const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
   const handlers = createFakeHandlers();
-  const adapter = createWebAdapter({
-    store: createWebStore({ redis, prefix }),
+  const store = createWebStore({ redis, prefix });
+  const app = createPlaygroundApp({
+    store,
     redis,
     host: '127.0.0.1',
     port: 0,
@@ -75,11 +77,12 @@ async function startWeb(
     logger: createLogger('silent'),
     ...(playground === undefined ? {} : { playground }),
   });
+  const adapter = createWebAdapter({ store, host: app });
   await adapter.start(handlers);
   return {
     adapter,
     handlers,
-    url: adapter.address().url,
+    url: app.address().url,
     async close() {
       await adapter.stop();
       await deleteKeysWithPrefix(prefix);

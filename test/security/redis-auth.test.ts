@@ -89,9 +89,9 @@ async function approvedRunCompletes(shepherd: TestApp, script: string, name: str
     botMessages(all).some((message) => message.card?.resolved?.startsWith('Approved by bob') === true),
   );
   await expect
-    .poll(async () => (await shepherd.app.features.runs.service.findRun(name)).status, { timeout: 30_000 })
+    .poll(async () => (await shepherd.app.features.runs.find(name)).status, { timeout: 30_000 })
     .toBe('completed');
-  return shepherd.app.features.runs.service.findRun(name);
+  return shepherd.app.features.runs.find(name);
 }
 
 const logger = createLogger('silent');

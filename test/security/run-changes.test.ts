@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '../../src/logger.js';
-import type { AttemptEntry, AuditLog } from '../../src/runs/audit-log.js';
-import { createRunAccess, RunAccessError } from '../../src/runs/run-access.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import { createRunAccess, RunAccessError } from '../../src/runs/operations/run-access.js';
+import type { AttemptEntry, AuditLog } from '../../src/runs/records/audit-log.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -45,22 +45,22 @@ describe('who may change a run (playground, approvers set)', () => {
     const approve = card?.card?.actions?.find((action) => action.label === 'Approve');
     expect((await shepherd.click(threadId, card?.id ?? '', approve?.actionId ?? '', 'bob')).status).toBe(200);
     const deadline = Date.now() + 20_000;
-    while ((await shepherd.app.features.runs.service.findRun('guarded')).status !== 'running') {
+    while ((await shepherd.app.features.runs.find('guarded')).status !== 'running') {
       if (Date.now() > deadline) throw new Error('the run never started');
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    runId = (await shepherd.app.features.runs.service.findRun('guarded')).id;
+    runId = (await shepherd.app.features.runs.find('guarded')).id;
   }, 60_000);
 
   afterAll(async () => {
-    const run = await shepherd.app.features.runs.service.findRun('guarded').catch(() => undefined);
+    const run = await shepherd.app.features.runs.find('guarded').catch(() => undefined);
     if (run?.status === 'running' || run?.status === 'queued')
       await shepherd.app.features.runs.service.stop(run.id, 'system').catch(() => undefined);
     await shepherd.stop();
     await llm.close();
   });
 
-  const status = async () => (await shepherd.app.features.runs.service.findRun(runId)).status;
+  const status = async () => (await shepherd.app.features.runs.find(runId)).status;
   const attempts = async (): Promise<AttemptEntry[]> =>
     (await shepherd.app.features.runs.audit.recentAttempts(100)).filter((entry) => entry.runId === runId);
 
@@ -137,7 +137,7 @@ describe('who may change a run (playground, approvers set)', () => {
   });
 
   it('refuses the alert card Stop and Fix buttons to someone else and lets an approver press them', async () => {
-    const meta = await shepherd.app.features.runs.service.findRun(runId);
+    const meta = await shepherd.app.features.runs.find(runId);
     await shepherd.app.features.alerts.onIncident(
       {
         id: `plateau-${runId}`,

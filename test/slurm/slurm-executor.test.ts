@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunError } from '../../src/errors.js';
 import type { Executor, ProcessState } from '../../src/runs/executor.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { createSlurmExecutor } from '../../src/runs/slurm/slurm-executor.js';
 import {
   countingRunCommand,

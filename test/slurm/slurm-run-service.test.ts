@@ -3,8 +3,8 @@ import path from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRunsRuntime, type RunsRuntime } from '../../src/app/create-runs.js';
-import type { RunEvent } from '../../src/runs/run-events.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunEvent } from '../../src/runs/lifecycle/run-events.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { createSlurmExecutor } from '../../src/runs/slurm/slurm-executor.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import {
@@ -89,7 +89,7 @@ describe.skipIf(!slurmAvailable)(
       return waitFor(
         async () => {
           await runtime.service.refresh();
-          const meta = await runtime.service.findRun(name);
+          const meta = await runtime.find(name);
           return accept(meta) ? meta : undefined;
         },
         { timeoutMs: 40_000, intervalMs: 300, what },
@@ -126,7 +126,7 @@ describe.skipIf(!slurmAvailable)(
           what: 'metrics from the Slurm job',
         },
       );
-      const report = await service.status('slurm-healthy');
+      const report = await first.runtime.status('slurm-healthy');
       expect(report.process).toEqual({ kind: 'alive' });
       expect(report.lastMetrics.length).toBeGreaterThan(0);
       expect(await runFile(running, 'output.log')).toMatch(/=== launch 1 at .* slurm job \d+ on /);
@@ -203,7 +203,7 @@ describe.skipIf(!slurmAvailable)(
     });
 
     it.concurrent('reports Slurm nodes and GPUs as cluster info', async () => {
-      const info = await first.runtime.service.clusterInfo();
+      const info = await first.runtime.clusterInfo();
       expect(info.executor).toBe('slurm');
       expect(info.gpusTotal).toBe(2);
       expect(info.nodes?.map((node) => node.name)).toEqual(['localhost']);

@@ -26,7 +26,7 @@ describe('a batch that fails on every attempt', () => {
       queue,
       prefix,
       inbox,
-      sessionKey: (thread) => `${prefix}:session:${thread}`,
+      lockedReads: (thread) => [{ key: `${prefix}:session:${thread}`, kind: 'list' }],
       logger: createLogger('silent'),
       concurrency: 2,
       lockMs: 3000,

@@ -5,14 +5,7 @@ import { type Batch, createTurnInbox } from '../../src/queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker, requestTurns } from '../../src/queue/turn-worker.js';
 import { inboxMessage } from '../helpers/inbox-items.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
-
-async function until(condition: () => boolean | Promise<boolean>, what: string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+import { until } from '../helpers/until.js';
 
 /**
  * Accepting a message queues its thread's wake-up request in the same script; the acking process adds
@@ -38,7 +31,7 @@ describe('turn dispatcher', () => {
       queue,
       prefix: keyPrefix,
       inbox,
-      sessionKey: (thread) => `${keyPrefix}:session:${thread}`,
+      lockedReads: (thread) => [{ key: `${keyPrefix}:session:${thread}`, kind: 'list' }],
       logger: createLogger('silent'),
       concurrency: 4,
       lockMs: 3000,

@@ -62,7 +62,7 @@ describe('a run that ended while the bot was down (issue 10 item 13)', () => {
     const crashThread = await shepherd.mention('run crashes.py --gpus 0 --name crashes-down', 'alice');
     const finishThread = await shepherd.mention('run finishes.py --gpus 0 --name finishes-down', 'alice');
     const runs = await waitFor(async () => {
-      const all = await shepherd.app.features.runs.service.listRuns();
+      const all = await shepherd.app.features.runs.list();
       return all.length === 2 && all.every((meta) => meta.status === 'running') ? all : undefined;
     });
     await shepherd.stop();

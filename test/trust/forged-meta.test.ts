@@ -72,10 +72,10 @@ describe('a run cannot forge its records (issue 10 item 11)', () => {
         threadId?: string;
       };
     const deadline = Date.now() + 15_000;
-    let run = await shepherd.app.features.runs.service.findRun('forger');
+    let run = await shepherd.app.features.runs.find('forger');
     while ((run.status === 'running' || mirrorOf(run.id).status !== run.status) && Date.now() < deadline) {
       await new Promise((resolve) => setTimeout(resolve, 100));
-      run = await shepherd.app.features.runs.service.findRun('forger');
+      run = await shepherd.app.features.runs.find('forger');
     }
     const mirror = mirrorOf(run.id);
     expect(run.requester).toEqual({ id: 'alice', name: 'alice' });

@@ -92,7 +92,7 @@ describe('the incident loop with a real PyTorch run (issue 10 item 12)', () => {
     });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.status === 'running') await shepherd.app.features.runs.service.stop(run.id, 'system');
     }
     await shepherd.stop();
@@ -115,7 +115,7 @@ describe('the incident loop with a real PyTorch run (issue 10 item 12)', () => {
   it('resumes a fix from the last healthy checkpoint, alerts again while NaN persists, and ends with a finite loss', async () => {
     const threadId = await shepherd.mention('run nan_train.py --gpus 0 --name torch-nan', 'alice');
     await approve(threadId, 'Approve training run: torch-nan', 1);
-    const run = await shepherd.app.features.runs.service.findRun('torch-nan');
+    const run = await shepherd.app.features.runs.find('torch-nan');
 
     // First NaN: triage is told which detector fired, and the fix card names the checkpoint it uses.
     const first = await approve(threadId, 'Approve script change: torch-nan', 1);
@@ -163,7 +163,7 @@ describe('the incident loop with a real PyTorch run (issue 10 item 12)', () => {
       history.filter((entry) => entry.launch === 1 && entry.step >= 30).every((e) => e.health === 'bad'),
     ).toBe(true);
     const completed = await waitFor(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun(run.id);
+      const meta = await shepherd.app.features.runs.find(run.id);
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(completed.exitCode).toBe(0);

@@ -70,7 +70,7 @@ describe('a fix resumes from the chosen checkpoint even when the stop overwrites
   let workspace: string | undefined;
 
   afterEach(async () => {
-    for (const run of (await shepherd?.app.features.runs.service.listRuns()) ?? []) {
+    for (const run of (await shepherd?.app.features.runs.list()) ?? []) {
       if (run.status === 'running') await shepherd?.app.features.runs.service.stop(run.id, 'system');
     }
     await shepherd?.stop();
@@ -123,7 +123,7 @@ describe('a fix resumes from the chosen checkpoint even when the stop overwrites
   async function runStory(app: TestApp, name: string) {
     const threadId = await app.mention(`run story.py --gpus 0 --name ${name}`, 'alice');
     await approve(app, threadId, `Approve training run: ${name}`);
-    const run = await app.app.features.runs.service.findRun(name);
+    const run = await app.app.features.runs.find(name);
     const runDir = join(app.dataDir, 'runs', run.id);
     const card = await approve(app, threadId, `Approve script change: ${name}`);
     const before = readFileSync(join(runDir, 'output.log'), 'utf8').length;
@@ -147,7 +147,7 @@ describe('a fix resumes from the chosen checkpoint even when the stop overwrites
     const steps = lines.map((line) => Number(/"step": (\d+)/.exec(line)?.[1]));
     const restarts = steps.filter((step, index) => index > 0 && step < (steps[index - 1] ?? 0));
     const completed = await waitFor(async () => {
-      const meta = await app.app.features.runs.service.findRun(runId);
+      const meta = await app.app.features.runs.find(runId);
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(completed.exitCode).toBe(0);

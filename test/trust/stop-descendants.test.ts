@@ -91,7 +91,7 @@ describe('nothing escapes stop (issue 10 item 10)', () => {
     const pids = await escapeePids(run.id);
     const done = await waitFor(async () => {
       await harness.runtime.service.refresh();
-      const meta = await harness.runtime.service.findRun(run.id);
+      const meta = await harness.runtime.find(run.id);
       return meta.status === 'completed' ? meta : undefined;
     });
     expect(done.exitCode).toBe(0);

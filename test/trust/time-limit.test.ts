@@ -42,7 +42,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
     shepherd = await startTestApp({ environment: environment(), prefix, dataDir, keepState: true });
   });
   afterAll(async () => {
-    for (const run of await shepherd.app.features.runs.service.listRuns()) {
+    for (const run of await shepherd.app.features.runs.list()) {
       if (run.pgid !== undefined && groupExists(run.pgid)) process.kill(-run.pgid, 'SIGKILL');
     }
     await shepherd.stop();
@@ -60,7 +60,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
       30_000,
     );
     expect(botMessages(messages).some((m) => /auto-approved/.test(m.text))).toBe(true);
-    const run = await shepherd.app.features.runs.service.findRun('budget');
+    const run = await shepherd.app.features.runs.find('budget');
     expect(run.status).toBe('paused');
     expect(run.statusReason).toBe('stopped at its 4 s limit');
     expect(groupExists(run.pgid ?? -1)).toBe(false);
@@ -73,7 +73,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
     const heldS = status.ts - Date.parse(run.startedAt ?? '') / 1000;
     expect(heldS).toBeLessThan(4 + 2 + 2);
     expect(heldS).toBeGreaterThan(3.5);
-    expect((await shepherd.app.features.runs.service.clusterInfo()).gpusFree).toBe(8);
+    expect((await shepherd.app.features.runs.clusterInfo()).gpusFree).toBe(8);
     // The SIGTERM handler saved a checkpoint, so resuming continues from there.
     const resume = JSON.parse(readFileSync(join(dataDir, 'runs', run.id, 'resume.json'), 'utf8')) as {
       step: number;
@@ -87,7 +87,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
       'alice',
     );
     const run = await waitFor(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('downtime').catch(() => undefined);
+      const meta = await shepherd.app.features.runs.find('downtime').catch(() => undefined);
       return meta?.status === 'running' ? meta : undefined;
     });
     expect(run.deadlineAt).toBeDefined();
@@ -100,7 +100,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
       botMessages(all).some((m) => /downtime stopped at its 5 s limit; resume to continue/.test(m.text)),
     );
     expect(botMessages(messages).filter((m) => /stopped at its/.test(m.text))).toHaveLength(1);
-    expect((await shepherd.app.features.runs.service.findRun(run.id)).status).toBe('paused');
+    expect((await shepherd.app.features.runs.find(run.id)).status).toBe('paused');
   });
 
   it('refuses non-finite, non-positive and oversized hours before any card, from commands and the agent', async () => {
@@ -133,7 +133,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
     expect(JSON.stringify(llm.requests.at(-1)?.body)).toMatch(/SHEPHERD_MAX_HOURS/);
     expect(messages.some((m) => m.card !== undefined)).toBe(false);
     expect(messages.some((m) => /\$Infinity|NaN/.test(m.text))).toBe(false);
-    const names = (await shepherd.app.features.runs.service.listRuns()).map((meta) => meta.name);
+    const names = (await shepherd.app.features.runs.list()).map((meta) => meta.name);
     expect(names).not.toContain('too-long');
     expect(names).not.toContain('agent-long');
   });
@@ -141,13 +141,11 @@ describe('max hours is enforced (issue 10 item 9)', () => {
   it('refuses to resume a run whose hours are above a lowered SHEPHERD_MAX_HOURS, before any card', async () => {
     const threadId = await shepherd.mention('run forever.py --gpus 1 --hours 100 --name long-one', 'alice');
     await waitFor(async () => {
-      const meta = await shepherd.app.features.runs.service.findRun('long-one').catch(() => undefined);
+      const meta = await shepherd.app.features.runs.find('long-one').catch(() => undefined);
       return meta?.status === 'running';
     });
     await shepherd.reply(threadId, '@shepherd pause long-one', 'alice');
-    await waitFor(
-      async () => (await shepherd.app.features.runs.service.findRun('long-one')).status === 'paused',
-    );
+    await waitFor(async () => (await shepherd.app.features.runs.find('long-one')).status === 'paused');
     await shepherd.stop();
     shepherd = await startTestApp({
       environment: { ...environment(), SHEPHERD_MAX_HOURS: '50' },
@@ -161,7 +159,7 @@ describe('max hours is enforced (issue 10 item 9)', () => {
       botMessages(all).some((m) => /max hours 100 is above this deployment's limit of 50 h/.test(m.text)),
     );
     expect(messages.filter((m) => m.card !== undefined)).toHaveLength(cardsBefore);
-    expect((await shepherd.app.features.runs.service.findRun('long-one')).status).toBe('paused');
+    expect((await shepherd.app.features.runs.find('long-one')).status).toBe('paused');
   });
 
   it('never estimates an infinite or NaN cost', () => {

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkBoundaries, SHEPHERD_RULES } from '../../scripts/check-boundaries.js';
 import { createSourceTrees } from '../helpers/source-tree.js';
@@ -18,8 +20,9 @@ describe('check-boundaries', () => {
       'src/app/features.ts': 'export const features = 1;\n',
       'src/bot/directory.ts':
         "import type { features } from '../app/features.js';\nexport type F = typeof features;\n",
-      'src/runs/run-store.ts': 'export const store = 1;\n',
-      'src/spend/report.ts': "import { store } from '../runs/run-store.js';\nexport const report = store;\n",
+      'src/runs/records/run-store.ts': 'export const store = 1;\n',
+      'src/spend/report.ts':
+        "import { store } from '../runs/records/run-store.js';\nexport const report = store;\n",
     });
     const violations = checkBoundaries(root, rules);
     expect(violations).toHaveLength(5);
@@ -36,7 +39,7 @@ describe('check-boundaries', () => {
     );
     expect(violations).toContain('src/bot/directory.ts imports the composition root src/app/features.ts');
     expect(violations).toContain(
-      'src/spend/report.ts reaches behind the runs door: src/runs/run-store.ts (use the runs facade)',
+      'src/spend/report.ts reaches behind the runs door: src/runs/records/run-store.ts (read through RunQueries, src/runs/run-queries.ts)',
     );
   });
 
@@ -53,10 +56,11 @@ describe('check-boundaries', () => {
         "import type { Loop } from './agent/loop-types.js';\nexport const shared = 1;\nexport type L = Loop;\n",
       'src/agent/loop-types.ts': 'export type Loop = number;\n',
       // Composition roots and runs/ itself may use the run store.
-      'src/runs/run-store.ts': 'export const store = 1;\n',
-      'src/runs/run-service.ts': "import { store } from './run-store.js';\nexport const service = store;\n",
+      'src/runs/records/run-store.ts': 'export const store = 1;\n',
+      'src/runs/lifecycle/run-service.ts':
+        "import { store } from '../records/run-store.js';\nexport const service = store;\n",
       'src/app/features.ts':
-        "import { store } from '../runs/run-store.js';\nexport const features = store;\n",
+        "import { store } from '../runs/records/run-store.js';\nexport const features = store;\n",
       'src/cli/cli.ts': "import { features } from '../app/features.js';\nexport const cli = features;\n",
     });
     expect(checkBoundaries(root, rules)).toEqual([]);
@@ -94,6 +98,32 @@ describe('check-boundaries', () => {
         '    src/bot/web/run-page.ts → src/runs/run-meta.ts\n' +
         '    src/runs/run-meta.ts → src/bot/chat-adapter.ts',
       'files import each other in a cycle: src/monitor/evaluate.ts, src/monitor/observe-stall.ts, src/monitor/observe.ts',
+    ]);
+  });
+  it('names only files that exist, so a move cannot quietly switch a rule off', () => {
+    const repository = resolve(import.meta.dirname, '../..');
+    const named = [
+      ...SHEPHERD_RULES.ports,
+      ...SHEPHERD_RULES.compositionRoots,
+      ...SHEPHERD_RULES.runsInternals,
+    ];
+    expect(named.filter((path) => !existsSync(resolve(repository, path)))).toEqual([]);
+  });
+
+  it('sends readers outside runs/ through RunQueries, not the reports or the life cycle inside', () => {
+    const root = tree({
+      'src/runs/run-reports.ts': 'export const status = 1;\n',
+      'src/runs/lifecycle/run-transitions.ts': 'export const withRun = 1;\n',
+      'src/runs/run-queries.ts':
+        "import { status } from './run-reports.js';\nimport { withRun } from './lifecycle/run-transitions.js';\nexport const queries = [status, withRun];\n",
+      'src/charts/chart.ts':
+        "import { status } from '../runs/run-reports.js';\nimport { queries } from '../runs/run-queries.js';\nexport const chart = [status, queries];\n",
+      'src/sweeps/sweep.ts':
+        "import { withRun } from '../runs/lifecycle/run-transitions.js';\nexport const sweep = withRun;\n",
+    });
+    expect(checkBoundaries(root, rules)).toEqual([
+      'src/charts/chart.ts reaches behind the runs door: src/runs/run-reports.ts (read through RunQueries, src/runs/run-queries.ts)',
+      'src/sweeps/sweep.ts reaches behind the runs door: src/runs/lifecycle/run-transitions.ts (read through RunQueries, src/runs/run-queries.ts)',
     ]);
   });
 });

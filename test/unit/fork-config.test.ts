@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RunError } from '../../src/errors.js';
-import { applySettings, parseSetting } from '../../src/runs/fork-config.js';
+import { applySettings, parseSetting } from '../../src/runs/operations/fork-config.js';
 
 describe('fork --set: where each setting lands', () => {
   it('changes a script run’s config, typed as the text reads', () => {

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunError } from '../../src/errors.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { createLeases, type Leases } from '../../src/redis/lease.js';
-import { createRunLock } from '../../src/runs/run-lock.js';
+import { createRunLock } from '../../src/runs/lifecycle/run-lock.js';
 import { createSweepStore } from '../../src/sweeps/sweep-store.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';

@@ -138,16 +138,29 @@ describe('lease (real Redis)', () => {
     const key = `${prefix}:reading`;
     const hash = `${prefix}:reading-hash`;
     await redis.hset(hash, { a: '1', c: '3' });
-    const taken = await leases.tryAcquireReading(key, 5_000, hash, ['a', 'b', 'c']);
-    expect(taken?.values).toEqual(['1', null, '3']);
-    // Held: the other process gets nothing, not even the fields.
-    expect(await otherLeases.tryAcquireReading(key, 5_000, hash, ['a'])).toBeUndefined();
+    const taken = await leases.tryAcquireReading(key, 5_000, hash, ['a', 'b', 'c'], 'hold.');
+    if (!('lease' in taken)) throw new Error('the lease was free');
+    expect(taken.values).toEqual(['1', null, '3']);
+    expect(taken.lease.token.startsWith('hold.')).toBe(true);
+    // Held: the other process gets nothing, not even the fields, only who holds it.
+    expect(await otherLeases.tryAcquireReading(key, 5_000, hash, ['a'])).toEqual({
+      holder: taken.lease.token,
+    });
     const transaction = redis.multi().hset(hash, 'b', '2');
-    taken?.lease.releaseIn(transaction);
+    taken.lease.releaseIn(transaction);
     const results = await transaction.exec();
     expect(results?.at(-1)).toEqual([null, 1]);
     expect(await redis.exists(key)).toBe(0);
     expect(await redis.hget(hash, 'b')).toBe('2');
-    expect((await otherLeases.tryAcquireReading(key, 5_000, hash, ['b']))?.values).toEqual(['2']);
+    expect(await otherLeases.tryAcquireReading(key, 5_000, hash, ['b'])).toMatchObject({ values: ['2'] });
+  });
+
+  it('renews many leases in one round trip, and says which are no longer held', async () => {
+    const kept = await leases.acquire(`${prefix}:many-a`, 1_000);
+    const lost = await leases.acquire(`${prefix}:many-b`, 1_000);
+    await redis.set(`${prefix}:many-b`, 'someone else');
+    expect(await leases.renewAll([kept, lost])).toEqual([true, false]);
+    expect(await redis.pttl(`${prefix}:many-a`)).toBeGreaterThan(0);
+    expect(await redis.get(`${prefix}:many-b`)).toBe('someone else');
   });
 });

@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveLogDirectory } from '../../src/runs/command-launch.js';
+import { resolveLogDirectory } from '../../src/runs/launch/command-launch.js';
 
 /* `run --logdir DIR`: a directory inside the workspace, symlinks resolved; it may not exist yet. */
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { modelReadyCard } from '../../src/hub/model-ready-card.js';
 import type { ModelSummary } from '../../src/hub/model-summary.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 
 /* The model-ready card shows the run's tracker links, as the alert and finished cards do. */
 

@@ -12,7 +12,7 @@ import { createLogger } from '../../src/logger.js';
 import { extractTraceback } from '../../src/monitor/detectors/crash.js';
 import { buildTriageSnapshot } from '../../src/monitor/triage-snapshot.js';
 import { redactNotifyJob } from '../../src/queue/redact-outbound.js';
-import { redactedTail, redactSecrets, registerSecretValues } from '../../src/text/redact.js';
+import { redactedTail, redactRepeated, redactSecrets, registerSecretValues } from '../../src/text/redact.js';
 
 const HF = `hf_${'AbCdEfGhIjKlMnOpQrStUvWx'}12`;
 const GITHUB_PAT = `github_pat_${'11ABCDEFG0123456789_abcdefghijklmnopqrstuv'}`;
@@ -70,6 +70,18 @@ describe('redactSecrets', () => {
     );
     // Too short to be a secret worth the name: not registered (it would redact ordinary words).
     expect(registerSecretValues(['abc'])).toBe(0);
+  });
+
+  it('keeps a repeated text’s redaction only until another secret value is registered', () => {
+    // The system prompt goes out with every LLM call; its redaction is kept between calls.
+    const prompt = `You are Shepherd. ${HF} and repeated-literal-value-0042 appear here.`;
+    expect(redactRepeated(prompt)).toBe(redactSecrets(prompt));
+    expect(redactRepeated(prompt)).not.toContain(HF);
+    expect(redactRepeated(prompt)).toContain('repeated-literal-value-0042');
+    // A value registered later (a run's secret env) must not be sent in a prompt redacted before.
+    registerSecretValues(['repeated-literal-value-0042']);
+    expect(redactRepeated(prompt)).not.toContain('repeated-literal-value-0042');
+    expect(redactRepeated(prompt)).toBe(redactSecrets(prompt));
   });
 
   it('redacts before cutting, so a cut never keeps the tail of a secret', () => {

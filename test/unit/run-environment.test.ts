@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { scrubRunEnvironment } from '../../src/runs/run-environment.js';
+import { scrubRunEnvironment } from '../../src/runs/launch/process-environment.js';
 
 describe('run environment', () => {
   it('keeps the ordinary environment and drops the bot’s settings and secrets', () => {

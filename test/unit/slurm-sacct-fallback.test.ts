@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import type { CommandResult, RunCommand } from '../../src/runs/slurm/slurm-command.js';
 import { createSlurmExecutor } from '../../src/runs/slurm/slurm-executor.js';
 

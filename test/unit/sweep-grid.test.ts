@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { AuditEntry } from '../../src/runs/audit-log.js';
-import type { RunMeta } from '../../src/runs/run-types.js';
+import type { AuditEntry } from '../../src/runs/records/audit-log.js';
+import type { RunMeta } from '../../src/runs/records/run-types.js';
 import { runningIntervals } from '../../src/spend/usage.js';
 import { summarise } from '../../src/sweeps/leaderboard.js';
 import { expandGrid, parseSweepTokens, trialArgs } from '../../src/sweeps/sweep-grid.js';

@@ -9,7 +9,7 @@ function harness(agentMs: number, progressEveryMs: number) {
   const processBatch = createTurnRunner({
     logger: createLogger('silent'),
     statusDelayMs: 200,
-    loadHistory: async () => [],
+    loadHistory: async () => ({ history: [], state: undefined }),
     postOnce: async (key, _threadId, text) => {
       posts.push({ key, text, at: Date.now() });
       return { messageId: `m-${posts.length}` };

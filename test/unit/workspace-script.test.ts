@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { resolveWorkspaceScript } from '../../src/runs/workspace-script.js';
+import { resolveWorkspaceScript } from '../../src/runs/launch/workspace-script.js';
 
 describe('workspace scripts', () => {
   const root = mkdtempSync(join(tmpdir(), 'shepherd-ws-'));

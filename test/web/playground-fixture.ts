@@ -6,6 +6,7 @@ import type {
   InboundHandlers,
   InboundMessage,
 } from '../../src/bot/chat-adapter.js';
+import { createPlaygroundApp, type PlaygroundApp } from '../../src/bot/web/playground-app.js';
 import { createWebAdapter, type WebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore, type WebStore } from '../../src/bot/web/web-store.js';
 import { createLogger } from '../../src/logger.js';
@@ -50,7 +51,9 @@ export interface Playground {
   prefix: string;
   redis: Redis;
   store: WebStore;
+  /** The web chat adapter, hosted by `app`. */
   adapter: WebAdapter;
+  app: PlaygroundApp;
   handlers: FakeHandlers;
   url: string;
   /** POST JSON and return status and parsed body. */
@@ -64,7 +67,7 @@ export async function startPlayground(label: string): Promise<Playground> {
   const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
   const store = createWebStore({ redis, prefix });
   const handlers = createFakeHandlers();
-  const adapter = createWebAdapter({
+  const app = createPlaygroundApp({
     store,
     redis,
     host: '127.0.0.1',
@@ -72,8 +75,9 @@ export async function startPlayground(label: string): Promise<Playground> {
     botName: 'shepherd',
     logger: createLogger('silent'),
   });
+  const adapter = createWebAdapter({ store, host: app });
   await adapter.start(handlers);
-  const url = adapter.address().url;
+  const url = app.address().url;
   const parse = async (response: Response) => ({
     status: response.status,
     body: (await response.json()) as Record<string, unknown>,
@@ -83,6 +87,7 @@ export async function startPlayground(label: string): Promise<Playground> {
     redis,
     store,
     adapter,
+    app,
     handlers,
     url,
     post: async (path, body) =>

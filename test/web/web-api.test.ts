@@ -1,6 +1,7 @@
 import { request } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createPlaygroundApp } from '../../src/bot/web/playground-app.js';
 import { createWebAdapter } from '../../src/bot/web/web-adapter.js';
 import { createWebStore } from '../../src/bot/web/web-store.js';
 import { createLogger } from '../../src/logger.js';
@@ -509,16 +510,18 @@ describe('other routes', () => {
 
 describe('adapter lifecycle', () => {
   it('fails to start on a taken port with a PlatformError', async () => {
-    const second = createWebAdapter({
+    const secondApp = createPlaygroundApp({
       store: playground.store,
       redis: playground.redis,
       host: '127.0.0.1',
-      port: playground.adapter.address().port,
+      port: playground.app.address().port,
       botName: 'shepherd',
       logger: createLogger('silent'),
     });
+    const second = createWebAdapter({ store: playground.store, host: secondApp });
     await expect(second.start(playground.handlers)).rejects.toMatchObject({ code: 'listen_failed' });
-    expect(() => second.address()).toThrow(/not started/);
+    expect(() => secondApp.address()).toThrow(/not started/);
+    expect(second.isConnected?.()).toBe(false);
     await second.stop();
   });
 });

@@ -13,6 +13,7 @@ import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { Card, ChatAdapter, InboundHandlers, PostedMessage, Upload } from '../chat-adapter.js';
+import type { RunsDirectory } from '../runs-directory.js';
 import { isTurnStatusCard } from '../turn-status-card.js';
 import { DISCORD_LIMITS, renderCard, safeFilename, truncate } from './cards.js';
 import { registerCommands } from './discord-commands.js';
@@ -37,6 +38,8 @@ interface DiscordAdapterConfig {
   readyTimeoutMs?: number;
   /** How often the typing indicator is renewed while a turn works (Discord shows it ~10 s). */
   typingIntervalMs?: number;
+  /** The runs `/shepherd` offers as it autocompletes a run name; without it, no suggestions. */
+  runs?: RunsDirectory | undefined;
 }
 
 export interface DiscordAdapter extends ChatAdapter {
@@ -159,6 +162,7 @@ export function createDiscordAdapter(config: DiscordAdapterConfig): DiscordAdapt
       const inbound = createDiscordInbound({
         client,
         handlers,
+        runs: config.runs,
         guildIds: config.guildIds,
         botName: config.botName,
         logger,

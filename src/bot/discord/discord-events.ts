@@ -17,6 +17,7 @@ import { errorMessage } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import { redactSecrets } from '../../text/redact.js';
 import type { ChatUser, InboundHandlers } from '../chat-adapter.js';
+import type { RunsDirectory } from '../runs-directory.js';
 import { COMMAND_NAME, type CommandValues, commandText, OPTION } from './discord-commands.js';
 import { toPlatformError } from './discord-errors.js';
 import { modalOf, modalValues } from './discord-forms.js';
@@ -31,6 +32,8 @@ import { dmSessionId, threadSessionId } from './discord-threads.js';
 interface InboundOptions {
   client: Client;
   handlers: InboundHandlers;
+  /** The runs autocomplete suggests; without it, no suggestions. */
+  runs: RunsDirectory | undefined;
   guildIds: readonly string[];
   botName: string;
   logger: Logger;
@@ -226,7 +229,7 @@ export function createDiscordInbound(options: InboundOptions): DiscordInbound {
     const typed = String(interaction.options.getFocused()).trim().toLowerCase();
     let choices: Array<{ name: string; value: string }> = [];
     try {
-      const runs = (await handlers.runs?.list()) ?? [];
+      const runs = (await options.runs?.list()) ?? [];
       choices = runs
         .filter((run) => typed === '' || run.name.toLowerCase().includes(typed) || run.id.startsWith(typed))
         // Names that start with the typed text come first.

@@ -8,13 +8,8 @@ import type { App } from '@slack/bolt';
 import { z } from 'zod';
 import { BotError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import {
-  type ChatUser,
-  encodeThreadId,
-  type InboundHandlers,
-  type RunControl,
-  type RunOverview,
-} from '../chat-adapter.js';
+import { type ChatUser, encodeThreadId } from '../chat-adapter.js';
+import type { RunControl, RunOverview, RunsDirectory } from '../runs-directory.js';
 import type { SlackBlock } from './cards.js';
 import { escapeMrkdwn } from './mrkdwn.js';
 
@@ -100,21 +95,18 @@ const homeActionSchema = z.object({
 
 interface AppHomeDependencies {
   logger: Logger;
+  /** The runs the tab lists and changes; without it the tab says runs are not available here. */
+  runs: RunsDirectory | undefined;
   chatUser(userId: string): Promise<ChatUser>;
   /** `views.publish` of `view` for `userId`. */
   publish(userId: string, view: ReturnType<typeof homeView>): Promise<void>;
 }
 
 /** Registers the `app_home_opened` event and the tab's buttons. */
-export function registerAppHome(
-  target: App,
-  handlers: InboundHandlers,
-  dependencies: AppHomeDependencies,
-): void {
-  const { logger } = dependencies;
+export function registerAppHome(target: App, dependencies: AppHomeDependencies): void {
+  const { logger, runs } = dependencies;
 
   async function publish(userId: string, notice?: string): Promise<void> {
-    const runs = handlers.runs;
     let list: RunOverview[] = [];
     let shown = notice;
     if (runs === undefined) {
@@ -148,14 +140,14 @@ export function registerAppHome(
     const userId = parsed.data.user.id;
     const actionId = parsed.data.actions[0]?.action_id ?? '';
     const [, change, runId] = /^home:(pause|resume|stop):(.+)$/.exec(actionId) ?? [];
-    if (change === undefined || runId === undefined || handlers.runs === undefined) {
+    if (change === undefined || runId === undefined || runs === undefined) {
       await publish(userId, 'That button is out of date; here are the runs now.');
       return;
     }
     let notice: string;
     try {
       const user = await dependencies.chatUser(userId);
-      notice = await handlers.runs.change(change as RunControl, runId, user, homeThreadId(userId));
+      notice = await runs.change(change as RunControl, runId, user, homeThreadId(userId));
     } catch (error) {
       // Refusals and impossible changes are sentences for the person; anything else is logged.
       if (error instanceof BotError) notice = error.message;

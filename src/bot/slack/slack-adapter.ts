@@ -11,6 +11,7 @@ import { definedOnly } from '../../defined-only.js';
 import { PlatformError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
 import type { ChatAdapter, ChatUser, InboundHandlers } from '../chat-adapter.js';
+import type { RunsDirectory } from '../runs-directory.js';
 import { registerAppHome } from './app-home.js';
 import { createBoltLogger } from './bolt-logger.js';
 import { createRecentIds } from './recent-ids.js';
@@ -48,6 +49,8 @@ interface SlackAdapterConfig {
   requestTimeoutMs?: number | undefined;
   /** Texts that would need more messages than this are cut and attached as a file; default 4. */
   maxMessagesPerPost?: number | undefined;
+  /** The runs the App Home tab lists and changes; without it the tab says runs are not available here. */
+  runs?: RunsDirectory | undefined;
 }
 
 export interface SlackAdapter extends ChatAdapter {
@@ -191,8 +194,9 @@ export function createSlackAdapter(config: SlackAdapterConfig): SlackAdapter {
         botName: config.botName,
       });
       registerFormSubmissions(app, handlers, { logger, chatUser, postEphemeral: messages.postEphemeral });
-      registerAppHome(app, handlers, {
+      registerAppHome(app, {
         logger,
+        runs: config.runs,
         chatUser,
         publish: async (userId, view) => {
           await call('views.publish', `slack:home:${userId}`, () =>

@@ -14,9 +14,6 @@ import type { WebStore } from './web-store.js';
  * its shapes are kept stable; see docs/web.md. The message routes are in web-messages-api.ts.
  */
 
-/** The name bot messages carry in the playground API. */
-export const WEB_BOT_USER = 'shepherd';
-
 const postChannelBody = z.object({ channel: channelName });
 
 /** Image and text types are served inline; anything else is a download, so no upload can run script here. */

@@ -6,6 +6,9 @@ import { PlatformError } from '../../errors.js';
  * store's operations are in web-store.ts (writes), web-store-reads.ts and web-store-files.ts.
  */
 
+/** The name bot messages carry in the store and the playground API. */
+export const WEB_BOT_USER = 'shepherd';
+
 /** Uploaded files above this size are refused (they live in Redis). */
 export const WEB_FILE_MAX_BYTES = 8 * 1024 * 1024;
 

@@ -1,7 +1,7 @@
-import { retryLines } from '../../runs/auto-relaunch.js';
 import type { ExecutorCrashClass, ProcessState } from '../../runs/executor.js';
 import { infrastructureCause, NCCL_TIMEOUT } from '../../runs/infrastructure-ending.js';
-import type { RunMeta } from '../../runs/run-types.js';
+import { retryLines } from '../../runs/lifecycle/auto-relaunch.js';
+import type { RunMeta } from '../../runs/records/run-types.js';
 import { redactSecrets } from '../../text/redact.js';
 
 /** Why a run crashed: from its traceback and exit, or from the executor's verdict (Slurm). */

@@ -45,6 +45,16 @@ export function checkSpike(
   return { spike: value > threshold, median: center, threshold };
 }
 
+/** The last `count` finite values, oldest first (`finiteOnly(values).slice(-count)` without copying all). */
+function lastFinite(values: readonly number[], count: number): number[] {
+  const found: number[] = [];
+  for (let index = values.length - 1; index >= 0 && found.length < count; index--) {
+    const value = values[index] as number;
+    if (Number.isFinite(value)) found.push(value);
+  }
+  return found.reverse();
+}
+
 interface DivergenceVerdict {
   diverging: boolean;
   from: number;
@@ -59,7 +69,10 @@ interface DivergenceVerdict {
  * first third's median (noise alone does not keep a whole third high).
  */
 export function checkDivergence(values: readonly number[], config: DivergenceSettings): DivergenceVerdict {
-  const window = finiteOnly(values).slice(-config.divergenceWindow);
+  const window =
+    config.divergenceWindow > 0
+      ? lastFinite(values, config.divergenceWindow)
+      : finiteOnly(values).slice(-config.divergenceWindow);
   if (window.length < Math.max(config.divergenceWindow, 6))
     return { diverging: false, from: 0, to: 0, rise: 0 };
   const third = Math.floor(window.length / 3);

@@ -13,9 +13,9 @@ import type {
   PlacementRequest,
   ProcessState,
 } from '../executor.js';
-import { RUN_FILES } from '../run-files.js';
-import { appendRunFile } from '../run-store.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import { appendRunFile } from '../records/run-store.js';
+import type { RunMeta } from '../records/run-types.js';
 import { createHfJobsClient, type HfJob, type HfJobsClient } from './hfjobs-client.js';
 import { createHardwareCatalog, type HardwareCatalog, type HfFlavor, pickFlavor } from './hfjobs-hardware.js';
 import { createHfJobSpecBuilder } from './hfjobs-job-spec.js';
@@ -205,6 +205,8 @@ export function createHfJobsExecutor(options: HfJobsExecutorOptions): HfJobsExec
     const spec = await specs.build({ meta, runDir, image, flavor: flavor.name });
     const namespace = await client.namespace();
     await rm(path.join(runDir, RUN_FILES.finish), { force: true });
+    // The new job's log says afresh whether (and how) it evaluated.
+    await rm(path.join(runDir, RUN_FILES.evaluation), { force: true });
     const job = await client.runJob(namespace, spec);
     const what = meta.command === undefined ? `script v${meta.scriptVersion}` : 'command';
     await appendRunFile(

@@ -2,8 +2,9 @@ import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { RunError } from '../../errors.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { evaluationLines } from '../evaluation-script.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import type { HfJobSpec } from './hfjobs-client.js';
 
 /**
@@ -31,6 +32,8 @@ interface Payload {
   script: string | null;
   args: string[];
   cwd: string;
+  /** With `--eval`: bash that runs the training argv (`"$@"`), then the eval, reporting in the log. */
+  wrapper?: string;
 }
 
 async function pythonFiles(directory: string, prefix: string): Promise<Record<string, string>> {
@@ -126,6 +129,10 @@ export function createHfJobSpecBuilder(options: {
         ...(source === undefined || start.script === null ? {} : { [start.script]: source }),
       };
       const payload: Payload = { files, runtime: RUNTIME_DIR, ...start };
+      if (meta.evalCommand !== undefined)
+        payload.wrapper = evaluationLines('"$@"', meta.evalCommand, 'forward', { recording: 'log' }).join(
+          '\n',
+        );
       const encoded = deflateSync(Buffer.from(JSON.stringify(payload), 'utf8'), { level: 9 }).toString(
         'base64',
       );

@@ -3,9 +3,10 @@ import path from 'node:path';
 import { z } from 'zod';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { writeFileAtomic } from '../atomic-file.js';
-import { RUN_FILES } from '../run-files.js';
+import { writeFileAtomic } from '../records/atomic-file.js';
+import { RUN_FILES } from '../records/run-files.js';
 import type { HfJobsClient } from './hfjobs-client.js';
+import { createLogReports } from './hfjobs-log-reports.js';
 import { isFinalStage } from './hfjobs-states.js';
 
 /**
@@ -57,10 +58,14 @@ async function readCursor(file: string, jobId: string): Promise<number> {
   }
 }
 
-/** Appends lines and the count they reach together, in order, at most every `flushMs`. */
+/**
+ * Appends lines and the count they reach together, in order, at most every `flushMs`; what the lines
+ * report (evaluation, eval results, saved model) goes to its run file first (`hfjobs-log-reports.ts`).
+ */
 function createLogWriter(runDir: string, jobId: string, flushMs: number) {
   const outputFile = path.join(runDir, RUN_FILES.output);
   const cursorFile = path.join(runDir, HF_LOG_CURSOR_FILE);
+  const reports = createLogReports(runDir, jobId);
   let pending: string[] = [];
   let written = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -75,7 +80,8 @@ function createLogWriter(runDir: string, jobId: string, flushMs: number) {
     pending = [];
     if (lines.length === 0) return chain;
     chain = chain.then(async () => {
-      await appendFile(outputFile, lines.map((line) => (line.endsWith('\n') ? line : `${line}\n`)).join(''));
+      const kept = await reports.apply(lines);
+      await appendFile(outputFile, kept.map((line) => (line.endsWith('\n') ? line : `${line}\n`)).join(''));
       await writeFileAtomic(cursorFile, JSON.stringify({ jobId, events }));
     });
     return chain;
@@ -84,6 +90,7 @@ function createLogWriter(runDir: string, jobId: string, flushMs: number) {
   return {
     async start(): Promise<number> {
       written = await readCursor(cursorFile, jobId);
+      await reports.start(written > 0);
       return written;
     },
     /** Event number `index` (0-based) of the job's log; earlier ones already written are skipped. */

@@ -1,8 +1,8 @@
 import { BACKEND_LABELS } from '../../config/backend-kinds.js';
 import { RunError } from '../../errors.js';
 import { backendOf } from '../backend-router.js';
-import type { RunSchedules } from '../run-operation-types.js';
-import type { RunStore } from '../run-store.js';
+import type { RunSchedules } from '../operations/operation-types.js';
+import type { RunStore } from '../records/run-store.js';
 import { checkSchedule, type HfScheduledJobs } from './hfjobs-scheduled-jobs.js';
 
 /**

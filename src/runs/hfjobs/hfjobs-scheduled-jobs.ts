@@ -2,7 +2,7 @@ import type { Config } from '../../config/config.js';
 import { definedOnly } from '../../defined-only.js';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import type { RunMeta } from '../run-types.js';
+import type { RunMeta } from '../records/run-types.js';
 import { createHfJobsClient, type HfScheduledJob } from './hfjobs-client.js';
 import { createHardwareCatalog, pickFlavor } from './hfjobs-hardware.js';
 import { createHfJobSpecBuilder, HF_JOB_LABELS } from './hfjobs-job-spec.js';

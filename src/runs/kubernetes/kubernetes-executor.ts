@@ -11,7 +11,7 @@ import type {
   PlacementRequest,
   ProcessState,
 } from '../executor.js';
-import type { RunMeta } from '../run-types.js';
+import type { RunMeta } from '../records/run-types.js';
 import { createKubernetesApi, type KubernetesApi } from './kubernetes-api.js';
 import { kubernetesClusterInfo } from './kubernetes-cluster-info.js';
 import { type KubernetesSettings, LABELS } from './kubernetes-job-manifest.js';

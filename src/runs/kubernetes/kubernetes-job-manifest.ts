@@ -12,7 +12,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Config } from '../../config/config.js';
 import { evaluationLines, shellQuote } from '../evaluation-script.js';
-import type { RunMeta } from '../run-types.js';
+import type { RunMeta } from '../records/run-types.js';
 import { hoursLeft } from '../time-limit.js';
 
 /**
@@ -52,6 +52,8 @@ const POD_PATHS = {
 } as const;
 
 const CONTAINER_NAME = 'train';
+/** Each pod's rank in a multi-node Job (its completion index). */
+const NODE_RANK = 'NODE_RANK';
 const MASTER_PORT = 29500;
 /** ConfigMap key whose value is the launch number (read into SHEPHERD_LAUNCH when the container starts). */
 const LAUNCH_KEY = 'launch';
@@ -134,12 +136,15 @@ export function containerArgv(meta: RunMeta, scriptName = 'train.py'): string[] 
 /**
  * The container's command: the argv itself, or with `--eval` a bash script that runs it (PID 1 passes a
  * TERM on to it), then the evaluation in the run directory (on the PVC, where Shepherd reads evaluation.json).
+ * With several nodes only rank 0's pod evaluates (`NODE_RANK`, the completion index); the others would
+ * write the same evaluation.json and eval.log on the shared PVC.
  */
 function containerCommand(meta: RunMeta, scriptName: string | undefined): string[] {
   const argv = containerArgv(meta, scriptName);
   if (meta.evalCommand === undefined) return argv;
   const training = argv.map(shellQuote).join(' ');
-  return ['/bin/bash', '-c', evaluationLines(training, meta.evalCommand, 'forward').join('\n')];
+  const ranked = (meta.nodes ?? 1) > 1 ? { rankVariable: NODE_RANK } : {};
+  return ['/bin/bash', '-c', evaluationLines(training, meta.evalCommand, 'forward', ranked).join('\n')];
 }
 
 function runEnvironment(input: JobManifestInput, configMapName: string): V1EnvVar[] {
@@ -168,7 +173,7 @@ function runEnvironment(input: JobManifestInput, configMapName: string): V1EnvVa
       { name: 'WORLD_SIZE', value: String(nodes) },
       { name: 'NNODES', value: String(nodes) },
       {
-        name: 'NODE_RANK',
+        name: NODE_RANK,
         valueFrom: { fieldRef: { fieldPath: `metadata.annotations['${ANNOTATIONS.completionIndex}']` } },
       },
     );

@@ -3,8 +3,8 @@ import path from 'node:path';
 import type { V1Job } from '@kubernetes/client-node';
 import { RunError } from '../../errors.js';
 import type { Logger } from '../../logger.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import type { KubernetesApi } from './kubernetes-api.js';
 import {
   ANNOTATIONS,

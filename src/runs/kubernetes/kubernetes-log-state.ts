@@ -3,7 +3,7 @@ import { appendFile, readFile, rename, stat, unlink, writeFile } from 'node:fs/p
 import path from 'node:path';
 import { z } from 'zod';
 import { definedOnly } from '../../defined-only.js';
-import { RUN_FILES } from '../run-files.js';
+import { RUN_FILES } from '../records/run-files.js';
 import type { LogCursor } from './kubernetes-log-lines.js';
 
 /**

@@ -19,7 +19,9 @@ Hugging Face Trainer and Lightning scripts can add a callback instead (metrics, 
     from shepherd.integrations.lightning import ShepherdCallback  # L.Trainer(callbacks=[ShepherdCallback()])
 
 Without Shepherd (no SHEPHERD_RUN_DIR in the environment) everything prints to stdout and no file is
-written, so the same script runs on a laptop. With SHEPHERD_METRICS_STDOUT=1 (Kubernetes pods) metrics
+written, so the same script runs on a laptop. Under Shepherd without a run directory (an HF job, where
+Shepherd reads only the job's log) save_model also prints ``[shepherd:model] {...}`` and log_eval prints
+``[eval] {...}``: Shepherd writes model.json and eval_results.jsonl from those lines. With SHEPHERD_METRICS_STDOUT=1 (Kubernetes pods) metrics
 lines are printed as ``[metrics] {...}`` as well as written, because Shepherd may only see the pod's log.
 
 Pre-flight: before a GPU job's approval card, Shepherd may run the script on CPU with
@@ -328,6 +330,9 @@ def save_model(path, **info):
     if resume.get("step") is not None:
         marker["step"] = resume["step"]
     if _RUN_DIR is None:
+        if _RUN_ID is not None:
+            # Under Shepherd without its run directory (an HF job): the log Shepherd follows carries model.json.
+            print("[shepherd:model] " + json.dumps(marker, default=str), flush=True)
         log("model saved: {}".format(full))
         return
     _write_json_atomic(os.path.join(_RUN_DIR, "model.json"), marker)

@@ -26,16 +26,17 @@ reaped before the exit status is written.
 The run's time limit is enforced here too, so it holds while the bot is down: at the deadline the
 run gets SIGTERM (it may save a checkpoint), SIGKILL after the grace period, and the exit status says
 `timeLimit: true`.
+
+Shepherd starts it with -S (no site-packages: it needs the standard library only), and it imports what it
+needs only once the training child runs (json, tempfile, threading), so little start-up stands between
+the Approve click and the script's first line.
 """
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
@@ -158,6 +159,9 @@ def _remove_container():
 
 
 def _write_status(status):
+    import json
+    import tempfile
+
     fd, temporary = tempfile.mkstemp(prefix=".exit_status.", dir=".")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(status, handle)
@@ -195,6 +199,9 @@ def _wait(deadline, grace):
 
 
 def _write_json(name, value):
+    import json
+    import tempfile
+
     fd, temporary = tempfile.mkstemp(prefix="." + name + ".", dir=".")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(value, handle)
@@ -232,6 +239,8 @@ def _evaluate(deadline, grace):
                 sys.stdout.buffer.write(line)
                 sys.stdout.flush()
 
+        import threading
+
         copier = threading.Thread(target=copy, daemon=True)
         copier.start()
         code, limited = _wait(deadline, grace)
@@ -246,8 +255,13 @@ def _evaluate(deadline, grace):
 
 def _run_args():
     """Extra arguments for train.py (a sweep trial's --key value pairs), JSON in SHEPHERD_RUN_ARGS."""
+    raw = os.environ.get("SHEPHERD_RUN_ARGS") or ""
+    if not raw.strip():
+        return []
+    import json
+
     try:
-        values = json.loads(os.environ.get("SHEPHERD_RUN_ARGS") or "[]")
+        values = json.loads(raw)
     except ValueError:
         return []
     return [str(value) for value in values] if isinstance(values, list) else []
@@ -258,6 +272,8 @@ def _command(words):
     remove = None
     rest = words[1:]
     if rest[:1] == ["--container"] and len(rest) > 2:
+        import json
+
         remove = [str(word) for word in json.loads(rest[1])]
         rest = rest[2:]
     if len(words) < 1 or rest[:1] != ["--"] or len(rest) < 2:

@@ -15,9 +15,9 @@ import type {
   PlacementRequest,
   ProcessState,
 } from '../executor.js';
-import { applyEnvironment } from '../run-environments.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { applyEnvironment } from '../named-environments.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import { hoursLeft } from '../time-limit.js';
 import { slurmClusterInfo } from './slurm-cluster-info.js';
 import { type CommandResult, createRunCommand, type RunCommand } from './slurm-command.js';

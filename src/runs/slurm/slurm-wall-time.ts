@@ -3,8 +3,8 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { Logger } from '../../logger.js';
 import type { ProcessState } from '../executor.js';
-import { RUN_FILES } from '../run-files.js';
-import type { RunMeta } from '../run-types.js';
+import { RUN_FILES } from '../records/run-files.js';
+import type { RunMeta } from '../records/run-types.js';
 import { parsePartitionMaxMinutes, planSegment, type SegmentPlan } from './slurm-chain.js';
 import type { RunCommand } from './slurm-command.js';
 
