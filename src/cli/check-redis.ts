@@ -1,5 +1,11 @@
 import type { Redis } from 'ioredis';
-import { createProbeRedis, type RedisConnectionSettings } from '../redis/connection.js';
+import {
+  connectProbe,
+  createProbeRedis,
+  isAuthRefusal,
+  type RedisConnectionSettings,
+  redisUrlWithoutPassword,
+} from '../redis/connection.js';
 import { type CheckOutcome, errorText, outcome, PROBE_TIMEOUT_MS } from './doctor-types.js';
 
 function infoField(info: string, field: string): string | undefined {
@@ -13,7 +19,7 @@ function infoField(info: string, field: string): string | undefined {
 async function checkAuthRequired(settings: RedisConnectionSettings, usesCredentials: boolean) {
   const anonymous = createProbeRedis(settings, PROBE_TIMEOUT_MS, { anonymous: true });
   try {
-    await anonymous.connect();
+    await connectProbe(anonymous);
     await anonymous.ping();
     return outcome(
       'redis auth',
@@ -24,7 +30,7 @@ async function checkAuthRequired(settings: RedisConnectionSettings, usesCredenti
       'require a password (requirepass, or an ACL user in REDIS_URL and `default off`), or let `npm start` run the embedded Redis',
     );
   } catch (error) {
-    return /NOAUTH|WRONGPASS|NOPERM/.test(errorText(error))
+    return isAuthRefusal(error)
       ? outcome('redis auth', 'ok', 'Redis refuses connections without a password (NOAUTH)')
       : outcome('redis auth', 'skip', `could not probe without credentials: ${errorText(error)}`);
   } finally {
@@ -32,19 +38,12 @@ async function checkAuthRequired(settings: RedisConnectionSettings, usesCredenti
   }
 }
 
-/** The URL as doctor prints it: the password is a secret. */
-function withoutPassword(text: string): string {
-  const url = new URL(text);
-  if (url.password !== '') url.password = '***';
-  return url.toString();
-}
-
 /** Redis answers, and is set up the way BullMQ needs it (noeviction), keeps data (AOF) and needs a password. */
 export async function checkRedis(settings: RedisConnectionSettings): Promise<CheckOutcome[]> {
   const sentinel = settings.redisSentinel;
   const url =
     sentinel === undefined
-      ? withoutPassword(settings.redisUrl)
+      ? redisUrlWithoutPassword(settings.redisUrl)
       : `the primary of ${sentinel.name} (sentinels ${sentinel.sentinels.map(({ host, port }) => `${host}:${port}`).join(',')})`;
   let redis: Redis;
   try {
@@ -54,13 +53,9 @@ export async function checkRedis(settings: RedisConnectionSettings): Promise<Che
       outcome('redis', 'fail', errorText(error), "run doctor as the bot's user, or fix REDIS_TLS_CA_FILE"),
     ];
   }
-  // Why a connection closed (a TLS certificate, a refused port) comes as an 'error' event, not from connect().
-  let lastError: unknown;
-  redis.on('error', (error: unknown) => {
-    lastError = error;
-  });
   try {
-    await redis.connect();
+    // Why a connection closed (a TLS certificate, NOAUTH, WRONGPASS) comes from connectProbe, not "closed".
+    await connectProbe(redis);
     const info = await redis.info('server');
     const version = infoField(info, 'redis_version') ?? 'unknown';
     const results = [outcome('redis', 'ok', `Redis ${version} at ${url}`)];
@@ -98,8 +93,10 @@ export async function checkRedis(settings: RedisConnectionSettings): Promise<Che
       outcome(
         'redis',
         'fail',
-        `cannot reach ${url}: ${errorText(lastError ?? error)}`,
-        'start Redis or fix REDIS_URL',
+        `cannot reach ${url}: ${errorText(error)}`,
+        isAuthRefusal(error)
+          ? 'Redis refused the credentials: fix the user and password in REDIS_URL'
+          : 'start Redis or fix REDIS_URL',
       ),
     ];
   } finally {

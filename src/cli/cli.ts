@@ -2,7 +2,7 @@ import { createApp } from '../app/app.js';
 import { type Config, loadConfig } from '../config/config.js';
 import { ConfigError } from '../errors.js';
 import { createLogger } from '../logger.js';
-import { redisAnswers } from '../redis/connection.js';
+import { isAuthRefusal, redisRefusal, redisUrlWithoutPassword } from '../redis/connection.js';
 import { scrubRunEnvironment } from '../runs/launch/process-environment.js';
 import { userFacingError } from '../runs/operations/run-texts.js';
 import { formatDoctorTable, runDoctor } from './doctor.js';
@@ -34,8 +34,14 @@ async function printRuns(
   run: string | undefined,
   io: CliOutput,
 ): Promise<number> {
-  if (!(await redisAnswers(config))) {
-    io.error(`shepherd: no Redis at ${config.redisUrl} (is the bot's Redis running? set REDIS_URL)\n`);
+  const refusal = await redisRefusal(config);
+  if (refusal !== undefined) {
+    const url = redisUrlWithoutPassword(config.redisUrl);
+    io.error(
+      isAuthRefusal(refusal)
+        ? `shepherd: Redis at ${url} refuses the credentials (${refusal.message}): run as the bot's user, or fix REDIS_URL\n`
+        : `shepherd: no Redis at ${url} (is the bot's Redis running? set REDIS_URL)\n`,
+    );
     return 1;
   }
   // Nothing is started: no adapter listens and no worker takes jobs; only reads happen.

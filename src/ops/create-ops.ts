@@ -13,7 +13,8 @@ import { createOpsListener, OPS_PATHS } from './ops-http.js';
 import { createOpsMetrics, type OpsMetrics } from './ops-metrics.js';
 import { createReadiness, type Readiness, redisCheck, workerCheck } from './readiness.js';
 
-const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'paused', 'failed', 'completed'] as const;
+// No 'paused': bullmq 6 dropped that job state; a paused queue's jobs are counted as waiting.
+const JOB_STATES = ['waiting', 'active', 'delayed', 'prioritized', 'failed', 'completed'] as const;
 
 export interface Ops {
   metrics: OpsMetrics;

@@ -15,6 +15,13 @@ export interface RedisConnectionSettings {
   redisAuth: { tlsCaFile?: string | undefined; embeddedPasswordFile: string };
 }
 
+/**
+ * ioredis 6 types `replyMapping` as a class parameter (`Redis<'legacy'>`): an options object that may carry
+ * it as `undefined` does not fit the constructor under `exactOptionalPropertyTypes`. We keep the default
+ * (legacy, v5 reply shapes, which BullMQ and our scripts read), so the key is left out of the type.
+ */
+type ConnectionOptions = Omit<RedisOptions, 'replyMapping'>;
+
 /** The embedded Redis's password, or undefined before it ever started (no file). */
 function readEmbeddedPassword(file: string): string | undefined {
   try {
@@ -36,9 +43,9 @@ function readEmbeddedPassword(file: string): string | undefined {
  * URL (`redis://user:pass@…`, ACL users) are ioredis's own. With Sentinel the URL's host and port are
  * ignored: ioredis asks the sentinels for the primary, and again after every disconnect (a failover).
  */
-export function redisConnectionOptions(settings: RedisConnectionSettings): RedisOptions {
+export function redisConnectionOptions(settings: RedisConnectionSettings): ConnectionOptions {
   const url = new URL(settings.redisUrl);
-  const options: RedisOptions = {};
+  const options: ConnectionOptions = {};
   const caFile = settings.redisAuth.tlsCaFile;
   if (url.protocol === 'rediss:' && caFile !== undefined) {
     try {
@@ -112,29 +119,73 @@ export function createProbeRedis(
     retryStrategy: () => null,
     sentinelRetryStrategy: () => null,
     enableOfflineQueue: false,
-    // The probe's own command is the check; ioredis's INFO ready check would turn NOAUTH into a bare
-    // "Connection is closed".
+    // The probe's own command is the check: no INFO ready check before it.
     enableReadyCheck: false,
   });
   client.on('error', () => undefined);
   return client;
 }
 
-/** Does a Redis answer PING with these settings? (Start-up and the CLI ask before anything connects.) */
+/**
+ * Connects a probe, failing with the reason the connection closed. ioredis 6 opens with `HELLO 3`
+ * (carrying AUTH when there are credentials) and treats its refusal as fatal: NOAUTH, WRONGPASS or a
+ * TLS certificate error arrives only as an 'error' event, and `connect()` rejects with a bare
+ * "Connection is closed.". A user with a wrong or missing password must read the first, not the second.
+ */
+export async function connectProbe(client: Redis): Promise<void> {
+  let reason: unknown;
+  const keepFirst = (error: unknown) => {
+    reason ??= error;
+  };
+  client.on('error', keepFirst);
+  try {
+    await client.connect();
+  } catch (error) {
+    throw reason ?? error;
+  } finally {
+    client.off('error', keepFirst);
+  }
+}
+
+/** Redis refused the credentials (or their absence), as opposed to not answering at all. */
+export function isAuthRefusal(error: unknown): boolean {
+  return error instanceof Error && /^(NOAUTH|WRONGPASS|NOPERM)\b/.test(error.message);
+}
+
+/** A Redis URL fit to print: the password is a secret. */
+export function redisUrlWithoutPassword(text: string): string {
+  const url = new URL(text);
+  if (url.password !== '') url.password = '***';
+  return url.toString();
+}
+
+/**
+ * Why a Redis does not answer PING with these settings, or undefined when it does. (Start-up and the CLI
+ * ask before anything connects.)
+ */
+export async function redisRefusal(
+  settings: RedisConnectionSettings,
+  connectTimeout = 3000,
+): Promise<Error | undefined> {
+  let client: Redis | undefined;
+  try {
+    client = createProbeRedis(settings, connectTimeout);
+    await connectProbe(client);
+    const reply = await client.ping();
+    return reply === 'PONG' ? undefined : new Error(`PING answered ${JSON.stringify(reply)}`);
+  } catch (error) {
+    return error instanceof Error ? error : new Error(String(error));
+  } finally {
+    client?.disconnect();
+  }
+}
+
+/** Does a Redis answer PING with these settings? */
 export async function redisAnswers(
   settings: RedisConnectionSettings,
   connectTimeout = 3000,
 ): Promise<boolean> {
-  let client: Redis | undefined;
-  try {
-    client = createProbeRedis(settings, connectTimeout);
-    await client.connect();
-    return (await client.ping()) === 'PONG';
-  } catch {
-    return false;
-  } finally {
-    client?.disconnect();
-  }
+  return (await redisRefusal(settings, connectTimeout)) === undefined;
 }
 
 /** Run a Lua script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */

@@ -5,7 +5,13 @@ import { dirname } from 'node:path';
 import { definedOnly } from '../defined-only.js';
 import { ServiceError } from '../errors.js';
 import type { Logger } from '../logger.js';
-import { type RedisConnectionSettings, redisAnswers } from './connection.js';
+import {
+  isAuthRefusal,
+  type RedisConnectionSettings,
+  redisAnswers,
+  redisRefusal,
+  redisUrlWithoutPassword,
+} from './connection.js';
 
 /** How the embedded Redis keeps its data: an append-only file, fsynced every second, in `<dataDir>/redis`. */
 function embeddedRedisArguments(port: string, directory: string): string[] {
@@ -52,6 +58,20 @@ function embeddedPassword(file: string, logger: Logger): string {
   return readFileSync(file, 'utf8').trim();
 }
 
+/** Redis answered NOAUTH, WRONGPASS or NOPERM: say so, and where the credentials come from. */
+function redisAuthError(settings: RedisConnectionSettings, refusal: Error): ServiceError {
+  const url = new URL(settings.redisUrl);
+  const source =
+    settings.redisSentinel !== undefined || url.username !== '' || url.password !== ''
+      ? 'check the user and password in REDIS_URL'
+      : `set them in REDIS_URL (redis://user:password@host:port), or for the embedded Redis run as the bot's user, which reads ${settings.redisAuth.embeddedPasswordFile}`;
+  return new ServiceError(
+    'redis_unavailable',
+    `Redis at ${redisUrlWithoutPassword(settings.redisUrl)} refuses the bot's credentials (${refusal.message}): ${source}`,
+    { retryable: false, cause: refusal },
+  );
+}
+
 /**
  * Uses the Redis at `redisUrl` when it answers; otherwise, for a local URL without credentials, starts a
  * `redis-server` found on PATH (bound to 127.0.0.1, password required, AOF persistence in
@@ -63,7 +83,11 @@ export async function ensureRedis(
   options: { logger: Logger },
 ): Promise<{ url: string; pid?: number; stop(): Promise<void> }> {
   const url = settings.redisUrl;
-  if (await redisAnswers(settings)) return { url, stop: async () => undefined };
+  const refusal = await redisRefusal(settings);
+  if (refusal === undefined) return { url, stop: async () => undefined };
+  // A Redis that answers but refuses the credentials is the operator's to fix; starting another on its
+  // port would only fail with a message that hides the cause.
+  if (isAuthRefusal(refusal)) throw redisAuthError(settings, refusal);
   // Under Sentinel the servers are the operator's: starting a lone local one would split the data.
   if (settings.redisSentinel !== undefined) {
     const names = settings.redisSentinel.sentinels.map(({ host, port }) => `${host}:${port}`).join(',');
@@ -83,7 +107,7 @@ export async function ensureRedis(
   if (!local || !found) {
     throw new ServiceError(
       'redis_unavailable',
-      `no Redis answers at ${url}${local ? ' and no redis-server was found on PATH' : ''}; set REDIS_URL`,
+      `no Redis answers at ${redisUrlWithoutPassword(url)} (${refusal.message})${local ? ' and no redis-server was found on PATH' : ''}; set REDIS_URL`,
       { retryable: false },
     );
   }

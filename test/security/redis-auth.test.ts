@@ -10,11 +10,12 @@ import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { checkRedis } from '../../src/cli/check-redis.js';
+import { main } from '../../src/cli/cli.js';
 import { loadConfig } from '../../src/config/config.js';
 import { createLogger } from '../../src/logger.js';
+import { connectProbe, createProbeRedis } from '../../src/redis/connection.js';
 import { ensureRedis } from '../../src/redis/embedded-redis.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
 import { cardsTitled } from '../helpers/flow.js';
@@ -27,18 +28,15 @@ if (runUserSkip !== undefined) {
   process.stderr.write(`redis-auth: the run-user checks are skipped: ${runUserSkip}\n`);
 }
 
-/** A connection with no credentials at all; resolves what PING answers (or the error). */
-async function anonymousPing(url: string, tls?: { ca: Buffer }): Promise<string> {
-  const client = new Redis(url, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => null,
-    enableReadyCheck: false,
-    ...(tls === undefined ? {} : { tls }),
-  });
-  client.on('error', () => undefined);
+/**
+ * A connection with no credentials at all, through doctor's anonymous probe; resolves what PING answers
+ * (or the error the connection failed with).
+ */
+async function anonymousPing(url: string, tlsCaFile?: string): Promise<string> {
+  const settings = { redisUrl: url, redisAuth: { tlsCaFile, embeddedPasswordFile: '/nonexistent/password' } };
+  const client = createProbeRedis(settings, 5000, { anonymous: true });
   try {
-    await client.connect();
+    await connectProbe(client);
     return await client.ping();
   } catch (error) {
     return String(error);
@@ -260,7 +258,7 @@ describe('an external Redis with an ACL user or TLS', () => {
     ]);
     const url = `rediss://:tls-pass-0026@127.0.0.1:${port}`;
     const caFile = join(directory, 'ca.pem');
-    expect(await anonymousPing(`rediss://127.0.0.1:${port}`, { ca: readFileSync(caFile) })).toMatch(/NOAUTH/);
+    expect(await anonymousPing(`rediss://127.0.0.1:${port}`, caFile)).toMatch(/NOAUTH/);
 
     const withoutCa = await checkRedis(loadConfig({ REDIS_URL: url }));
     expect(withoutCa.find((result) => result.name === 'redis')).toMatchObject({ status: 'fail' });
@@ -282,6 +280,52 @@ describe('an external Redis with an ACL user or TLS', () => {
     expect(doctor.find((result) => result.name === 'redis')?.status).toBe('ok');
     expect(doctor.find((result) => result.name === 'redis auth')?.status).toBe('ok');
   }, 90_000);
+
+  it('a wrong or missing password is named as such at start-up, in doctor and in the CLI', async () => {
+    const port = await freePort();
+    server = await startOwnRedis([
+      ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      ...['--requirepass', 'right-pass-0026'],
+    ]);
+    const wrongUrl = `redis://:wrong-pass-0026@127.0.0.1:${port}`;
+    const wrong = loadConfig({ REDIS_URL: wrongUrl });
+    const startUp: unknown = await ensureRedis(wrong, { logger }).then(
+      () => 'started',
+      (error: unknown) => error,
+    );
+    expect(String(startUp)).toMatch(
+      /refuses the bot's credentials \(WRONGPASS .*check the user and password in REDIS_URL/,
+    );
+    expect(String(startUp)).not.toContain('wrong-pass-0026');
+    const doctor = await checkRedis(wrong);
+    expect(doctor[0]).toMatchObject({ name: 'redis', status: 'fail' });
+    expect(doctor[0]?.detail).toMatch(/WRONGPASS/);
+    expect(doctor[0]?.fix).toMatch(/refused the credentials/);
+
+    // No password at all on a local URL: Redis answers NOAUTH, and start-up says so instead of starting a
+    // second redis-server on a port that is taken.
+    const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-no-password-'));
+    try {
+      const missing = loadConfig({ REDIS_URL: `redis://127.0.0.1:${port}`, SHEPHERD_DATA_DIR: dataDir });
+      await expect(ensureRedis(missing, { logger })).rejects.toThrow(
+        /refuses the bot's credentials \(NOAUTH .*set them in REDIS_URL/,
+      );
+      const errors: string[] = [];
+      const code = await main(
+        ['runs'],
+        { REDIS_URL: wrongUrl, SHEPHERD_DATA_DIR: dataDir },
+        {
+          out: () => undefined,
+          error: (text) => errors.push(text),
+        },
+      );
+      expect(code).toBe(1);
+      expect(errors.join('')).toMatch(/refuses the credentials \(WRONGPASS/);
+      expect(errors.join('')).not.toContain('wrong-pass-0026');
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }, 30_000);
 
   it('refuses REDIS_TLS_CA_FILE without a rediss:// URL', () => {
     expect(() =>
