@@ -76,7 +76,9 @@ export function observePoint(
   const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
   if (state.launch === undefined) state.launch = meta.launchCount;
   else if (
-    state.launch !== meta.launchCount &&
+    // Launches only count up: an evaluation on an older record of the run (a woken evaluation's cached
+    // meta, a tick that read it before a relaunch) must not move the state back and re-arm it again.
+    state.launch < meta.launchCount &&
     (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
   ) {
     // The first point of a new launch (lines the old process wrote before it ended still count as

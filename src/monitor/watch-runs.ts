@@ -120,6 +120,8 @@ export function createRunWatcher(options: {
     wakeups,
     /** Starts watching a run (on `run-started`). */
     async watch(runId: string): Promise<void> {
+      // A (re)launch: the next wake-up reads the run's record afresh (its launch count, its start).
+      wakeHandler?.forget(runId);
       await redis.sadd(watchedKey, runId);
       await scheduler.start(runId);
       follow(runId);

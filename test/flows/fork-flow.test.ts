@@ -36,8 +36,6 @@ for step in range(start, end + 1):
 shepherd.finish()
 `;
 
-const lastBotText = (messages: PlaygroundMessage[]) => botMessages(messages).at(-1)?.text ?? '';
-
 describe('fork <run>: a new run from a checkpoint of an old one', () => {
   let llm: ScriptedLlmServer;
   let shepherd: TestApp;
@@ -56,11 +54,16 @@ describe('fork <run>: a new run from a checkpoint of an old one', () => {
   }
 
   /** Sends a command and returns the bot's next message. */
+  /** The answer to a command: the first plain bot message after it (a run's card may land meanwhile). */
   async function ask(text: string): Promise<string> {
     const before = botMessages(await shepherd.messages(threadId)).length;
     await shepherd.reply(threadId, `@shepherd ${text}`);
-    const messages = await shepherd.waitForMessages(threadId, (all) => botMessages(all).length > before);
-    return lastBotText(messages);
+    const answerOf = (all: PlaygroundMessage[]) =>
+      botMessages(all)
+        .slice(before)
+        .find((message) => message.card === undefined && message.text !== '');
+    const messages = await shepherd.waitForMessages(threadId, (all) => answerOf(all) !== undefined);
+    return answerOf(messages)?.text ?? '';
   }
 
   beforeAll(async () => {

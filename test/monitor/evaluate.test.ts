@@ -76,6 +76,21 @@ describe('evaluate', () => {
     expect(result.state.rolling.lastMetrics).toEqual({ loss: 1.9 });
   });
 
+  it('re-arms once per new launch, and never for an evaluation on an older record of the run', () => {
+    const state = warmUp(5);
+    const nan = (step: number, at: number, launch: RunMeta) =>
+      evaluate(state, lines(metric(step, 'NaN')), none, alive, at, context({ meta: launch })).incidents;
+    expect(nan(5, 5000, meta)).toHaveLength(1);
+    const relaunched = { ...meta, launchCount: 2, startedAt: new Date(0).toISOString() };
+    // The NaN persists after the relaunch: a new episode, one alert.
+    expect(nan(6, 6000, relaunched)).toHaveLength(1);
+    // A woken evaluation still holding launch 1's record (cached), then one on the fresh record: no
+    // flip-flop of the launch, so no alert from either while the NaN lasts.
+    expect(nan(7, 7000, meta)).toHaveLength(0);
+    expect(nan(8, 8000, relaunched)).toHaveLength(0);
+    expect(state.launch).toBe(2);
+  });
+
   it('raises one NaN incident per episode, with its wording, and none while it lasts', () => {
     const state = warmUp(5);
     const first = evaluate(state, lines(metric(5, 'NaN')), none, alive, 6000, context());
