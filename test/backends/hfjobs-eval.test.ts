@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type HfJobsEmulator, startHfJobsEmulator } from '../emulators/hf-jobs-server.js';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { EVAL_PY } from '../helpers/eval-scripts.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -26,17 +27,6 @@ print({'eval_loss': 0.5, 'epoch': 1.0}, flush=True)
 os.makedirs("out/final", exist_ok=True)
 shepherd.save_model("out/final", base_model="gpt2")
 shepherd.finish()
-`;
-
-/** Waits for the test's go (so `evaluating` can be seen), prints an eval dict and logs one more number. */
-const EVAL_PY = `import os, sys, time, shepherd
-release = sys.argv[1]
-deadline = time.time() + 120
-while not os.path.exists(release) and time.time() < deadline:
-    time.sleep(0.1)
-print("evaluating in %s" % os.getcwd(), flush=True)
-print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
-shepherd.log_eval(eval_bleu=31.5)
 `;
 
 const BAD_EVAL_PY = `raise RuntimeError("eval exploded on purpose")

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type KubernetesEmulator, startKubernetesEmulator } from '../emulators/kubernetes-api-server.js';
 import { botMessages, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { EVAL_PY, EVAL_TRAIN_PY } from '../helpers/eval-scripts.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { deleteKeysWithPrefix, uniquePrefix } from '../helpers/redis.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
@@ -14,24 +15,6 @@ import { until } from './remote-flow.js';
  * kubelet) runs the eval in the run directory on the PVC after training exits 0, so Shepherd sees status
  * `evaluating`, then `completed` with the eval results.
  */
-
-const TRAIN_PY = `import time, shepherd
-for step in range(1, 5):
-    shepherd.log_metrics(step=step, loss=1.0 / step)
-    time.sleep(0.05)
-shepherd.finish()
-`;
-
-/** Waits for the test's go (so `evaluating` can be seen), prints an eval dict and logs one more number. */
-const EVAL_PY = `import os, sys, time, shepherd
-release = sys.argv[1]
-deadline = time.time() + 120
-while not os.path.exists(release) and time.time() < deadline:
-    time.sleep(0.1)
-print("evaluating in %s" % os.getcwd(), flush=True)
-print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
-shepherd.log_eval(eval_bleu=31.5)
-`;
 
 /** Runs until a TERM, then says so and exits 0: a stopped run must still not be evaluated. */
 const LONG_PY = `import signal, sys, time
@@ -63,7 +46,7 @@ describe('--eval on Kubernetes (emulated API server, real pod processes, run dir
 
   beforeAll(async () => {
     mkdirSync(join(dataDir, 'runs'), { recursive: true });
-    writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
+    writeFileSync(join(workspace, 'train_ok.py'), EVAL_TRAIN_PY);
     writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
     writeFileSync(join(workspace, 'train_long.py'), LONG_PY);
     // The claim is the bot's runs directory, as deploy/kubernetes mounts it.

@@ -35,11 +35,12 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
     await emulator?.close();
   });
 
-  it('Reject opens a modal; its submit rejects with the reason shown on the card', async () => {
+  /** alice asks for a 2-GPU run named `name`: its thread and its approval card once it has buttons. */
+  async function launchCard(name: string) {
     const mention = emulator.userSends({
       channelId: emulator.channelId,
       author: emulator.users.alice,
-      content: 'run test/fixtures/healthy_train.py --gpus 2 --name discord-reason',
+      content: `run test/fixtures/healthy_train.py --gpus 2 --name ${name}`,
       mentionBot: true,
     });
     const threadId = String(mention.id);
@@ -49,12 +50,17 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
           .messagesIn(threadId)
           .find(
             (message) =>
-              JSON.stringify(message.embeds ?? []).includes('discord-reason') &&
+              JSON.stringify(message.embeds ?? []).includes(name) &&
               Array.isArray(message.components) &&
               message.components.length > 0,
           ),
       20_000,
     );
+    return { threadId, card };
+  }
+
+  it('Reject opens a modal; its submit rejects with the reason shown on the card', async () => {
+    const { card } = await launchCard('discord-reason');
     const rejectId = /"custom_id":"(reject:[^"]+)"/.exec(JSON.stringify(card.components))?.[1] ?? '';
     expect(rejectId).toMatch(/^reject:ap_/);
 
@@ -94,25 +100,7 @@ describe('approval forms on Discord: reject with a reason, edit then approve (di
   }, 60_000);
 
   it('Edit opens a pre-filled modal; its submit approves with the edits shown on the card', async () => {
-    const mention = emulator.userSends({
-      channelId: emulator.channelId,
-      author: emulator.users.alice,
-      content: 'run test/fixtures/healthy_train.py --gpus 2 --name discord-edit',
-      mentionBot: true,
-    });
-    const threadId = String(mention.id);
-    const card = await emulator.waitFor(
-      () =>
-        emulator
-          .messagesIn(threadId)
-          .find(
-            (message) =>
-              JSON.stringify(message.embeds ?? []).includes('discord-edit') &&
-              Array.isArray(message.components) &&
-              message.components.length > 0,
-          ),
-      20_000,
-    );
+    const { threadId, card } = await launchCard('discord-edit');
     const editId = /"custom_id":"(edit:[^"]+)"/.exec(JSON.stringify(card.components))?.[1] ?? '';
     expect(editId).toMatch(/^edit:ap_/);
     const click = (user: typeof emulator.users.bob) =>

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { botMessages, type PlaygroundMessage, startTestApp, type TestApp } from '../helpers/app-harness.js';
+import { EVAL_PY, EVAL_TRAIN_PY } from '../helpers/eval-scripts.js';
 import { cardsTitled } from '../helpers/flow.js';
 import { type ScriptedLlmServer, startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { untilEvery } from '../helpers/until.js';
@@ -14,24 +15,6 @@ import { SKIP_MESSAGE, slurmAvailable, slurmConf, slurmEnvironment } from '../sl
  * after training exits 0 (status `evaluating`), and the run ends `completed` with the eval results, or with
  * an eval-failure alert and the training result kept: the local backend's semantics. CPU only.
  */
-
-const TRAIN_PY = `import time, shepherd
-for step in range(1, 5):
-    shepherd.log_metrics(step=step, loss=1.0 / step)
-    time.sleep(0.05)
-shepherd.finish()
-`;
-
-/** Waits for the test's go (so `evaluating` can be seen), prints an eval dict and logs one more number. */
-const EVAL_PY = `import os, sys, time, shepherd
-release = sys.argv[1]
-deadline = time.time() + 120
-while not os.path.exists(release) and time.time() < deadline:
-    time.sleep(0.1)
-print("evaluating in %s" % os.getcwd(), flush=True)
-print({'eval_loss': 0.25, 'eval_accuracy': 0.875}, flush=True)
-shepherd.log_eval(eval_bleu=31.5)
-`;
 
 /** An eval that runs until it is killed, its pid in a file so the test can check it is gone. */
 const LONG_EVAL_PY = `import os, sys, time
@@ -85,7 +68,7 @@ describe.skipIf(!slurmAvailable)(
       llm = await startScriptedOpenAi({ fallback: { text: 'ok' } });
       workspace = mkdtempSync(join(tmpdir(), 'shepherd-slurm-eval-workspace-'));
       dataDir = mkdtempSync(join(tmpdir(), 'shepherd-slurm-eval-'));
-      writeFileSync(join(workspace, 'train_ok.py'), TRAIN_PY);
+      writeFileSync(join(workspace, 'train_ok.py'), EVAL_TRAIN_PY);
       writeFileSync(join(workspace, 'eval.py'), EVAL_PY);
       writeFileSync(join(workspace, 'bad_eval.py'), BAD_EVAL_PY);
       writeFileSync(join(workspace, 'long_eval.py'), LONG_EVAL_PY);
