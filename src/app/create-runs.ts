@@ -44,8 +44,10 @@ export interface RunsRuntime extends RunQueries {
   schedules: RunSchedules;
   /** Checkpoint history with health, and where approved fixes resume from. */
   checkpoints: CheckpointHistory;
-  /** Waits for the launch records still being written (on stop), at most `waitMs` when given. */
+  /** Waits for the launch records still being written, at most `waitMs` when given. */
   settleLaunchRecords(waitMs?: number): Promise<void>;
+  /** On stop: waits at most `waitMs` for the launch records under way, then abandons the rest. */
+  closeLaunchRecords(waitMs: number): Promise<void>;
 }
 
 /** Bound on a launch's environment probe (pip freeze, torch import, nvidia-smi); it never delays the start. */
@@ -242,7 +244,8 @@ export async function createRunsRuntime(options: {
     executor,
     gpus,
     checkpoints,
-    settleLaunchRecords: launchCapture.settle,
+    settleLaunchRecords: (waitMs) => launchCapture.settle(waitMs),
+    closeLaunchRecords: (waitMs) => launchCapture.close(waitMs),
     schedules: createRunSchedules({
       store,
       scheduled:

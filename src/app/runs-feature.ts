@@ -89,8 +89,8 @@ export async function createRunsFeature(
     access,
     actions: [],
     close: async () => {
-      // Records nearly written are finished; a slow environment probe does not hold the shutdown.
-      await runs.settleLaunchRecords(LAUNCH_RECORD_STOP_WAIT_MS);
+      // Records nearly written are finished; a slow environment probe is killed, not waited for.
+      await runs.closeLaunchRecords(LAUNCH_RECORD_STOP_WAIT_MS);
       await runs.executor.close?.();
     },
     controlHandlers: {

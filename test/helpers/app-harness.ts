@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { type App, type AppOverrides, createApp } from '../../src/app/app.js';
 import { type Config, loadConfig } from '../../src/config/config.js';
 import { createLogger, type Logger } from '../../src/logger.js';
-import { endProcessGroups, launchedGroups, removeTree } from './processes.js';
+import { endProcessGroups, launchedGroups, removeTree, runsOnDisk } from './processes.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from './redis.js';
 
 export interface PlaygroundMessage {
@@ -156,7 +156,9 @@ export async function startTestApp(options: TestAppOptions = {}): Promise<TestAp
       const launched = options.keepState ? [] : await app.features.runs.list().catch(() => []);
       await app.stop();
       if (!options.keepState) {
-        await endProcessGroups(launchedGroups(launched));
+        // A run launched while the app was stopping is in the store by now, not in the first list.
+        const after = runsOnDisk(dataDir);
+        await endProcessGroups([...new Set(launchedGroups([...launched, ...after]))]);
         await deleteKeysWithPrefix(prefix);
         if (options.dataDir === undefined) removeTree(dataDir);
       }

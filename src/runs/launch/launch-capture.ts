@@ -61,11 +61,11 @@ interface CommandResult {
 
 function runCommand(
   argv: readonly string[],
-  options: { cwd: string; env?: Record<string, string>; timeoutMs: number },
+  options: { cwd: string; env?: Record<string, string>; timeoutMs: number; signal: AbortSignal },
 ): Promise<CommandResult> {
   const [command = '', ...rest] = argv;
   return new Promise((resolve) => {
-    execFile(
+    const child = execFile(
       command,
       rest,
       {
@@ -74,10 +74,11 @@ function runCommand(
         killSignal: 'SIGKILL',
         encoding: 'utf8',
         maxBuffer: 16 * 1024 * 1024,
+        signal: options.signal,
         ...definedOnly({ env: options.env }),
       },
-      (error, stdout, stderr) =>
-        resolve(
+      (error, stdout, stderr) => {
+        const result: CommandResult =
           error === null
             ? { ok: true, stdout }
             : {
@@ -86,8 +87,12 @@ function runCommand(
                 error: error.killed
                   ? `timed out after ${options.timeoutMs} ms`
                   : (stderr.trim() || error.message).slice(0, 300),
-              },
-        ),
+              };
+        // An abort answers before the killed child is gone: wait for its exit, so "closed" means ended.
+        const running = child.pid !== undefined && child.exitCode === null && child.signalCode === null;
+        if (running) child.once('exit', () => resolve(result));
+        else resolve(result);
+      },
     );
   });
 }
@@ -108,8 +113,8 @@ function seedOf(meta: Pick<RunMeta, 'command' | 'args' | 'config'>): string | un
   return typeof fromConfig === 'number' || typeof fromConfig === 'string' ? String(fromConfig) : undefined;
 }
 
-async function gitState(cwd: string, timeoutMs: number): Promise<LaunchRecord['git']> {
-  const git = (...args: string[]) => runCommand(['git', '-C', cwd, ...args], { cwd, timeoutMs });
+async function gitState(cwd: string, timeoutMs: number, signal: AbortSignal): Promise<LaunchRecord['git']> {
+  const git = (...args: string[]) => runCommand(['git', '-C', cwd, ...args], { cwd, timeoutMs, signal });
   const head = await git('rev-parse', 'HEAD');
   if (!head.ok || head.stdout.trim() === '') return undefined;
   const status = await git('status', '--porcelain');
@@ -209,7 +214,7 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     const perProbeS = Math.max(1, Math.floor(options.timeoutMs / 3000));
     const result = await runCommand(
       [...python, path.join(PYTHON_RUNTIME_DIR, PROBE_FILE), String(perProbeS)],
-      { cwd, env, timeoutMs: options.timeoutMs },
+      { cwd, env, timeoutMs: options.timeoutMs, signal: closing.signal },
     );
     const last = result.stdout.trim().split('\n').pop() ?? '';
     if (!result.ok || last === '') return { environmentNote: `probe failed: ${result.error ?? 'no output'}` };
@@ -246,12 +251,20 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     const git = await (takeGitSnapshot(meta) ?? gitOf(meta));
     const hubRevisions = await resolvedRevisions(meta, script);
     const record: LaunchRecord = { ...base, ...definedOnly({ git, hubRevisions }) };
+    // A closed capture writes nothing more: the bot has stopped and the run directory may be going away.
+    if (closing.signal.aborted) return;
     await writeLaunchRecord(runDir, record);
-    await writeLaunchRecord(runDir, { ...record, ...(await probe(meta, runDir)) });
+    const probed = await probe(meta, runDir);
+    if (closing.signal.aborted) return;
+    await writeLaunchRecord(runDir, { ...record, ...probed });
   }
 
+  // Aborted by `close`: kills the probes and git commands still running.
+  const closing = new AbortController();
   const gitOf = (meta: RunMeta) =>
-    meta.cwd === undefined ? Promise.resolve(undefined) : gitState(meta.cwd, options.timeoutMs);
+    meta.cwd === undefined
+      ? Promise.resolve(undefined)
+      : gitState(meta.cwd, options.timeoutMs, closing.signal);
   // The tree as it was before the spawn, by run and launch (a script that writes into its cwd at once
   // would otherwise show as a dirty tree).
   const gitSnapshots = new Map<string, Promise<LaunchRecord['git']>>();
@@ -281,6 +294,7 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
     },
     /** Starts the capture of this launch and returns at once; failures are logged, never thrown. */
     capture(meta: RunMeta): void {
+      if (closing.signal.aborted) return;
       const capturing = captureNow(meta).catch((error: unknown) =>
         options.logger.warn({ runId: meta.id, err: error }, 'could not record the launch environment'),
       );
@@ -300,6 +314,15 @@ export function createLaunchCapture(options: LaunchCaptureOptions) {
       });
       await Promise.race([all, waited]);
       clearTimeout(timer);
+    },
+    /**
+     * Stopping: lets the captures under way finish for at most `waitMs`, then kills their probes and
+     * waits until none is left, so nothing writes into a run directory once the bot has stopped.
+     */
+    async close(waitMs: number): Promise<void> {
+      await this.settle(waitMs);
+      closing.abort();
+      await Promise.all(underWay);
     },
   };
 }
