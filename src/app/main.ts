@@ -5,7 +5,6 @@ import { redisConnectionOptions } from '../redis/connection.js';
 import { ensureRedis } from '../redis/embedded-redis.js';
 import { scrubRunEnvironment } from '../runs/launch/process-environment.js';
 import { registerSecretValues } from '../text/redact.js';
-import { createApp } from './app.js';
 import { SHUTDOWN_FORCE_EXIT_MS } from './shutdown.js';
 
 /** Entry point: the only place that reads `process.env`. */
@@ -21,6 +20,8 @@ async function main(): Promise<void> {
     throw error;
   }
   registerSecretValues(config.secretValues);
+  // The app is loaded only once the configuration holds, so a refusal is printed at once.
+  const { createApp } = await import('./app.js');
   const logger = createLogger(
     config.logLevel,
     {},
