@@ -1,7 +1,7 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/records/run-types.js';
-import { type BandWindow, createBandWindow } from './detectors/band-window.js';
+import { type BandWindow, keptBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
 import {
@@ -92,7 +92,7 @@ function observeGradNorm(
     }
     let window = windows.get(metric);
     if (window === undefined) {
-      window = createBandWindow(series.values, settings.gradNormWindow);
+      window = keptBandWindow(series.values, settings.gradNormWindow);
       windows.set(metric, window);
     }
     const verdict = isAboveGradBand(series.values, value, settings, window.band());
