@@ -73,13 +73,12 @@ export function observePoint(
 ): void {
   const { meta, detectors } = context;
   const { step } = point;
-  const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
   if (state.launch === undefined) state.launch = meta.launchCount;
   else if (
     // Launches only count up: an evaluation on an older record of the run (a woken evaluation's cached
     // meta, a tick that read it before a relaunch) must not move the state back and re-arm it again.
     state.launch < meta.launchCount &&
-    (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
+    (point.ts === undefined || meta.startedAt === undefined || point.ts >= Date.parse(meta.startedAt))
   ) {
     // The first point of a new launch (lines the old process wrote before it ended still count as
     // the old launch): a NaN that persists after a fix is a new episode, so it alerts again.
