@@ -99,12 +99,7 @@ export function observePoint(
     const verdict =
       series === undefined
         ? checkSpike([], value, detectors)
-        : checkSpike(
-            series.values,
-            value,
-            detectors,
-            spikeBand(series, detectors.spikeWindow),
-          );
+        : checkSpike(series.values, value, detectors, spikeBand(series, detectors.spikeWindow));
     if (observeEpisode(state.episodes, `spike:${name}`, verdict.spike)) {
       raise(
         'spike',

@@ -98,12 +98,17 @@ function isRecord(value: unknown): value is Record<string, unknown> {
  * same result.
  */
 function parseJson(text: string): unknown {
-  if (!text.includes('NaN') && !text.includes('Infinity') && !text.includes('\\u0000')) return JSON.parse(text);
+  if (!text.includes('NaN') && !text.includes('Infinity') && !text.includes('\\u0000'))
+    return JSON.parse(text);
   return JSON.parse(rewriteNonFinite(text), reviver);
 }
 
 /** Copies the numeric fields of `source` but the step and time ones, up to the cap; returns the count. */
-function addMetrics(metrics: Record<string, number>, source: Record<string, unknown>, counted: number): number {
+function addMetrics(
+  metrics: Record<string, number>,
+  source: Record<string, unknown>,
+  counted: number,
+): number {
   let count = counted;
   for (const key in source) {
     if (!Object.hasOwn(source, key) || NOT_METRICS.has(key)) continue;

@@ -58,7 +58,8 @@ export function checkPlateau(
   const span = Math.max(settings.plateauWindow, settings.plateauShare * lastStep);
   if (lastStep - input.firstStep < span) return { plateau: false };
   const fromStep = lastStep - span;
-  const learningRate = input.learningRate === undefined ? undefined : pointsFrom(input.learningRate, fromStep);
+  const learningRate =
+    input.learningRate === undefined ? undefined : pointsFrom(input.learningRate, fromStep);
   if (scheduleMoved(learningRate, fromStep)) return { plateau: false };
   const xs: number[] = [];
   const ys: number[] = [];
