@@ -13,7 +13,6 @@ import {
   observePoint,
   observeTrends,
   type Raise,
-  type SpikeWindows,
 } from './observe.js';
 import { observeScriptAlerts } from './observe-script-alerts.js';
 import { collectDumpLines, observeStall } from './observe-stall.js';
@@ -189,7 +188,6 @@ function observePoints(
   let firstReason: string | undefined = oversized > 0 ? 'line longer than the read cap' : undefined;
   let sample: string | undefined;
   const accepted: AcceptedPoint[] = [];
-  const windows: SpikeWindows = new Map();
   for (const { line, parsed } of points) {
     if (!parsed.ok) {
       count++;
@@ -200,7 +198,7 @@ function observePoints(
     const step = parsed.point.step ?? (state.rolling.lastStep ?? -1) + 1;
     const point = { ...parsed.point, step };
     accepted.push(point);
-    observePoint(state, point, now, context, raise, windows);
+    observePoint(state, point, now, context, raise);
   }
   const note = recordMalformed(state.malformed, count, firstReason, sample);
   const malformed: Evaluation['malformed'] = { count };

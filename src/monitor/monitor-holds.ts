@@ -50,6 +50,8 @@ interface Hold {
   validUntil: number;
   policy: AlertPolicy | undefined;
   policyAt: number;
+  /** The run's files, joined once per hold (joining them on every wake-up showed in its profile). */
+  paths?: { directory: string; metrics: string; log: string; alerts: string };
   /** An evaluation, commit or release under way on the hold. */
   running?: Promise<unknown> | undefined;
 }
@@ -96,6 +98,17 @@ interface HoldCore {
   cacheState(runId: string, revision: string, state: MonitorState): void;
 }
 
+function pathsOf(hold: Hold, directory: string): NonNullable<Hold['paths']> {
+  if (hold.paths?.directory !== directory)
+    hold.paths = {
+      directory,
+      metrics: join(directory, RUN_FILES.metrics),
+      log: join(directory, RUN_FILES.output),
+      alerts: join(directory, RUN_FILES.alerts),
+    };
+  return hold.paths;
+}
+
 export function createMonitorHolds(core: HoldCore) {
   const holds = new Map<string, Hold>();
   let sweeper: NodeJS.Timeout | undefined;
@@ -134,13 +147,11 @@ export function createMonitorHolds(core: HoldCore) {
       hold.policy = await core.loadPolicy(runId);
       hold.policyAt = now;
     }
-    const directory = core.runDir(meta);
+    const paths = pathsOf(hold, core.runDir(meta));
     const { cursors, state } = hold;
-    const metrics = readNewLinesSync(join(directory, RUN_FILES.metrics), cursors.metrics, core.maxBytes);
-    const log = readNewLinesSync(join(directory, RUN_FILES.output), cursors.log, core.maxBytes, {
-      carriageReturns: true,
-    });
-    const alerts = readNewLinesSync(join(directory, RUN_FILES.alerts), cursors.alerts, core.maxBytes);
+    const metrics = readNewLinesSync(paths.metrics, cursors.metrics, core.maxBytes);
+    const log = readNewLinesSync(paths.log, cursors.log, core.maxBytes, { carriageReturns: true });
+    const alerts = readNewLinesSync(paths.alerts, cursors.alerts, core.maxBytes);
     const heldForMs = now - hold.since;
     const changed = [metrics, log, alerts].some((chunk) => chunk.lines.length > 0 || chunk.reset);
     if (!changed) return { incidents: [], newPoints: 0, heldForMs };

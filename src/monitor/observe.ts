@@ -43,14 +43,15 @@ export type AcceptedPoint = MetricPoint & { step: number };
 type Series = MonitorState['rolling']['metrics'][string];
 
 /**
- * The spike bands of one tick's points, per loss metric (band-window.ts): a window follows its series by
- * the series' point count, so one sort per tick serves every point; anything else rebuilds it.
+ * The spike bands per loss series (band-window.ts), kept between ticks: a window follows its series by the
+ * series' point count, so one sort serves every later point (a woken evaluation sees one point at a time);
+ * anything else, such as a state read again from Redis (new series objects), rebuilds it.
  */
-export type SpikeWindows = Map<string, { series: Series; seen: number; window: BandWindow }>;
+const spikeWindows = new WeakMap<Series, { count: number; seen: number; window: BandWindow }>();
 
-function spikeBand(windows: SpikeWindows, name: string, series: Series, count: number): RobustBand {
-  const entry = windows.get(name);
-  if (entry !== undefined && entry.series === series) {
+function spikeBand(series: Series, count: number): RobustBand {
+  const entry = spikeWindows.get(series);
+  if (entry !== undefined && entry.count === count) {
     if (series.count === entry.seen + 1) {
       entry.window.push(series.values.at(-1) as number);
       entry.seen = series.count;
@@ -58,7 +59,7 @@ function spikeBand(windows: SpikeWindows, name: string, series: Series, count: n
     if (series.count === entry.seen) return entry.window.band();
   }
   const window = createBandWindow(series.values, count);
-  windows.set(name, { series, seen: series.count, window });
+  spikeWindows.set(series, { count, seen: series.count, window });
   return window.band();
 }
 
@@ -69,17 +70,15 @@ export function observePoint(
   now: number,
   context: TickContext,
   raise: Raise,
-  windows: SpikeWindows = new Map(),
 ): void {
   const { meta, detectors } = context;
   const { step } = point;
-  const launchStartedAt = meta.startedAt === undefined ? undefined : Date.parse(meta.startedAt);
   if (state.launch === undefined) state.launch = meta.launchCount;
   else if (
     // Launches only count up: an evaluation on an older record of the run (a woken evaluation's cached
     // meta, a tick that read it before a relaunch) must not move the state back and re-arm it again.
     state.launch < meta.launchCount &&
-    (point.ts === undefined || launchStartedAt === undefined || point.ts >= launchStartedAt)
+    (point.ts === undefined || meta.startedAt === undefined || point.ts >= Date.parse(meta.startedAt))
   ) {
     // The first point of a new launch (lines the old process wrote before it ended still count as
     // the old launch): a NaN that persists after a fix is a new episode, so it alerts again.
@@ -100,12 +99,7 @@ export function observePoint(
     const verdict =
       series === undefined
         ? checkSpike([], value, detectors)
-        : checkSpike(
-            series.values,
-            value,
-            detectors,
-            spikeBand(windows, name, series, detectors.spikeWindow),
-          );
+        : checkSpike(series.values, value, detectors, spikeBand(series, detectors.spikeWindow));
     if (observeEpisode(state.episodes, `spike:${name}`, verdict.spike)) {
       raise(
         'spike',
@@ -148,7 +142,8 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
     const maxSteps = plannedMaxSteps(meta) ?? plannedStepsOf(state);
     const plateau = checkPlateau(
       {
-        points: chartSeries(rolling, name),
+        // Built only when the window is judged, and only from its first step on.
+        points: (fromStep) => chartSeries(rolling, name, fromStep),
         firstStep: rolling.firstStep ?? lastStep,
         lastStep,
         maxSteps,
@@ -217,7 +212,7 @@ const LEARNING_RATE = /^(?:.*[_/])?(?:lr|learning_rate)$/i;
 
 function learningRateSeries(rolling: MonitorState['rolling']) {
   const name = Object.keys(rolling.metrics).find((metric) => LEARNING_RATE.test(metric));
-  return name === undefined ? undefined : chartSeries(rolling, name);
+  return name === undefined ? undefined : (fromStep: number) => chartSeries(rolling, name, fromStep);
 }
 
 export function lossMetricNames(state: MonitorState): string[] {

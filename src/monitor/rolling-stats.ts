@@ -135,9 +135,8 @@ export function addPoint(
 
 /** Smoothed (median of the last 5) value improves on the best by the minimum relative amount → reset. */
 function updatePlateauReference(series: SeriesState, step: number, minImprovement: number): void {
-  const recent = series.values.slice(-5).filter(Number.isFinite);
-  if (recent.length === 0) return;
-  const smoothed = median(recent);
+  const smoothed = recentMedian(series.values);
+  if (smoothed === undefined) return;
   if (series.best === undefined || series.bestStep === undefined) {
     series.best = smoothed;
     series.bestStep = step;
@@ -149,13 +148,50 @@ function updatePlateauReference(series: SeriesState, step: number, minImprovemen
   }
 }
 
+/** `recent`: the finite ones of the last five values, sorted; reused, this runs for every metric of every point. */
+const recent = new Float64Array(5);
+
+/**
+ * `median(values.slice(-5).filter(Number.isFinite))` without the copies: an insertion sort in the typed sort's
+ * order (numeric, -0 before +0); undefined when none is finite.
+ */
+function recentMedian(values: readonly number[]): number | undefined {
+  let size = 0;
+  for (let index = Math.max(0, values.length - 5); index < values.length; index++) {
+    const value = values[index] as number;
+    if (!Number.isFinite(value)) continue;
+    let at = size++;
+    while (at > 0 && sortsAfter(recent[at - 1] as number, value)) {
+      recent[at] = recent[at - 1] as number;
+      at--;
+    }
+    recent[at] = value;
+  }
+  if (size === 0) return undefined;
+  const middle = size >> 1;
+  return size % 2 === 1
+    ? (recent[middle] as number)
+    : ((recent[middle - 1] as number) + (recent[middle] as number)) / 2;
+}
+
+function sortsAfter(left: number, right: number): boolean {
+  return left > right || (left === 0 && right === 0 && 1 / left > 1 / right);
+}
+
 /** Median wall-clock interval between advancing steps, undefined before two steps were seen. */
 export function medianStepIntervalMs(state: RollingState): number | undefined {
   return state.stepIntervals.length === 0 ? undefined : median(state.stepIntervals);
 }
 
-/** Chart series from the stored history plus the window's newest points (step-sorted, de-duplicated). */
-export function chartSeries(state: RollingState, metric: string): Array<{ step: number; value: number }> {
+/**
+ * Chart series from the stored history plus the window's newest points (step-sorted, de-duplicated); with
+ * `fromStep`, only the points from that step on.
+ */
+export function chartSeries(
+  state: RollingState,
+  metric: string,
+  fromStep = Number.NEGATIVE_INFINITY,
+): Array<{ step: number; value: number }> {
   const series = state.metrics[metric];
   if (series === undefined) return [];
   // The plateau check asks for this every tick: when both lists are strictly step-ordered (the usual
@@ -165,7 +201,7 @@ export function chartSeries(state: RollingState, metric: string): Array<{ step: 
     isStrictlyIncreasing(series.history, (pair) => pair[0]) &&
     isStrictlyIncreasing(series.steps, Number)
   )
-    return mergedSeries(series);
+    return mergedSeries(series, fromStep);
   const byStep = new Map<number, number>();
   for (const [step, value] of series.history) byStep.set(step, value);
   // The window holds every recent point at full resolution; it overrides the sparser history there.
@@ -174,7 +210,10 @@ export function chartSeries(state: RollingState, metric: string): Array<{ step: 
     const value = series.values[index];
     if (step !== undefined && value !== undefined) byStep.set(step, value);
   }
-  return [...byStep.entries()].sort((a, b) => a[0] - b[0]).map(([step, value]) => ({ step, value }));
+  return [...byStep.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .filter(([step]) => !(step < fromStep))
+    .map(([step, value]) => ({ step, value }));
 }
 
 function isStrictlyIncreasing<T>(items: readonly T[], stepOf: (item: T) => number): boolean {
@@ -183,13 +222,25 @@ function isStrictlyIncreasing<T>(items: readonly T[], stepOf: (item: T) => numbe
   return true;
 }
 
-/** History and window merged by step; the window's value wins where both have a step. `+ 0` turns a -0
- *  step into 0, as a map key does. */
-function mergedSeries(series: SeriesState): Array<{ step: number; value: number }> {
+/** First index of the step-ordered `items` whose step is at least `fromStep`. */
+function firstFrom<T>(items: readonly T[], stepOf: (item: T) => number, fromStep: number): number {
+  let low = 0;
+  let high = items.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (stepOf(items[middle] as T) < fromStep) low = middle + 1;
+    else high = middle;
+  }
+  return low;
+}
+
+/** History and window merged by step from `fromStep` on; the window's value wins where both have a step.
+ *  `+ 0` turns a -0 step into 0, as a map key does. */
+function mergedSeries(series: SeriesState, fromStep: number): Array<{ step: number; value: number }> {
   const { history, steps, values } = series;
   const output: Array<{ step: number; value: number }> = [];
-  let fromHistory = 0;
-  let fromWindow = 0;
+  let fromHistory = firstFrom(history, (pair) => pair[0], fromStep);
+  let fromWindow = firstFrom(steps, Number, fromStep);
   while (fromHistory < history.length || fromWindow < steps.length) {
     const pair = history[fromHistory];
     const windowStep = steps[fromWindow];

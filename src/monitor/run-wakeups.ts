@@ -37,7 +37,14 @@ interface RunWakeState {
   running: boolean;
   /** A change arrived during an evaluation (or it found the lease taken): exactly one more follows. */
   pending: boolean;
-  timer?: NodeJS.Timeout;
+  /** The grid time its evaluation is due at, while one is scheduled. */
+  dueMs?: number;
+}
+
+/** The runs due at one grid time, and the one timer that starts them. */
+interface DueSlot {
+  timer: NodeJS.Timeout;
+  runs: Map<string, RunWakeState>;
 }
 
 const watchWithFs: DirectoryWatch = (directory, onChange) => {
@@ -67,25 +74,55 @@ export function createRunWakeups(options: {
   const clock = options.clock ?? Date.now;
   const gapMs = options.maxEvalsPerS > 0 ? 1000 / options.maxEvalsPerS : Number.POSITIVE_INFINITY;
   const runs = new Map<string, RunWakeState>();
-  const underWay = new Set<Promise<void>>();
+  const slots = new Map<number, DueSlot>();
+  const underWay = new Set<Promise<unknown>>();
   let closed = false;
+
+  /** The slot's runs start together: one timer for them all, as they were due within one grid step. */
+  function startSlot(dueMs: number): void {
+    const slot = slots.get(dueMs);
+    if (slot === undefined) return;
+    slots.delete(dueMs);
+    const evaluations: Array<Promise<void>> = [];
+    for (const [runId, state] of slot.runs) evaluations.push(evaluateNow(runId, state));
+    const batch = Promise.all(evaluations);
+    underWay.add(batch);
+    void batch.finally(() => underWay.delete(batch));
+  }
 
   function evaluateSoon(runId: string, state: RunWakeState, waitMs: number): void {
     // Due times are rounded up to a shared grid, so the runs due within one step are evaluated in one turn
-    // of the event loop: with thousands of runs, waking the process once per run costs more than the work.
+    // of the event loop, on one timer: with thousands of runs, waking the process (and arming a timer) once
+    // per run costs more than the work.
     const now = clock();
-    const due = Math.ceil((now + waitMs) / BATCH_MS) * BATCH_MS;
-    state.timer = setTimeout(() => {
-      const evaluation = evaluateNow(runId, state);
-      underWay.add(evaluation);
-      void evaluation.finally(() => underWay.delete(evaluation));
-    }, due - now);
-    state.timer.unref();
+    const dueMs = Math.ceil((now + waitMs) / BATCH_MS) * BATCH_MS;
+    state.dueMs = dueMs;
+    const slot = slots.get(dueMs);
+    if (slot !== undefined) {
+      slot.runs.set(runId, state);
+      return;
+    }
+    const timer = setTimeout(() => startSlot(dueMs), dueMs - now);
+    timer.unref();
+    slots.set(dueMs, { timer, runs: new Map([[runId, state]]) });
+  }
+
+  /** Takes the run out of its slot (the slot's timer goes with its last run). */
+  function unschedule(runId: string, state: RunWakeState): void {
+    const dueMs = state.dueMs;
+    if (dueMs === undefined) return;
+    delete state.dueMs;
+    const slot = slots.get(dueMs);
+    if (slot === undefined || slot.runs.get(runId) !== state) return;
+    slot.runs.delete(runId);
+    if (slot.runs.size > 0) return;
+    clearTimeout(slot.timer);
+    slots.delete(dueMs);
   }
 
   function wake(runId: string): void {
     const state = runs.get(runId);
-    if (state === undefined || state.timer !== undefined) return;
+    if (state === undefined || state.dueMs !== undefined) return;
     if (state.running) {
       state.pending = true;
       return;
@@ -94,7 +131,7 @@ export function createRunWakeups(options: {
   }
 
   async function evaluateNow(runId: string, state: RunWakeState): Promise<void> {
-    delete state.timer;
+    delete state.dueMs;
     if (runs.get(runId) !== state) return;
     state.running = true;
     state.lastStartMs = clock();
@@ -136,7 +173,7 @@ export function createRunWakeups(options: {
       const state = runs.get(runId);
       if (state === undefined) return;
       runs.delete(runId);
-      if (state.timer !== undefined) clearTimeout(state.timer);
+      unschedule(runId, state);
       state.watcher.close();
     },
     size: () => runs.size,

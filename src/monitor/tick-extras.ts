@@ -1,7 +1,7 @@
 import type { ProcessState } from '../runs/executor.js';
 import type { MetricPoint } from '../runs/metric-line.js';
 import type { RunMeta } from '../runs/records/run-types.js';
-import { type BandWindow, createBandWindow } from './detectors/band-window.js';
+import { type BandWindow, keptBandWindow } from './detectors/band-window.js';
 import { GRAD_NORM_METRIC, isAboveGradBand } from './detectors/grad-norm.js';
 import { observeIdleGpus } from './detectors/idle-gpu.js';
 import {
@@ -92,7 +92,7 @@ function observeGradNorm(
     }
     let window = windows.get(metric);
     if (window === undefined) {
-      window = createBandWindow(series.values, settings.gradNormWindow);
+      window = keptBandWindow(series.values, settings.gradNormWindow);
       windows.set(metric, window);
     }
     const verdict = isAboveGradBand(series.values, value, settings, window.band());
@@ -231,19 +231,25 @@ function observeTickIdleGpus(input: TickExtrasInput, alive: boolean, raised: Rai
   }
 }
 
-/** What a detector does in one tick: `point` for each new point, `tick` once after the last one. */
-interface TickObserver {
-  point?(point: TickPoint): void;
-  tick?(): void;
+/** One tick of the table: its input, what it raises, and the grad-norm bands kept through its points. */
+interface TickRun {
+  input: TickExtrasInput;
+  raised: Raise[];
+  /** Each metric's grad-norm band, kept up to date through the tick's points (one sort per tick). */
+  gradWindows: Map<string, BandWindow>;
 }
 
-/** One entry of the table: the kind it raises, its part of the persisted state, its work in a tick. */
+/**
+ * One entry of the table: the kind it raises, its part of the persisted state, its work in a tick (`point`
+ * for each new point, `tick` once after the last one). Plain functions of the tick, not closures made per
+ * tick: a woken evaluation runs the table for a single point.
+ */
 interface TickDetector {
   name: IncidentKind;
   /** Its fields of a fresh `ExtrasState`. */
   initialState(): Partial<ExtrasState>;
-  /** Starts a tick (per-tick working state lives in the closure); pushes what to raise into `raised`. */
-  observe(input: TickExtrasInput, raised: Raise[]): TickObserver;
+  point?(run: TickRun, point: TickPoint): void;
+  tick?(run: TickRun): void;
 }
 
 const isAlive = (input: TickExtrasInput) => input.processState.kind === 'alive';
@@ -256,37 +262,34 @@ const TICK_DETECTORS: readonly TickDetector[] = [
   {
     name: 'grad_norm',
     initialState: () => ({ grad: {} }),
-    observe(input, raised) {
-      // Each metric's band, kept up to date through the tick's points (one sort per tick).
-      const windows = new Map<string, BandWindow>();
-      return { point: (point) => observeGradNorm(input, point, windows, raised) };
-    },
+    point: (run, point) => observeGradNorm(run.input, point, run.gradWindows, run.raised),
   },
   {
     name: 'overfitting',
     initialState: () => ({ evals: {}, train: [] }),
-    observe: (input, raised) => ({ point: (point) => observeOverfitting(input, point, raised) }),
+    point: (run, point) => observeOverfitting(run.input, point, run.raised),
   },
   {
     name: 'rule',
     initialState: () => ({ rules: {} }),
-    observe: (input, raised) => ({
-      point: (point) => observeValueRules(input, point, raised),
-      tick: () => observeTimeRules(input, raised),
-    }),
+    point: (run, point) => observeValueRules(run.input, point, run.raised),
+    tick: (run) => observeTimeRules(run.input, run.raised),
   },
   {
     name: 'throughput',
     initialState: () => ({ throughput: createThroughputState() }),
-    observe: (input, raised) => ({ tick: () => observeTickThroughput(input, isAlive(input), raised) }),
+    tick: (run) => observeTickThroughput(run.input, isAlive(run.input), run.raised),
   },
   {
     name: 'idle_gpu',
     // `idleSince` is set only while the GPUs are idle.
     initialState: () => ({}),
-    observe: (input, raised) => ({ tick: () => observeTickIdleGpus(input, isAlive(input), raised) }),
+    tick: (run) => observeTickIdleGpus(run.input, isAlive(run.input), run.raised),
   },
 ];
+
+/** Only the detectors that look at points are called per point (that loop runs for every point). */
+const POINT_DETECTORS = TICK_DETECTORS.filter((detector) => detector.point !== undefined);
 
 export function createExtrasState(): ExtrasState {
   // Every required field of ExtrasState has its owner in the table.
@@ -295,15 +298,12 @@ export function createExtrasState(): ExtrasState {
 
 /** Runs the table over one tick's points; returns what to raise, in order. */
 export function runTickExtras(input: TickExtrasInput): Raise[] {
-  const raised: Raise[] = [];
-  const observers = TICK_DETECTORS.map((detector) => detector.observe(input, raised));
-  // Only the detectors that look at points are called per point (this loop runs for every point).
-  const pointSteps = observers.flatMap((observer) => (observer.point === undefined ? [] : [observer.point]));
-  for (const point of input.points) for (const step of pointSteps) step(point);
+  const run: TickRun = { input, raised: [], gradWindows: new Map() };
+  for (const point of input.points) for (const detector of POINT_DETECTORS) detector.point?.(run, point);
   // A woken evaluation leaves the per-tick (time-based) detectors to the timer.
-  if (input.woken) return raised;
-  for (const observer of observers) observer.tick?.();
-  return raised;
+  if (input.woken) return run.raised;
+  for (const detector of TICK_DETECTORS) detector.tick?.(run);
+  return run.raised;
 }
 
 /** The idle-GPU detector watches local runs that hold GPUs. */

@@ -27,6 +27,7 @@ const NEG_INF_TOKEN = JSON.stringify(`\u0000-inf-${nonce}`);
 
 const TIME_KEYS = ['ts', 'time', 'timestamp', '_ts', '_time'];
 const STEP_KEYS = ['step', '_step', 'global_step', 'iteration'];
+const NOT_METRICS = new Set([...TIME_KEYS, ...STEP_KEYS]);
 const MAX_LINE_CHARS = 64 * 1024;
 const MAX_METRICS_PER_LINE = 64;
 
@@ -92,6 +93,34 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 }
 
 /**
+ * The line's JSON. Most lines hold no bare non-finite word and no escaped NUL (which a sentinel would start
+ * with): those parse without the rewrite and the reviver, which keeps JSON.parse on its fast path, with the
+ * same result.
+ */
+function parseJson(text: string): unknown {
+  if (!text.includes('NaN') && !text.includes('Infinity') && !text.includes('\\u0000'))
+    return JSON.parse(text);
+  return JSON.parse(rewriteNonFinite(text), reviver);
+}
+
+/** Copies the numeric fields of `source` but the step and time ones, up to the cap; returns the count. */
+function addMetrics(
+  metrics: Record<string, number>,
+  source: Record<string, unknown>,
+  counted: number,
+): number {
+  let count = counted;
+  for (const key in source) {
+    if (!Object.hasOwn(source, key) || NOT_METRICS.has(key)) continue;
+    const raw = source[key];
+    if (typeof raw !== 'number' || count >= MAX_METRICS_PER_LINE) continue;
+    metrics[key] = raw;
+    count++;
+  }
+  return count;
+}
+
+/**
  * Parse one line. Numeric fields become metrics (a nested `metrics` object is merged in); `step` and a
  * timestamp are recognised under their usual names; strings, booleans and nulls are ignored.
  */
@@ -102,22 +131,13 @@ export function parseMetricLine(line: string): MetricLineResult {
     return { ok: false, reason: `line longer than ${MAX_LINE_CHARS} chars` };
   let value: unknown;
   try {
-    value = JSON.parse(rewriteNonFinite(trimmed), reviver);
+    value = parseJson(trimmed);
   } catch (error) {
     return { ok: false, reason: `not JSON: ${error instanceof Error ? error.message : String(error)}` };
   }
   if (!isRecord(value)) return { ok: false, reason: 'not a JSON object' };
 
   const point: MetricPoint = { metrics: {} };
-  let count = 0;
-  const addMetrics = (source: Record<string, unknown>, prefix: string) => {
-    for (const [key, raw] of Object.entries(source)) {
-      if (prefix === '' && (TIME_KEYS.includes(key) || STEP_KEYS.includes(key))) continue;
-      if (typeof raw !== 'number' || count >= MAX_METRICS_PER_LINE) continue;
-      point.metrics[prefix + key] = raw;
-      count++;
-    }
-  };
   for (const key of STEP_KEYS) {
     const step = value[key];
     if (typeof step === 'number' && Number.isFinite(step)) {
@@ -132,8 +152,8 @@ export function parseMetricLine(line: string): MetricLineResult {
       break;
     }
   }
-  addMetrics(value, '');
-  if (isRecord(value.metrics)) addMetrics(value.metrics, '');
+  let count = addMetrics(point.metrics, value, 0);
+  if (isRecord(value.metrics)) count = addMetrics(point.metrics, value.metrics, count);
   if (count === 0 && point.step === undefined) return { ok: false, reason: 'no numeric metric or step' };
   return { ok: true, point };
 }

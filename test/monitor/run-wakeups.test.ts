@@ -190,6 +190,47 @@ print(n)`,
     expect(wakeups.size()).toBe(0);
   });
 
+  it('runs due on one grid step share a timer: each is evaluated once, and one let go leaves the others', async () => {
+    const changes = new Map<string, (fileName: string | undefined) => void>();
+    const watchDirectory: DirectoryWatch = (directory, onChange) => {
+      changes.set(directory, onChange);
+      return { close: () => changes.delete(directory) };
+    };
+    const evaluated: string[] = [];
+    const wakeups = createRunWakeups({
+      evaluate: async (runId) => {
+        evaluated.push(runId);
+        return 'done';
+      },
+      maxEvalsPerS: 2,
+      logger,
+      watchDirectory,
+    });
+    const runIds = Array.from({ length: 20 }, (_, index) => `slot-${index}`);
+    for (const runId of runIds) wakeups.follow(runId, `/runs/${runId}`);
+    const arming = vi.spyOn(globalThis, 'setTimeout');
+    // Every run wakes within a millisecond or two, each of them several times.
+    for (const runId of runIds)
+      for (let change = 0; change < 3; change++) changes.get(`/runs/${runId}`)?.('metrics.jsonl');
+    // One timer for the grid step (two when the step ended meanwhile), not one per run or per change.
+    expect(arming.mock.calls.length).toBeGreaterThan(0);
+    expect(arming.mock.calls.length).toBeLessThanOrEqual(2);
+    arming.mockRestore();
+    wakeups.release('slot-3');
+    await vi.waitFor(() => expect(evaluated.length).toBe(19), { timeout: 5_000, interval: 10 });
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect([...evaluated].sort()).toEqual(runIds.filter((runId) => runId !== 'slot-3').sort());
+    // Letting go of every run of a slot takes its timer away too: nothing is evaluated after.
+    const clearing = vi.spyOn(globalThis, 'clearTimeout');
+    for (const runId of runIds) changes.get(`/runs/${runId}`)?.('metrics.jsonl');
+    for (const runId of runIds) wakeups.release(runId);
+    expect(clearing.mock.calls.length).toBeGreaterThan(0);
+    clearing.mockRestore();
+    await new Promise((resolve) => setTimeout(resolve, 700));
+    expect(evaluated.length).toBe(19);
+    await wakeups.close();
+  });
+
   it('with 0 evaluations a second it watches nothing (timer only)', () => {
     const wakeups = createRunWakeups({ evaluate: async () => 'done', maxEvalsPerS: 0, logger });
     wakeups.follow('quiet', runDirectory('quiet'));

@@ -12,6 +12,8 @@ export interface BandWindow {
   band(): RobustBand;
   /** The series gained `value` at its end (its oldest value leaves the window when it is full). */
   push(value: number): void;
+  /** Whether the window holds the last values of `values` (same count, same first and last value). */
+  mirrors(values: readonly number[]): boolean;
 }
 
 /** Total order of the typed-array sort: numeric, with -0 before +0. */
@@ -23,7 +25,11 @@ export function createBandWindow(values: readonly number[], count: number): Band
   if (!Number.isInteger(count) || count <= 0) {
     // Not a window this helper can mirror: fall back to recomputing from a copy.
     const copy = [...values];
-    return { band: () => robustBand(copy, count), push: (value) => void copy.push(value) };
+    return {
+      band: () => robustBand(copy, count),
+      push: (value) => void copy.push(value),
+      mirrors: () => false,
+    };
   }
   const ring = new Float64Array(count);
   let ringStart = 0;
@@ -77,7 +83,30 @@ export function createBandWindow(values: readonly number[], count: number): Band
   }
   sorted.subarray(0, size).sort();
 
-  return { band: () => bandOfSorted(sorted, size), push };
+  function mirrors(other: readonly number[]): boolean {
+    if (ringLength !== Math.min(other.length, count) || ringLength === 0) return ringLength === other.length;
+    const first = ring[ringStart] as number;
+    const last = ring[(ringStart + ringLength - 1) % count] as number;
+    return Object.is(first, other[other.length - ringLength]) && Object.is(last, other[other.length - 1]);
+  }
+
+  return { band: () => bandOfSorted(sorted, size), push, mirrors };
+}
+
+/** Windows kept between ticks, keyed by the array they mirror (a state read again makes new arrays). */
+const keptWindows = new WeakMap<readonly number[], { count: number; window: BandWindow }>();
+
+/**
+ * `createBandWindow(values, count)`, kept from the previous tick when it still mirrors `values`: a woken
+ * evaluation sees one point, and sorting the whole window again for it cost more than the point itself.
+ * The caller pushes each value it appends to `values` into the window too, as within a tick.
+ */
+export function keptBandWindow(values: readonly number[], count: number): BandWindow {
+  const entry = keptWindows.get(values);
+  if (entry !== undefined && entry.count === count && entry.window.mirrors(values)) return entry.window;
+  const window = createBandWindow(values, count);
+  keptWindows.set(values, { count, window });
+  return window;
 }
 
 function middleOf(sorted: Float64Array, size: number): number {

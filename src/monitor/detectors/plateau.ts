@@ -34,14 +34,21 @@ interface PlateauVerdict {
 
 const MIN_POINTS = 12;
 
+type Points = ReadonlyArray<{ step: number; value: number }>;
+/** Points, or how to get those from a step on (only what the window needs, and only once it is needed). */
+type PointsFrom = Points | ((fromStep: number) => Points);
+
+const pointsFrom = (points: PointsFrom, fromStep: number): Points =>
+  typeof points === 'function' ? points(fromStep) : points;
+
 export function checkPlateau(
   input: {
-    points: ReadonlyArray<{ step: number; value: number }>;
+    points: PointsFrom;
     firstStep: number;
     lastStep: number;
     maxSteps?: number | undefined;
     /** The learning rate's points, when the run logs one. */
-    learningRate?: ReadonlyArray<{ step: number; value: number }> | undefined;
+    learningRate?: PointsFrom | undefined;
   },
   settings: PlateauSettings,
 ): PlateauVerdict {
@@ -51,10 +58,12 @@ export function checkPlateau(
   const span = Math.max(settings.plateauWindow, settings.plateauShare * lastStep);
   if (lastStep - input.firstStep < span) return { plateau: false };
   const fromStep = lastStep - span;
-  if (scheduleMoved(input.learningRate, fromStep)) return { plateau: false };
+  const learningRate =
+    input.learningRate === undefined ? undefined : pointsFrom(input.learningRate, fromStep);
+  if (scheduleMoved(learningRate, fromStep)) return { plateau: false };
   const xs: number[] = [];
   const ys: number[] = [];
-  for (const point of input.points) {
+  for (const point of pointsFrom(input.points, fromStep)) {
     if (point.step < fromStep || !Number.isFinite(point.value)) continue;
     // log-loss needs a positive metric; a loss that can be ≤ 0 (RL objectives) has no plateau verdict.
     if (point.value <= 0) return { plateau: false };
@@ -73,10 +82,7 @@ export function checkPlateau(
  * The learning rate changed by more than 2× inside the window (annealing, warm-up, a warm restart): a
  * flattening or a bump there is the schedule at work, not a stuck run.
  */
-function scheduleMoved(
-  learningRate: ReadonlyArray<{ step: number; value: number }> | undefined,
-  fromStep: number,
-): boolean {
+function scheduleMoved(learningRate: Points | undefined, fromStep: number): boolean {
   if (learningRate === undefined) return false;
   let low = Number.POSITIVE_INFINITY;
   let high = 0;

@@ -17,8 +17,18 @@ interface Trend {
 
 const MAX_TREND_BINS = 48;
 
-function medianOf(values: number[]): number {
-  return middleOfSorted(values.sort((a, b) => a - b));
+/**
+ * Median of `values[from, to)`. A typed copy's native sort orders the values as `(a, b) => a - b` does
+ * (no -0 comes out of a log); a NaN (a log of a step below -1) keeps the comparator's order.
+ */
+function medianOf(values: readonly number[], from: number, to: number): number {
+  const copy = new Float64Array(to - from);
+  for (let index = from; index < to; index++) {
+    const value = values[index] as number;
+    if (Number.isNaN(value)) return middleOfSorted(values.slice(from, to).sort((a, b) => a - b));
+    copy[index - from] = value;
+  }
+  return middleOfSorted(copy.sort());
 }
 
 function middleOfSorted(sorted: ArrayLike<number>): number {
@@ -37,8 +47,8 @@ function binMedians(xs: readonly number[], ys: readonly number[], bins: number):
     const from = Math.floor((bin * xs.length) / bins);
     const to = Math.floor(((bin + 1) * xs.length) / bins);
     if (to <= from) continue;
-    outX.push(medianOf(xs.slice(from, to)));
-    outY.push(medianOf(ys.slice(from, to)));
+    outX.push(medianOf(xs, from, to));
+    outY.push(medianOf(ys, from, to));
   }
   return [outX, outY];
 }
