@@ -143,7 +143,10 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
     const plateau = checkPlateau(
       {
         // Built only when the window is judged, and only from its first step on.
-        points: (fromStep, visit) => visitChartSeries(rolling, name, fromStep, visit),
+        // A method, not a named arrow: tsx wraps those to keep their name, on every tick.
+        points(fromStep, visit) {
+          visitChartSeries(rolling, name, fromStep, visit);
+        },
         firstStep: rolling.firstStep ?? lastStep,
         lastStep,
         maxSteps,
