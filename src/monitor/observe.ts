@@ -21,7 +21,7 @@ import {
 } from './incident-text.js';
 import type { MonitorState } from './monitor-state.js';
 import { plannedStepsOf } from './printed-metrics.js';
-import { addPoint, chartSeries } from './rolling-stats.js';
+import { addPoint, visitChartSeries } from './rolling-stats.js';
 import { plannedMaxSteps } from './run-plan.js';
 import type { TickContext } from './tick-context.js';
 import type { IncidentKind, IncidentSeverity } from './types.js';
@@ -143,7 +143,10 @@ export function observeTrends(state: MonitorState, context: TickContext, raise: 
     const plateau = checkPlateau(
       {
         // Built only when the window is judged, and only from its first step on.
-        points: (fromStep) => chartSeries(rolling, name, fromStep),
+        // A method, not a named arrow: tsx wraps those to keep their name, on every tick.
+        points(fromStep, visit) {
+          visitChartSeries(rolling, name, fromStep, visit);
+        },
         firstStep: rolling.firstStep ?? lastStep,
         lastStep,
         maxSteps,
@@ -212,7 +215,10 @@ const LEARNING_RATE = /^(?:.*[_/])?(?:lr|learning_rate)$/i;
 
 function learningRateSeries(rolling: MonitorState['rolling']) {
   const name = Object.keys(rolling.metrics).find((metric) => LEARNING_RATE.test(metric));
-  return name === undefined ? undefined : (fromStep: number) => chartSeries(rolling, name, fromStep);
+  return name === undefined
+    ? undefined
+    : (fromStep: number, visit: (step: number, value: number) => void) =>
+        visitChartSeries(rolling, name, fromStep, visit);
 }
 
 export function lossMetricNames(state: MonitorState): string[] {

@@ -192,16 +192,33 @@ export function chartSeries(
   metric: string,
   fromStep = Number.NEGATIVE_INFINITY,
 ): Array<{ step: number; value: number }> {
+  const output: Array<{ step: number; value: number }> = [];
+  visitChartSeries(state, metric, fromStep, (step, value) => output.push({ step, value }));
+  return output;
+}
+
+/**
+ * `chartSeries` point by point, without building it: the plateau check walks two series every tick, and
+ * their point objects were most of what it allocated.
+ */
+export function visitChartSeries(
+  state: RollingState,
+  metric: string,
+  fromStep: number,
+  visit: (step: number, value: number) => void,
+): void {
   const series = state.metrics[metric];
-  if (series === undefined) return [];
-  // The plateau check asks for this every tick: when both lists are strictly step-ordered (the usual
-  // case), one merge gives what the map-and-sort below gives.
+  if (series === undefined) return;
+  // When both lists are strictly step-ordered (the usual case), one merge gives what the map-and-sort
+  // below gives.
   if (
     series.steps.length === series.values.length &&
-    isStrictlyIncreasing(series.history, (pair) => pair[0]) &&
-    isStrictlyIncreasing(series.steps, Number)
-  )
-    return mergedSeries(series, fromStep);
+    historyIncreases(series.history) &&
+    stepsIncrease(series.steps)
+  ) {
+    mergeSeries(series, fromStep, visit);
+    return;
+  }
   const byStep = new Map<number, number>();
   for (const [step, value] of series.history) byStep.set(step, value);
   // The window holds every recent point at full resolution; it overrides the sparser history there.
@@ -210,15 +227,21 @@ export function chartSeries(
     const value = series.values[index];
     if (step !== undefined && value !== undefined) byStep.set(step, value);
   }
-  return [...byStep.entries()]
-    .sort((a, b) => a[0] - b[0])
-    .filter(([step]) => !(step < fromStep))
-    .map(([step, value]) => ({ step, value }));
+  for (const [step, value] of [...byStep.entries()].sort((a, b) => a[0] - b[0]))
+    if (!(step < fromStep)) visit(step, value);
 }
 
-function isStrictlyIncreasing<T>(items: readonly T[], stepOf: (item: T) => number): boolean {
-  for (let index = 1; index < items.length; index++)
-    if (!(stepOf(items[index - 1] as T) < stepOf(items[index] as T))) return false;
+/** The history's steps strictly increase (two plain loops: these run over every point, twice a tick). */
+function historyIncreases(history: ReadonlyArray<[number, number]>): boolean {
+  for (let index = 1; index < history.length; index++)
+    if (!((history[index - 1] as [number, number])[0] < (history[index] as [number, number])[0]))
+      return false;
+  return true;
+}
+
+function stepsIncrease(steps: readonly number[]): boolean {
+  for (let index = 1; index < steps.length; index++)
+    if (!((steps[index - 1] as number) < (steps[index] as number))) return false;
   return true;
 }
 
@@ -236,24 +259,26 @@ function firstFrom<T>(items: readonly T[], stepOf: (item: T) => number, fromStep
 
 /** History and window merged by step from `fromStep` on; the window's value wins where both have a step.
  *  `+ 0` turns a -0 step into 0, as a map key does. */
-function mergedSeries(series: SeriesState, fromStep: number): Array<{ step: number; value: number }> {
+function mergeSeries(
+  series: SeriesState,
+  fromStep: number,
+  visit: (step: number, value: number) => void,
+): void {
   const { history, steps, values } = series;
-  const output: Array<{ step: number; value: number }> = [];
   let fromHistory = firstFrom(history, (pair) => pair[0], fromStep);
   let fromWindow = firstFrom(steps, Number, fromStep);
   while (fromHistory < history.length || fromWindow < steps.length) {
     const pair = history[fromHistory];
     const windowStep = steps[fromWindow];
     if (pair !== undefined && (windowStep === undefined || pair[0] < windowStep)) {
-      output.push({ step: pair[0] + 0, value: pair[1] });
+      visit(pair[0] + 0, pair[1]);
       fromHistory++;
       continue;
     }
     if (pair !== undefined && pair[0] === windowStep) fromHistory++;
-    output.push({ step: (windowStep as number) + 0, value: values[fromWindow] as number });
+    visit((windowStep as number) + 0, values[fromWindow] as number);
     fromWindow++;
   }
-  return output;
 }
 
 const NON_FINITE_CODES: Record<string, number> = {

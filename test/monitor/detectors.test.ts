@@ -4,6 +4,12 @@ import { checkDivergence, checkSpike } from '../../src/monitor/detectors/loss-de
 import { checkPlateau } from '../../src/monitor/detectors/plateau.js';
 import { checkStall } from '../../src/monitor/detectors/stall.js';
 import { observeEpisode } from '../../src/monitor/episodes.js';
+import {
+  addPoint,
+  chartSeries,
+  createRollingState,
+  visitChartSeries,
+} from '../../src/monitor/rolling-stats.js';
 import { plannedMaxSteps } from '../../src/monitor/run-plan.js';
 import { DEFAULT_DETECTOR_CONFIG } from '../../src/monitor/types.js';
 import type { RunMeta } from '../../src/runs/records/run-types.js';
@@ -86,6 +92,36 @@ describe('plateau detector', () => {
     expect(
       checkPlateau({ points: flat, firstStep: 0, lastStep: 1000, learningRate: constant }, settings).plateau,
     ).toBe(true);
+  });
+
+  it('gives the same verdict from a rolling state walked point by point as from its chart series', () => {
+    const rolling = createRollingState();
+    for (let step = 0; step <= 3000; step++) {
+      const loss = step > 1500 && step % 97 === 0 ? -1 : 1 + 0.001 * Math.sin(step) + 2 / (1 + step);
+      addPoint(rolling, { step, metrics: { loss, lr: step < 2000 ? 1e-3 : 1e-4 } }, step * 1000);
+      if (step % 250 !== 0) continue;
+      for (const firstStep of [0, step - 300]) {
+        const walked = checkPlateau(
+          {
+            points: (from, visit) => visitChartSeries(rolling, 'loss', from, visit),
+            learningRate: (from, visit) => visitChartSeries(rolling, 'lr', from, visit),
+            firstStep,
+            lastStep: step,
+          },
+          settings,
+        );
+        const built = checkPlateau(
+          {
+            points: chartSeries(rolling, 'loss'),
+            learningRate: chartSeries(rolling, 'lr'),
+            firstStep,
+            lastStep: step,
+          },
+          settings,
+        );
+        expect(walked, `step ${step}`).toEqual(built);
+      }
+    }
   });
 
   it('reads max_steps from the run config', () => {

@@ -271,6 +271,26 @@ describe('Theil–Sen trend', () => {
       expect(theilSen(xs, ys, z), `seed ${seed}`).toEqual(theilSenSorted(xs, ys, z));
     }
   });
+
+  it('selects the same order statistics as a sort, with many ties, long series and infinite slopes', () => {
+    for (let seed = 1; seed <= 200; seed++) {
+      const random = randomOf(seed);
+      const length = 6 + Math.floor(random() * 900);
+      const xs: number[] = [];
+      const ys: number[] = [];
+      for (let index = 0; index < length; index++) {
+        // Few distinct x and y: equal slopes, equal bin medians.
+        xs.push(seed % 3 === 0 ? Math.floor(random() * 8) : Math.log(index + 1));
+        ys.push(Math.round(random() * 4));
+      }
+      // One infinite y gives infinite slopes (two would give NaN ones, which no sort orders alike).
+      if (seed % 4 === 0)
+        ys[Math.floor(random() * length)] = (random() < 0.5 ? 1 : -1) * Number.POSITIVE_INFINITY;
+      xs.sort((a, b) => a - b);
+      const z = [1.645, 2.576][seed % 2] as number;
+      expect(theilSen(xs, ys, z), `seed ${seed}`).toEqual(theilSenSorted(xs, ys, z));
+    }
+  });
 });
 
 /** A window's values as the `f64:` base64 of their little-endian float64 bytes, written another way. */

@@ -140,6 +140,39 @@ describe('createMonitor', () => {
     expect(stored.episodes.nan).toMatchObject({ active: true, fired: 2 });
   });
 
+  it('reads a local run synchronously and a Slurm run asynchronously to the same cursors and points', async () => {
+    const runs = [
+      { id: 'sync-local', meta: makeMeta('sync-local') },
+      { id: 'sync-slurm', meta: { ...makeMeta('sync-slurm'), executor: 'slurm' as const } },
+    ];
+    for (const { id } of runs) await prepare(id);
+    const monitor = setup('sync-local').monitor;
+    const seen: string[][] = [[], []];
+    const steps = [
+      line(0, 1) + line(1, 0.9),
+      // a half-written line stays for the next tick
+      `${line(2, 0.8)}{"step": 3, "lo`,
+      'ss": 0.7}\n',
+      '',
+      line(4, 'NaN'),
+    ];
+    for (const [round, text] of steps.entries()) {
+      for (const [index, { id, meta }] of runs.entries()) {
+        await appendFile(join(root, id, 'metrics.jsonl'), text);
+        if (round === 3) await writeFile(join(root, id, 'output.log'), 'epoch 1\n');
+        const result = await monitor.tick(id, meta, alive);
+        const cursor = await redis.hget(`${prefix}:monitor:${id}`, 'cursor:metrics');
+        const logCursor = await redis.hget(`${prefix}:monitor:${id}`, 'cursor:log');
+        seen[index]?.push(
+          `${result.newPoints} ${result.incidents.map((incident) => incident.kind).join(',')} ` +
+            `${JSON.parse(cursor ?? '{}').offset} ${JSON.parse(logCursor ?? '{}').offset}`,
+        );
+      }
+    }
+    expect(seen[0]).toEqual(seen[1]);
+    expect(seen[0]).toEqual(['2  66 0', '1  100 0', '1  125 0', '0  125 8', '1 nan 159 8']);
+  });
+
   it('an unacknowledged incident is returned again (at-least-once) until acked', async () => {
     await prepare('outbox');
     const run = setup('outbox');

@@ -35,11 +35,17 @@ interface PlateauVerdict {
 const MIN_POINTS = 12;
 
 type Points = ReadonlyArray<{ step: number; value: number }>;
-/** Points, or how to get those from a step on (only what the window needs, and only once it is needed). */
-type PointsFrom = Points | ((fromStep: number) => Points);
+type Visit = (step: number, value: number) => void;
+/**
+ * Points, or how to walk those from a step on (only what the window needs, only once it is needed, and
+ * without building them: this runs every tick).
+ */
+type PointsFrom = Points | ((fromStep: number, visit: Visit) => void);
 
-const pointsFrom = (points: PointsFrom, fromStep: number): Points =>
-  typeof points === 'function' ? points(fromStep) : points;
+function eachPoint(points: PointsFrom, fromStep: number, visit: Visit): void {
+  if (typeof points === 'function') points(fromStep, visit);
+  else for (const point of points) visit(point.step, point.value);
+}
 
 export function checkPlateau(
   input: {
@@ -58,19 +64,20 @@ export function checkPlateau(
   const span = Math.max(settings.plateauWindow, settings.plateauShare * lastStep);
   if (lastStep - input.firstStep < span) return { plateau: false };
   const fromStep = lastStep - span;
-  const learningRate =
-    input.learningRate === undefined ? undefined : pointsFrom(input.learningRate, fromStep);
-  if (scheduleMoved(learningRate, fromStep)) return { plateau: false };
+  if (scheduleMoved(input.learningRate, fromStep)) return { plateau: false };
   const xs: number[] = [];
   const ys: number[] = [];
-  for (const point of pointsFrom(input.points, fromStep)) {
-    if (point.step < fromStep || !Number.isFinite(point.value)) continue;
+  let nonPositive = false;
+  eachPoint(input.points, fromStep, (step, value) => {
+    if (nonPositive || step < fromStep || !Number.isFinite(value)) return;
     // log-loss needs a positive metric; a loss that can be ≤ 0 (RL objectives) has no plateau verdict.
-    if (point.value <= 0) return { plateau: false };
-    xs.push(Math.log(point.step + 1));
-    ys.push(Math.log(point.value));
-  }
-  if (xs.length < MIN_POINTS) return { plateau: false };
+    if (value <= 0) nonPositive = true;
+    else {
+      xs.push(Math.log(step + 1));
+      ys.push(Math.log(value));
+    }
+  });
+  if (nonPositive || xs.length < MIN_POINTS) return { plateau: false };
   const trend = theilSen(xs, ys, settings.plateauConfidenceZ);
   if (trend === undefined) return { plateau: false };
   const improvement = 1 - Math.exp(trend.slope * trend.range);
@@ -82,15 +89,15 @@ export function checkPlateau(
  * The learning rate changed by more than 2× inside the window (annealing, warm-up, a warm restart): a
  * flattening or a bump there is the schedule at work, not a stuck run.
  */
-function scheduleMoved(learningRate: Points | undefined, fromStep: number): boolean {
+function scheduleMoved(learningRate: PointsFrom | undefined, fromStep: number): boolean {
   if (learningRate === undefined) return false;
   let low = Number.POSITIVE_INFINITY;
   let high = 0;
-  for (const point of learningRate) {
-    if (point.step < fromStep || !Number.isFinite(point.value) || point.value < 0) continue;
-    low = Math.min(low, point.value);
-    high = Math.max(high, point.value);
-  }
+  eachPoint(learningRate, fromStep, (step, value) => {
+    if (step < fromStep || !Number.isFinite(value) || value < 0) return;
+    low = Math.min(low, value);
+    high = Math.max(high, value);
+  });
   return high > 0 && low < 0.5 * high;
 }
 

@@ -14,17 +14,24 @@ const STEP_NAMES = ['step', '_step', 'global_step', 'iteration'];
 const SKIPPED = new Set(['ts', 'time', 'timestamp', '_ts', '_time', ...STEP_NAMES]);
 const MAX_METRICS = 64;
 
+/**
+ * Adds `source`'s numbers to `result` (up to MAX_METRICS in all); returns the new count. A plain function:
+ * a closure bound to a name per line costs tsx's name-keeping wrapper (~1 µs) on every printed line.
+ */
+function addNumbers(result: PrintedMetrics, source: Record<string, unknown>, count: number): number {
+  let added = count;
+  for (const key in source) {
+    const raw = source[key];
+    if (typeof raw !== 'number' || SKIPPED.has(key) || added >= MAX_METRICS) continue;
+    result.metrics[key] = raw;
+    added++;
+  }
+  return added;
+}
+
 function fromObject(value: Record<string, unknown>): PrintedMetrics | undefined {
   const result: PrintedMetrics = { metrics: {} };
   let count = 0;
-  const add = (source: Record<string, unknown>) => {
-    for (const key in source) {
-      const raw = source[key];
-      if (typeof raw !== 'number' || SKIPPED.has(key) || count >= MAX_METRICS) continue;
-      result.metrics[key] = raw;
-      count++;
-    }
-  };
   for (const key of STEP_NAMES) {
     const step = value[key];
     if (typeof step === 'number' && Number.isFinite(step)) {
@@ -32,10 +39,10 @@ function fromObject(value: Record<string, unknown>): PrintedMetrics | undefined 
       break;
     }
   }
-  add(value);
+  count = addNumbers(result, value, count);
   const nested = value.metrics;
   if (typeof nested === 'object' && nested !== null && !Array.isArray(nested))
-    add(nested as Record<string, unknown>);
+    count = addNumbers(result, nested as Record<string, unknown>, count);
   return count === 0 && result.step === undefined ? undefined : result;
 }
 
