@@ -31,7 +31,7 @@ interface DirectTurnsOptions {
   logger: Logger;
 }
 
-export interface DirectTurns {
+interface DirectTurns {
   /** Starts a direct turn for each request there is room for; returns the requests left for jobs. */
   offer(requests: readonly WakeRequest[]): WakeRequest[];
   /** Takes no more requests and resolves once every direct turn in flight has ended. */
