@@ -11,10 +11,11 @@
  * sample is a new thread, sent only once the previous turn has finished and the queues are idle.
  * Run: npx tsx bench/spine-turn-overhead.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
  *  turn_pickup_p50_ms / turn_runner_p50_ms / turn_llm_client_p50_ms — where the time goes: accept → the
- *    worker took the job (BullMQ's processedOn: the dispatcher's add and the worker's pick-up); job taken → the provider starts its HTTP call (one round
- *    trip for the thread lock, the batch and the turn's reads: session, model, summary, LLM spend; then the
- *    command check and the prompt); provider call → request arrived (SDK + HTTP, and the scripted server
- *    reading and parsing the ~30 kB body in this same process).
+ *    turn was picked up (the app's `onTurnPickup`: the dispatcher's BLMPOP wake-up, then, on an idle
+ *    worker, the direct turn's start, or on a busy one the job's add and the worker's pick-up); picked up →
+ *    the provider starts its HTTP call (one round trip for the thread lock, the batch and the turn's reads:
+ *    session, model, summary, LLM spend; then the command check and the prompt); provider call → request
+ *    arrived (SDK + HTTP, and the scripted server reading and parsing the ~30 kB body in this same process).
  * Env: BENCH_TURN_SAMPLES (default 200), BENCH_TURN_HTTP_SAMPLES (default 100).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -55,10 +56,13 @@ const config = loadConfig({
   SHEPHERD_LLM_MAX_RETRIES: '0',
 });
 let lastLlmCallAt = 0;
+/** When each thread's turn was last picked up. */
+const pickedUpAt = new Map<string, number>();
 const app = await createApp(config, createLogger(config.logLevel), {
   onLlmCall: () => {
     lastLlmCallAt = Date.now();
   },
+  onTurnPickup: (threadId) => pickedUpAt.set(threadId, Date.now()),
 });
 const store = createWebStore({ redis: app.redis, prefix });
 
@@ -73,11 +77,22 @@ function arrival(marker: string): Promise<number> {
   });
 }
 
-/** Waits until no turn or notify job is waiting or running, then a little more for the turn's tail. */
+/** Whether a turn still holds some thread's lock (a direct turn has no job to count). */
+async function turnLockHeld(): Promise<boolean> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await app.redis.scan(cursor, 'MATCH', `${prefix}:turn-lock:*`, 'COUNT', 1000);
+    if (keys.length > 0) return true;
+    cursor = next;
+  } while (cursor !== '0');
+  return false;
+}
+
+/** Waits until no turn job is waiting or running and no turn holds a lock, then a little more for its tail. */
 async function settle(): Promise<void> {
   for (let attempt = 0; attempt < 500; attempt++) {
     const counts = await app.turnQueue.getJobCounts('active', 'waiting', 'delayed', 'prioritized');
-    if (Object.values(counts).every((count) => count === 0)) break;
+    if (Object.values(counts).every((count) => count === 0) && !(await turnLockHeld())) break;
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   await new Promise((resolve) => setTimeout(resolve, 30));
@@ -86,9 +101,6 @@ async function settle(): Promise<void> {
 const pickups: number[] = [];
 const runnerTimes: number[] = [];
 const sdkTimes: number[] = [];
-/** The id a turn job gets from its wake-up request (turn-worker.ts). */
-const turnJobId = (threadId: string, key: string) =>
-  `turn-${Buffer.from(`${threadId}|${key}`).toString('base64url')}`;
 
 /** One probe through the inbound path; t0 right before the inbox accept that wakes the turn. */
 async function probeDirect(label: string): Promise<number> {
@@ -113,11 +125,12 @@ async function probeDirect(label: string): Promise<number> {
   );
   if (accepted !== 'accepted') throw new Error(`inbox refused ${marker}: ${accepted}`);
   const t1 = await arrived;
-  // Split the overhead at the moment the worker took the job (BullMQ's processedOn).
-  const job = await app.turnQueue.getJob(turnJobId(threadId, stored.id));
-  if (job?.processedOn !== undefined) {
-    pickups.push(job.processedOn - t0);
-    runnerTimes.push(lastLlmCallAt - job.processedOn);
+  // Split the overhead at the moment the turn was picked up (a direct turn's start or a job's pick-up).
+  const pickedUp = pickedUpAt.get(threadId);
+  pickedUpAt.delete(threadId);
+  if (pickedUp !== undefined) {
+    pickups.push(pickedUp - t0);
+    runnerTimes.push(lastLlmCallAt - pickedUp);
     sdkTimes.push(t1 - lastLlmCallAt);
   }
   return t1 - t0;

@@ -37,6 +37,8 @@ export interface AppOverrides {
   adapters?: ChatAdapter[];
   /** Called for every LLM HTTP request, with its reason. */
   onLlmCall?: (reason: string) => void;
+  /** Called when a turn is picked up (a job taken, or a direct turn started), with its thread. */
+  onTurnPickup?: (threadId: string) => void;
   /** Where training runs execute (default: from `SHEPHERD_EXECUTOR`). */
   executor?: Executor;
   /** Environment inherited by training processes; main passes `process.env`. */
@@ -123,7 +125,15 @@ export async function createApp(config: Config, logger: Logger, overrides: AppOv
     features,
     ops,
     pushEvent: spine.pushEvent,
-    ...createLifecycle({ config, logger, spine, chat, features, turns }),
+    ...createLifecycle({
+      config,
+      logger,
+      spine,
+      chat,
+      features,
+      turns,
+      onTurnPickup: overrides.onTurnPickup,
+    }),
   };
 }
 
@@ -203,6 +213,7 @@ function createLifecycle(options: {
   chat: ReturnType<typeof createAdapters>;
   features: Features;
   turns: ReturnType<typeof createAppTurns>;
+  onTurnPickup: ((threadId: string) => void) | undefined;
 }): Pick<App, 'start' | 'stop'> {
   const { config, logger, spine, features } = options;
   const { redis, ackRedis, prefix, ops, notifier, turnQueue } = spine;
@@ -233,6 +244,9 @@ function createLifecycle(options: {
       logger: logger.child({ component: 'turns' }),
       concurrency: config.queue.turnConcurrency,
       lockMs: config.queue.lockMs,
+      // Job turns are counted from the worker's events (observe-workers.ts); direct turns say so here.
+      onDirectTurnFinished: (duration, pickup) => ops.metrics.turnFinished(duration, pickup),
+      ...definedOnly({ onTurnPickup: options.onTurnPickup }),
     });
 
   return {

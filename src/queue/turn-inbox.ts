@@ -104,6 +104,14 @@ function encodeItem(item: InboxItem): string {
   return json.replaceAll(`"${ID_HOLE_TOKEN}"`, `"${SCRIPT_NEW_ID}"`);
 }
 
+/** A thread's lock taken, with its first batch (none when the inbox is empty) and the locked reads. */
+export type ClaimedTurn = {
+  status: 'claimed';
+  token: string;
+  batch: Batch | undefined;
+  values: LockedValue[];
+};
+
 export interface TurnInbox {
   /** Records an inbound item; `ignored` when not addressed and the thread has no session. */
   accept(
@@ -135,10 +143,7 @@ export interface TurnInbox {
     leaseMs: number,
     max: number,
     reads: readonly LockedRead[],
-  ): Promise<
-    | { status: 'locked' }
-    | { status: 'claimed'; token: string; batch: Batch | undefined; values: LockedValue[] }
-  >;
+  ): Promise<{ status: 'locked' } | ClaimedTurn>;
   /** The batch to work on: the one a crashed attempt claimed, or up to `max` fresh items. */
   claimBatch(threadId: string, max: number): Promise<Batch | undefined>;
   /** Removes the batch from the inbox, in the same MULTI as `extra` writes (the session append). */

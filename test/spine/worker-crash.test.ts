@@ -76,6 +76,11 @@ describe('a worker killed mid-turn', () => {
     expect(botMessages(after).filter((message) => message.text === 'the final answer')).toHaveLength(1);
     expect(botMessages(after)).toHaveLength(botMessages(messages).length);
     expect(llm.requests.length).toBe(2);
+    // The killed turn ran directly (no job of its own); the sweeper's job, after the lock's lease, redid it.
+    const jobs = await bot.app.turnQueue.getJobs(['completed', 'failed', 'waiting', 'active', 'delayed']);
+    const keys = jobs.map((job) => Buffer.from((job.id ?? '').replace(/^turn-/, ''), 'base64url').toString());
+    expect(keys.length).toBeGreaterThan(0);
+    for (const key of keys) expect(key).toMatch(/\|sweep-/);
     second.kill('SIGTERM');
   });
 });

@@ -17,6 +17,7 @@ import type { Logger } from '../../logger.js';
 import type { ToolCall, ToolSpec } from '../../tools/tool-call.js';
 import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
 import { type ChatMessage, formatUserContent } from '../messages.js';
+import type { FetchFunction } from './http-fetch.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
 interface AnthropicProviderOptions {
@@ -29,6 +30,8 @@ interface AnthropicProviderOptions {
   logger: Logger;
   maxTokens?: number;
   onCall?: (reason: string) => void;
+  /** The HTTP client the SDK calls (http-fetch.ts); the built-in fetch when absent. */
+  fetch?: FetchFunction;
 }
 
 const errorClasses = { APIError, APIConnectionError, APIConnectionTimeoutError, APIUserAbortError };
@@ -120,6 +123,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): LlmP
     apiKey: options.apiKey ?? 'not-needed',
     timeout: options.timeoutMs,
     maxRetries: 0,
+    ...definedOnly({ fetch: options.fetch }),
   });
 
   async function attempt(request: LlmRequest): Promise<LlmResponse> {

@@ -3,6 +3,7 @@ import { definedOnly } from '../../defined-only.js';
 import type { Logger } from '../../logger.js';
 import type { LlmProvider } from '../llm-provider.js';
 import { createAnthropicProvider } from './anthropic-provider.js';
+import { createHttpFetch } from './http-fetch.js';
 import { DEFAULT_RETRY_POLICY } from './llm-retry.js';
 import { createOpenAiProvider } from './openai-provider.js';
 
@@ -33,6 +34,8 @@ export function createLlmProvider(
     timeoutMs: llm.timeoutMs,
     retry,
     logger,
+    // Keep-alive node:http instead of undici: a millisecond or two less per call (turn_overhead_p50_ms).
+    fetch: createHttpFetch(),
     ...definedOnly({ onCall: options.onCall }),
   };
   if (llm.provider === 'anthropic') return createAnthropicProvider({ ...common, baseUrl: llm.baseUrl });

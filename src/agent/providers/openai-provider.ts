@@ -6,6 +6,7 @@ import type { Logger } from '../../logger.js';
 import type { ToolCall, ToolSpec } from '../../tools/tool-call.js';
 import type { LlmProvider, LlmRequest, LlmResponse } from '../llm-provider.js';
 import { type ChatMessage, formatUserContent } from '../messages.js';
+import type { FetchFunction } from './http-fetch.js';
 import { classifySdkError, type RetryPolicy, withLlmRetries } from './llm-retry.js';
 
 interface OpenAiProviderOptions {
@@ -18,6 +19,8 @@ interface OpenAiProviderOptions {
   retry: RetryPolicy;
   logger: Logger;
   onCall?: (reason: string) => void;
+  /** The HTTP client the SDK calls (http-fetch.ts); the built-in fetch when absent. */
+  fetch?: FetchFunction;
 }
 
 const errorClasses = { APIError, APIConnectionError, APIConnectionTimeoutError, APIUserAbortError };
@@ -65,6 +68,7 @@ export function createOpenAiProvider(options: OpenAiProviderOptions): LlmProvide
     apiKey: options.apiKey ?? 'not-needed',
     timeout: options.timeoutMs,
     maxRetries: 0,
+    ...definedOnly({ fetch: options.fetch }),
   });
 
   async function attempt(request: LlmRequest): Promise<LlmResponse> {
