@@ -34,6 +34,8 @@ interface DirectTurnsOptions {
 interface DirectTurns {
   /** Starts a direct turn for each request there is room for; returns the requests left for jobs. */
   offer(requests: readonly WakeRequest[]): WakeRequest[];
+  /** How many direct turns are in flight now. */
+  running(): number;
   /** Takes no more requests and resolves once every direct turn in flight has ended. */
   drain(): Promise<void>;
 }
@@ -112,6 +114,7 @@ export function createDirectTurns(options: DirectTurnsOptions): DirectTurns {
       }
       return left;
     },
+    running: () => inFlight.size,
     async drain() {
       draining = true;
       while (inFlight.size > 0) await Promise.all(inFlight);

@@ -148,12 +148,28 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
   const runClaimed = createClaimedTurnRunner(options);
   /** Job turns running in this process (direct turns are counted by `direct`). */
   let jobTurns = 0;
+  // Room while fewer turns run here than the concurrency, job turns and direct turns together.
+  const direct = createDirectTurns({
+    claim,
+    run: runClaimed,
+    hasRoom: (directTurns) => jobTurns + directTurns < options.concurrency,
+    addTurns: (requests) => requestTurns(options.queue, requests),
+    retry: (request) => retryTurn(options.queue, request),
+    logger,
+    ...definedOnly({ onPickup: options.onTurnPickup, onFinished: options.onDirectTurnFinished }),
+  });
   const worker = createJobWorker(
     QUEUE_NAMES.turns,
     agentTurnJob,
     async ({ threadId }, job, token) => {
       jobTurns += 1;
       try {
+        // BullMQ counts only its own jobs: a job taken while direct turns fill the process waits its turn,
+        // so one process never runs more than `concurrency` turns at once.
+        if (jobTurns + direct.running() > options.concurrency) {
+          await job.moveToDelayed(Date.now() + LOCKED_RETRY_MS, token);
+          throw new DelayedError();
+        }
         options.onTurnPickup?.(threadId);
         const claimed = await claim(threadId);
         if (claimed.status === 'locked') {
@@ -179,17 +195,6 @@ export function createTurnWorker(options: TurnWorkerOptions): Worker {
       },
     },
   );
-  // Room while fewer turns run here than the concurrency; BullMQ may still take up to that many jobs beside
-  // the direct turns, so this process runs at most twice `concurrency` turns at once.
-  const direct = createDirectTurns({
-    claim,
-    run: runClaimed,
-    hasRoom: (directTurns) => jobTurns + directTurns < options.concurrency,
-    addTurns: (requests) => requestTurns(options.queue, requests),
-    retry: (request) => retryTurn(options.queue, request),
-    logger,
-    ...definedOnly({ onPickup: options.onTurnPickup, onFinished: options.onDirectTurnFinished }),
-  });
   // Accepting a message queued its wake-up request; the dispatcher runs it here or makes it a turn job.
   const dispatcher = startTurnDispatcher({
     connection: options.connection,

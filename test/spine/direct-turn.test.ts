@@ -24,7 +24,7 @@ describe('direct turns', () => {
 
   type Process = (threadId: string, batch: Batch) => Promise<void>;
 
-  function setup(name: string, process: Process, workers = 1) {
+  function setup(name: string, process: Process, workers = 1, concurrency = 4) {
     const prefix = `${base}-${name}`;
     const inbox = createTurnInbox({ redis, prefix });
     const queue = createTurnQueue(redis, prefix, createLogger('silent'));
@@ -38,7 +38,7 @@ describe('direct turns', () => {
         inbox,
         lockedReads: () => [],
         logger: createLogger('silent'),
-        concurrency: 4,
+        concurrency,
         lockMs: 3000,
         processBatch: (threadId, batch) => process(threadId, batch),
         onBatchDropped: async (_threadId, batch) => {
@@ -174,6 +174,50 @@ describe('direct turns', () => {
       expect([...seen].sort()).toEqual([...sent].sort());
       expect(context.finished.length).toBeGreaterThan(0);
     } finally {
+      await context.close();
+    }
+  });
+
+  it('runs no more turns at once than the concurrency, direct turns and job turns together', async () => {
+    let running = 0;
+    let most = 0;
+    const handled: string[] = [];
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const context = setup(
+      'room',
+      async (threadId, batch) => {
+        running += 1;
+        most = Math.max(most, running);
+        if (threadId.endsWith('t1')) await gate;
+        handled.push(threadId);
+        running -= 1;
+        await context.inbox.commitBatch(threadId, batch);
+      },
+      1,
+      1,
+    );
+    try {
+      await context.accept('web:room:t1', 'a1');
+      await until(() => running === 1, 'the direct turn to start');
+      // The only slot is taken by the direct turn: the second thread's wake-up becomes a job, and the job
+      // must wait for the slot instead of running beside the direct turn.
+      await context.accept('web:room:t2', 'b1');
+      await until(async () => (await allJobs(context.queue)).length === 1, "the second thread's job");
+      // Taken by the worker: it either ran beside the direct turn or was put back to wait for the slot.
+      await until(
+        async () => handled.length > 0 || (await context.queue.getDelayedCount()) > 0,
+        'the job to be taken',
+      );
+      expect(handled).toEqual([]);
+      release();
+      await until(() => handled.length === 2, 'both turns');
+      expect(handled).toEqual(['web:room:t1', 'web:room:t2']);
+      expect(most).toBe(1);
+    } finally {
+      release();
       await context.close();
     }
   });
