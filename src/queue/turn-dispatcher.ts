@@ -36,6 +36,12 @@ export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatc
   const blocking = options.connection.duplicate({ maxRetriesPerRequest: null });
   blocking.on('error', (error: unknown) => logger.debug({ err: error }, 'turn dispatcher connection'));
   let stopping = false;
+  let stopped: () => void = () => undefined;
+  // A take parked on a connection that is between reconnect attempts never settles once the connection is
+  // disconnected (ioredis keeps it queued): the loop waits for the take or for stop, whichever comes first.
+  const stopSignal = new Promise<WakeRequest[]>((resolve) => {
+    stopped = () => resolve([]);
+  });
 
   async function pause(ms: number): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, ms).unref());
@@ -45,7 +51,7 @@ export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatc
     while (!stopping) {
       let requests: WakeRequest[];
       try {
-        requests = await inbox.takeWakeRequests(blocking, WAIT_S, MAX_TAKE);
+        requests = await Promise.race([inbox.takeWakeRequests(blocking, WAIT_S, MAX_TAKE), stopSignal]);
       } catch (error) {
         if (stopping) return;
         logger.warn({ err: error }, 'could not take wake-up requests; retrying');
@@ -67,7 +73,8 @@ export function startTurnDispatcher(options: TurnDispatcherOptions): TurnDispatc
   return {
     async stop() {
       stopping = true;
-      // Ends a blocking wait at once (its promise rejects, and the loop sees `stopping`).
+      stopped();
+      // Ends a blocking wait at once (its promise rejects, or never settles if it was parked offline).
       blocking.disconnect();
       await running;
     },
