@@ -151,8 +151,8 @@ export function evaluate(
 }
 
 /**
- * The evaluation's `raise`, which adds to `fresh`. Made here and returned unnamed: under tsx (how the bot
- * runs) a closure bound to a name is wrapped to keep that name, about a microsecond on every evaluation.
+ * The evaluation's `raise`, which adds to `fresh`. Made here and returned unnamed: under tsx (`npm start`)
+ * a closure bound to a name is wrapped to keep that name, about a microsecond on every evaluation.
  */
 function raiserOf(
   state: MonitorState,

@@ -10,6 +10,15 @@ import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/r
 import { startScriptedOpenAi } from '../helpers/scripted-llm/index.js';
 import { until } from '../helpers/until.js';
 
+/** A promise a turn waits on until the test releases it. */
+function gated(): { gate: Promise<void>; release: () => void } {
+  let release: () => void = () => undefined;
+  const gate = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  return { gate, release };
+}
+
 /**
  * A woken thread's turn runs directly in an idle turn worker, without a BullMQ job; the guarantees of a
  * job turn stay: one turn per thread, retries with the attempts left, close waits for it.
@@ -182,10 +191,7 @@ describe('direct turns', () => {
     let running = 0;
     let most = 0;
     const handled: string[] = [];
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const { gate, release } = gated();
     const context = setup(
       'room',
       async (threadId, batch) => {
@@ -223,10 +229,7 @@ describe('direct turns', () => {
   });
 
   it('waits on close for a direct turn in flight', async () => {
-    let release: () => void = () => undefined;
-    const gate = new Promise<void>((resolve) => {
-      release = resolve;
-    });
+    const { gate, release } = gated();
     let started = false;
     let committed = false;
     const context = setup('close', async (threadId, batch) => {
