@@ -122,34 +122,27 @@ try {
     await appendFile(join(root, id, 'metrics.jsonl'), lines(0, 500));
     await monitor.tick(id, meta(id), alive);
   }
-  let cpuMicros = 0;
-  let ticks = 0;
-  for (let round = 0; round < 5; round++) {
-    for (const id of ids) await appendFile(join(root, id, 'metrics.jsonl'), lines(500 + round * 30, 30));
-    now += 30_000;
-    const before = process.cpuUsage();
-    for (const id of ids) await monitor.tick(id, meta(id), alive);
-    const used = process.cpuUsage(before);
-    cpuMicros += used.user + used.system;
-    ticks += ids.length;
-  }
-  const cpuMsPerTick = cpuMicros / 1000 / ticks;
+  /** CPU per tick over rounds [from, to) of 30 new lines for every run. */
+  const cpuMsPerTickOver = async (from: number, to: number) => {
+    let cpuMicros = 0;
+    let ticks = 0;
+    for (let round = from; round < to; round++) {
+      for (const id of ids) await appendFile(join(root, id, 'metrics.jsonl'), lines(500 + round * 30, 30));
+      now += 30_000;
+      const before = process.cpuUsage();
+      for (const id of ids) await monitor.tick(id, meta(id), alive);
+      const used = process.cpuUsage(before);
+      cpuMicros += used.user + used.system;
+      ticks += ids.length;
+    }
+    return cpuMicros / 1000 / ticks;
+  };
+  const cpuMsPerTick = await cpuMsPerTickOver(0, 5);
   print(`tick_cpu_ms=${cpuMsPerTick.toFixed(3)}`);
   print(`monitored_runs_at_30s_per_core=${Math.floor((0.5 * 30_000) / cpuMsPerTick)}`);
   // The same ticks once the process has run a while (the five rounds above include the compiler's warm-up
   // right after the runs were primed): 20 more rounds, what a long-running monitor spends.
-  let warmMicros = 0;
-  let warmTicks = 0;
-  for (let round = 5; round < 25; round++) {
-    for (const id of ids) await appendFile(join(root, id, 'metrics.jsonl'), lines(500 + round * 30, 30));
-    now += 30_000;
-    const before = process.cpuUsage();
-    for (const id of ids) await monitor.tick(id, meta(id), alive);
-    const used = process.cpuUsage(before);
-    warmMicros += used.user + used.system;
-    warmTicks += ids.length;
-  }
-  print(`tick_cpu_ms_warm=${(warmMicros / 1000 / warmTicks).toFixed(3)}`);
+  print(`tick_cpu_ms_warm=${(await cpuMsPerTickOver(5, 25)).toFixed(3)}`);
 
   // An hour of a healthy run at 30 s ticks.
   await mkdir(join(root, 'hour'), { recursive: true });
