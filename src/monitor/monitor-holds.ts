@@ -8,9 +8,10 @@ import { type Evaluation, evaluate } from './evaluate.js';
 import type { RunCursors } from './monitor-commit.js';
 import type { MonitorState } from './monitor-state.js';
 import type { AlertPolicy } from './policy-checks.js';
-import { readNewLinesSync } from './tail-reader.js';
+import { type FileCursor, readNewLinesSync, type TailChunk } from './tail-reader.js';
 import type { TickContext } from './tick-context.js';
 import type { Incident } from './types.js';
+import { ALL_WOKEN_FILES, WOKEN_FILE_BITS, type WokenFiles } from './woken-files.js';
 
 /**
  * Woken evaluations on a hold: the process that evaluates a run on a wake-up keeps the run's lease, state and
@@ -44,6 +45,8 @@ interface Hold {
   revision: string | undefined;
   /** Evaluated since the last commit. */
   dirty: boolean;
+  /** Files the next evaluation reads whatever the wake-up named: all of them on a new hold's first. */
+  unread: WokenFiles;
   since: number;
   lastWakeAt: number;
   /** Local clock until which the lease is surely ours. */
@@ -128,6 +131,7 @@ export function createMonitorHolds(core: HoldCore) {
       lease: taken.lease,
       ...read,
       dirty: false,
+      unread: ALL_WOKEN_FILES,
       since: now,
       lastWakeAt: now,
       validUntil: now + HOLD_LEASE_MS - EXPIRY_MARGIN_MS,
@@ -140,7 +144,12 @@ export function createMonitorHolds(core: HoldCore) {
   }
 
   /** One woken evaluation on the hold: the new lines, read synchronously, through the pure `evaluate`. */
-  async function evaluateHeld(runId: string, meta: RunMeta, hold: Hold): Promise<WokenEvaluation> {
+  async function evaluateHeld(
+    runId: string,
+    meta: RunMeta,
+    hold: Hold,
+    files: WokenFiles,
+  ): Promise<WokenEvaluation> {
     const now = core.clock();
     hold.lastWakeAt = now;
     if (now - hold.policyAt >= POLICY_REFRESH_MS) {
@@ -149,9 +158,11 @@ export function createMonitorHolds(core: HoldCore) {
     }
     const paths = pathsOf(hold, core.runDir(meta));
     const { cursors, state } = hold;
-    const metrics = readNewLinesSync(paths.metrics, cursors.metrics, core.maxBytes);
-    const log = readNewLinesSync(paths.log, cursors.log, core.maxBytes, { carriageReturns: true });
-    const alerts = readNewLinesSync(paths.alerts, cursors.alerts, core.maxBytes);
+    const reading = files | hold.unread;
+    hold.unread = 0;
+    const metrics = readIf(reading & WOKEN_FILE_BITS.metrics, paths.metrics, cursors.metrics, false);
+    const log = readIf(reading & WOKEN_FILE_BITS.log, paths.log, cursors.log, true);
+    const alerts = readIf(reading & WOKEN_FILE_BITS.alerts, paths.alerts, cursors.alerts, false);
     const heldForMs = now - hold.since;
     const changed = [metrics, log, alerts].some((chunk) => chunk.lines.length > 0 || chunk.reset);
     if (!changed) return { incidents: [], newPoints: 0, heldForMs };
@@ -175,6 +186,17 @@ export function createMonitorHolds(core: HoldCore) {
     if (evaluation.incidents.length > 0 || result.malformedNote !== undefined || result.links !== undefined)
       result.incidents = await checkpoint(runId, hold, evaluation.incidents, false);
     return result;
+  }
+
+  /** The file's new lines when the wake-up named it; nothing new (and nothing read) otherwise. */
+  function readIf(
+    named: number,
+    path: string,
+    cursor: FileCursor | undefined,
+    carriageReturns: boolean,
+  ): TailChunk {
+    if (named === 0) return { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+    return readNewLinesSync(path, cursor, core.maxBytes, carriageReturns ? { carriageReturns } : {});
   }
 
   async function checkpoint(runId: string, hold: Hold, incidents: Incident[], release: boolean) {
@@ -256,10 +278,10 @@ export function createMonitorHolds(core: HoldCore) {
 
   return {
     /** One woken evaluation of the run (its files grew). */
-    async wake(runId: string, meta: RunMeta): Promise<WakeResult> {
+    async wake(runId: string, meta: RunMeta, files: WokenFiles = ALL_WOKEN_FILES): Promise<WakeResult> {
       const hold = await current(runId);
       if (typeof hold === 'string') return hold;
-      return onHold(hold, () => evaluateHeld(runId, meta, hold));
+      return onHold(hold, () => evaluateHeld(runId, meta, hold, files));
     },
     /** Take the run's hold out for a tick, once what runs on it finished; undefined when not held here. */
     async take(runId: string): Promise<Hold | undefined> {

@@ -10,6 +10,7 @@ import type { AlertPolicy } from './policy-checks.js';
 import type { RollingLimits } from './rolling-stats.js';
 import type { TriageSnapshot } from './triage-snapshot.js';
 import type { DetectorConfig, Incident } from './types.js';
+import type { WokenFiles } from './woken-files.js';
 
 /** The monitor's options and interface (monitor.ts builds it), apart so its users need not import the shell. */
 
@@ -62,7 +63,7 @@ export interface Monitor {
    * A woken evaluation (the run's files grew): the new points on the state this process holds for the run
    * (monitor-holds.ts), with no executor poll and no time-based detectors; the timer's tick does those.
    */
-  wake(runId: string, meta: RunMeta): Promise<WakeResult>;
+  wake(runId: string, meta: RunMeta, files?: WokenFiles): Promise<WakeResult>;
   /** Commit and let go of every run held for wake-ups (before the process closes Redis). */
   endHolds(): Promise<void>;
   /** Mark incidents as delivered so later ticks stop returning them. */

@@ -8,6 +8,7 @@ import type { RunMeta } from '../runs/records/run-types.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { Monitor, TickResult } from './monitor-types.js';
 import type { Incident } from './types.js';
+import type { WokenFiles } from './woken-files.js';
 
 /**
  * The worker of the `monitor` queue: for each tick job it loads the run, asks the executor for the process
@@ -117,7 +118,7 @@ export function createWakeHandler(
   const clock = options.clock ?? Date.now;
   const metas = new Map<string, { meta: RunMeta; at: number }>();
   return {
-    async wakeRun(runId: string): Promise<'done' | 'locked'> {
+    async wakeRun(runId: string, files?: WokenFiles): Promise<'done' | 'locked'> {
       let known = metas.get(runId);
       if (known === undefined || clock() - known.at >= META_REFRESH_MS) {
         const meta = await options.loadRun(runId);
@@ -126,7 +127,7 @@ export function createWakeHandler(
         metas.set(runId, known);
       }
       const { meta } = known;
-      const result = await options.monitor.wake(runId, meta);
+      const result = await options.monitor.wake(runId, meta, files);
       if (result === 'locked') return 'locked';
       // Another process holds the run for its wake-ups: it saw the same line.
       if (result === 'held-elsewhere') return 'done';

@@ -1,8 +1,7 @@
 import { type FSWatcher, watch } from 'node:fs';
 import type { Logger } from '../logger.js';
+import { type WokenFiles, wokenFileBit } from './woken-files.js';
 
-/** The files whose growth means a run has something new to judge. */
-const WAKING_FILES = new Set(['output.log', 'metrics.jsonl']);
 /** The grid woken evaluations are due on (ms): at most this much later than the debounce allows. */
 const BATCH_MS = 25;
 /** How soon a wake-up that found the run's lease taken tries again. */
@@ -37,6 +36,8 @@ interface RunWakeState {
   running: boolean;
   /** A change arrived during an evaluation (or it found the lease taken): exactly one more follows. */
   pending: boolean;
+  /** The files that changed since the last evaluation began (woken-files.ts). */
+  files: WokenFiles;
   /** The grid time its evaluation is due at, while one is scheduled. */
   dueMs?: number;
 }
@@ -63,7 +64,8 @@ const watchWithFs: DirectoryWatch = (directory, onChange) => {
  * filesystems where watches do not fire (NFS).
  */
 export function createRunWakeups(options: {
-  evaluate: (runId: string) => Promise<WakeOutcome>;
+  /** `files`: which of the run's files changed since its last evaluation began (woken-files.ts). */
+  evaluate: (runId: string, files: WokenFiles) => Promise<WakeOutcome>;
   maxEvalsPerS: number;
   logger: Logger;
   watchDirectory?: DirectoryWatch;
@@ -120,9 +122,11 @@ export function createRunWakeups(options: {
     slots.delete(dueMs);
   }
 
-  function wake(runId: string): void {
+  function wake(runId: string, files: WokenFiles): void {
     const state = runs.get(runId);
-    if (state === undefined || state.dueMs !== undefined) return;
+    if (state === undefined) return;
+    state.files |= files;
+    if (state.dueMs !== undefined) return;
     if (state.running) {
       state.pending = true;
       return;
@@ -135,10 +139,14 @@ export function createRunWakeups(options: {
     if (runs.get(runId) !== state) return;
     state.running = true;
     state.lastStartMs = clock();
+    const files = state.files;
+    state.files = 0;
     let outcome: WakeOutcome = 'done';
     try {
-      outcome = await options.evaluate(runId);
+      outcome = await options.evaluate(runId, files);
     } catch (error) {
+      // The next wake-up reads these files too (their cursors did not move); the timer tick retries them all.
+      state.files |= files;
       logger.warn({ runId, err: error }, 'woken evaluation failed; the timer tick retries');
     } finally {
       state.running = false;
@@ -147,12 +155,13 @@ export function createRunWakeups(options: {
     if (outcome === 'locked') {
       // Another evaluation holds the lease and may have started before these lines: look again shortly.
       state.pending = false;
+      state.files |= files;
       evaluateSoon(runId, state, LOCKED_RETRY_MS);
       return;
     }
     if (state.pending) {
       state.pending = false;
-      wake(runId);
+      wake(runId, 0);
     }
   }
 
@@ -161,9 +170,10 @@ export function createRunWakeups(options: {
       if (closed || gapMs === Number.POSITIVE_INFINITY || runs.has(runId)) return;
       try {
         const watcher = watchDirectory(directory, (fileName) => {
-          if (fileName === undefined || WAKING_FILES.has(fileName)) wake(runId);
+          const bit = wokenFileBit(fileName);
+          if (bit !== 0) wake(runId, bit);
         });
-        runs.set(runId, { watcher, lastStartMs: 0, running: false, pending: false });
+        runs.set(runId, { watcher, lastStartMs: 0, running: false, pending: false, files: 0 });
       } catch (error) {
         // No directory yet, or no inotify (some network filesystems): the timer still ticks.
         logger.debug({ runId, directory, err: error }, 'run files not watched; timer only');

@@ -62,7 +62,8 @@ export function createRunWatcher(options: {
   let tickRun: ((runId: string) => Promise<TickOutcome>) | undefined;
   let wakeHandler: ReturnType<typeof createWakeHandler> | undefined;
   const wakeups = createRunWakeups({
-    evaluate: async (runId) => (wakeHandler === undefined ? 'done' : wakeHandler.wakeRun(runId)),
+    evaluate: async (runId, files) =>
+      wakeHandler === undefined ? 'done' : wakeHandler.wakeRun(runId, files),
     maxEvalsPerS: config.monitor.maxEvalsPerS,
     logger: logger.child({ component: 'monitor-wakeups' }),
     ...(options.watchDirectory === undefined ? {} : { watchDirectory: options.watchDirectory }),

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import type { WakeResult, WokenEvaluation } from '../../src/monitor/monitor-holds.js';
 import { parseCursor } from '../../src/monitor/tail-reader.js';
+import { WOKEN_FILE_BITS } from '../../src/monitor/woken-files.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { testRunMeta } from '../helpers/run-meta.js';
 
@@ -146,5 +147,32 @@ describe('woken evaluations on a hold', () => {
     expect(state.rolling.metrics.loss?.steps.slice(-11)).toEqual([
       19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29,
     ]);
+  });
+
+  it('read only the files a wake-up names (every file on the first of a hold), leaving the rest for later', async () => {
+    const run = await runWith('named-files');
+    const monitor = run.make();
+    const printed = (from: number, count: number) =>
+      Array.from(
+        { length: count },
+        (_, index) => `step=${from + index} loss=${1 / (1 + from + index)}\n`,
+      ).join('');
+    const log = (text: string) => appendFile(join(root, run.meta.id, 'output.log'), text);
+    // A run without the helper: its points come from what it prints.
+    await log(printed(0, 20));
+    expect((await monitor.tick(run.meta.id, run.meta, alive)).newPoints).toBe(20);
+    // The hold's first evaluation reads every file, whichever the wake-up named.
+    await log(printed(20, 2));
+    const first = await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.metrics);
+    expect(evaluated(first).newPoints).toBe(2);
+    // After that, a wake-up for metrics.jsonl does not read output.log: its lines wait, unread, not lost.
+    await log(printed(22, 3));
+    expect(evaluated(await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.metrics)).newPoints).toBe(0);
+    expect(evaluated(await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.log)).newPoints).toBe(3);
+    await log(printed(25, 1));
+    expect(evaluated(await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.alerts)).newPoints).toBe(0);
+    // The tick reads every file: the line no wake-up named is counted once.
+    expect((await monitor.tick(run.meta.id, run.meta, alive)).newPoints).toBe(1);
+    expect((await monitor.loadState(run.meta.id)).rolling.points).toBe(26);
   });
 });

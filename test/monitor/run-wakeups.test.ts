@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { createRunWakeups, type DirectoryWatch, type WakeOutcome } from '../../src/monitor/run-wakeups.js';
+import { ALL_WOKEN_FILES, WOKEN_FILE_BITS, type WokenFiles } from '../../src/monitor/woken-files.js';
 
 const logger = pino({ level: 'silent' });
 const root = mkdtempSync(join(tmpdir(), 'shepherd-wakeups-'));
@@ -235,5 +236,46 @@ print(n)`,
     const wakeups = createRunWakeups({ evaluate: async () => 'done', maxEvalsPerS: 0, logger });
     wakeups.follow('quiet', runDirectory('quiet'));
     expect(wakeups.size()).toBe(0);
+  });
+
+  it('tells each evaluation which files changed: a script alert wakes the run, other files do not', async () => {
+    let change: ((fileName: string | undefined) => void) | undefined;
+    const watchDirectory: DirectoryWatch = (_directory, onChange) => {
+      change = onChange;
+      return { close: () => undefined };
+    };
+    const seen: WokenFiles[] = [];
+    let release: (() => void) | undefined;
+    const wakeups = createRunWakeups({
+      evaluate: async (_runId, files) => {
+        seen.push(files);
+        if (seen.length === 2) await new Promise<void>((resolve) => (release = resolve));
+        return 'done';
+      },
+      maxEvalsPerS: 50,
+      logger,
+      watchDirectory,
+    });
+    wakeups.follow('named', '/runs/named');
+    change?.('checkpoints.jsonl');
+    change?.('train.py');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(seen).toEqual([]);
+    change?.('alerts.jsonl');
+    change?.('output.log');
+    await vi.waitFor(() => expect(seen).toEqual([WOKEN_FILE_BITS.alerts | WOKEN_FILE_BITS.log]), {
+      timeout: 5_000,
+      interval: 10,
+    });
+    // A watch that names no file reads them all.
+    change?.(undefined);
+    await vi.waitFor(() => expect(release).toBeDefined(), { timeout: 5_000, interval: 10 });
+    expect(seen[1]).toBe(ALL_WOKEN_FILES);
+    // What changes during an evaluation is handed to the one that follows it.
+    change?.('metrics.jsonl');
+    release?.();
+    await vi.waitFor(() => expect(seen).toHaveLength(3), { timeout: 5_000, interval: 10 });
+    expect(seen[2]).toBe(WOKEN_FILE_BITS.metrics);
+    await wakeups.close();
   });
 });
