@@ -1,3 +1,4 @@
+import { type NameEntry, NameTable } from './name-table.js';
 import * as scan from './scan.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
 import * as types from './types.js';
@@ -13,6 +14,12 @@ import * as types from './types.js';
 const { scanNumber, skipSpaces, scanned } = scan;
 const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
 const MAX_NAME_CHARS = 80;
+
+interface DictKey extends NameEntry {
+  readonly step: boolean;
+}
+
+const keys = new NameTable<DictKey>((text) => ({ text, step: STEP_KEYS.has(text) }));
 
 export const pythonDictFormat: StdoutFormat = {
   name: 'python-dict',
@@ -42,11 +49,11 @@ export const pythonDictFormat: StdoutFormat = {
           if (line.charCodeAt(end) === 41 /* ) */) end++;
           const next = line.charCodeAt(skipSpaces(line, end));
           if (next === 44 /* , */ || next === 125 /* } */) {
-            const key = line.slice(keyStart, keyEnd);
-            if (STEP_KEYS.has(key)) {
+            const key = keys.get(line, keyStart, keyEnd);
+            if (key.step) {
               if (Number.isFinite(value)) result.step = value;
             } else if (count < MAX_METRICS_PER_LINE) {
-              result.metrics[key] = value;
+              result.metrics[key.text] = value;
               count++;
             }
           }

@@ -48,8 +48,43 @@ export function createStdoutParseState(): StdoutParseState {
   return { lines: 0 };
 }
 
-// tqdm: `| 123/1000 [00:12<01:30, 9.8it/s]`; Keras: `123/1000 [=====>....]`.
-const TQDM_COUNTER = /(?<![\d/])(\d+)\/(\d+) \[/;
+/** The counter of the last bar `readBarCounter` found (one shared object: no allocation per line). */
+const counter = { n: 0, total: 0 };
+
+function isDigit(code: number): boolean {
+  return code >= 48 && code <= 57;
+}
+
+/** The integer `text.slice(start, end)` holds, as Number() reads it (digits gathered while exact). */
+function digitsValue(text: string, start: number, end: number): number {
+  if (end - start > 15) return Number(text.slice(start, end));
+  let value = 0;
+  for (let index = start; index < end; index++) value = value * 10 + (text.charCodeAt(index) - 48);
+  return value;
+}
+
+/**
+ * Finds a bar's `123/1000 [` (tqdm: `| 123/1000 [00:12<01:30, 9.8it/s]`; Keras: `123/1000 [=====>....]`):
+ * the first `/` with whole digit runs on both sides, not preceded by another `/`, and ` [` after it. By hand
+ * rather than a regular expression: the match array and its strings were allocated for every bar line.
+ */
+function readBarCounter(segment: string): boolean {
+  const length = segment.length;
+  for (let slash = segment.indexOf('/'); slash !== -1; slash = segment.indexOf('/', slash + 1)) {
+    let start = slash;
+    while (start > 0 && isDigit(segment.charCodeAt(start - 1))) start--;
+    if (start === slash || (start > 0 && segment.charCodeAt(start - 1) === 47)) continue;
+    let end = slash + 1;
+    while (end < length && isDigit(segment.charCodeAt(end))) end++;
+    if (end === slash + 1 || end + 1 >= length) continue;
+    if (segment.charCodeAt(end) !== 32 || segment.charCodeAt(end + 1) !== 91 /* [ */) continue;
+    counter.n = digitsValue(segment, start, slash);
+    counter.total = digitsValue(segment, slash + 1, end);
+    return true;
+  }
+  return false;
+}
+
 const MAX_SEGMENT_CHARS = 16 * 1024;
 /** The line the executor writes into output.log before each launch (`=== launch 2 at … ===`). */
 const LAUNCH_HEADER = '=== launch ';
@@ -76,11 +111,8 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
     options.pattern === undefined ? builtIn : [customPatternFormat(options.pattern), ...builtIn];
 
   function observeBar(state: StdoutParseState, segment: string): boolean {
-    if (segment.indexOf('/') === -1) return false;
-    const match = TQDM_COUNTER.exec(segment);
-    if (match === null) return false;
-    const n = Number(match[1]);
-    const total = Number(match[2]);
+    if (!readBarCounter(segment)) return false;
+    const { n, total } = counter;
     if (!(total > 0) || n > total) return false;
     const bar = state.bar;
     if (bar === undefined || (total !== bar.total && !bar.used)) {
@@ -138,8 +170,13 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
         // Colour and cursor codes (rich, colorama, loguru) glue to names and numbers: drop them first.
         // Only lines that hold an escape pay for it; output.log keeps its bytes.
         const line = raw.indexOf('\x1b') === -1 ? raw : stripVTControlCharacters(raw);
-        if (line.indexOf('\r') === -1) readSegment(line);
-        else for (const segment of line.split('\r')) readSegment(segment);
+        // `\r`-separated redraws are read in place: no array of them per line.
+        let from = 0;
+        for (let end = line.indexOf('\r'); end !== -1; end = line.indexOf('\r', from)) {
+          if (end - from >= 3) readSegment(line.slice(from, end));
+          from = end + 1;
+        }
+        readSegment(from === 0 ? line : line.slice(from));
       }
       const result: StdoutParseResult = { points };
       // Only the confirmed training bar counts as progress (a dataset Map bar's 7473/7473 is not a step).
