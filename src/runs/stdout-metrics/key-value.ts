@@ -1,4 +1,4 @@
-import { type NameEntry, NameTable } from './name-table.js';
+import * as nameTable from './name-table.js';
 import * as scan from './scan.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
 import * as types from './types.js';
@@ -6,6 +6,7 @@ import * as types from './types.js';
 // Local bindings: under tsx every use of an imported name is a getter call, which doubled this hot loop.
 const { classOf, LETTER, DIGIT, NAME, scanNumber, skipSpaces, scanned } = scan;
 const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
+const { hashStep, NameTable } = nameTable;
 
 /**
  * Progress lines of the `name value` kind, however they are punctuated:
@@ -24,7 +25,7 @@ const IGNORED_KEYS = new Set(['v_num']);
 const MAX_NAME_CHARS = 64;
 const CANDIDATE = /loss|step|iter/i;
 
-interface KeyName extends NameEntry {
+interface KeyName extends nameTable.NameEntry {
   /** Case-folded. */
   readonly key: string;
   readonly ignored: boolean;
@@ -77,11 +78,12 @@ export const keyValueFormat: StdoutFormat = {
       }
       // Here the previous character (if any) is not a name character: the loop stops only after those.
       const start = index;
-      let next = kind;
-      do {
-        index++;
-        next = index < length ? classOf(line.charCodeAt(index)) : 0;
-      } while ((next & NAME) !== 0);
+      let hash = hashStep(0, line.charCodeAt(index));
+      while (++index < length) {
+        const code = line.charCodeAt(index);
+        if ((classOf(code) & NAME) === 0) break;
+        hash = hashStep(hash, code);
+      }
       const nameEnd = index;
       if (nameEnd - start > MAX_NAME_CHARS) continue;
       let position = skipSpaces(line, nameEnd);
@@ -112,7 +114,7 @@ export const keyValueFormat: StdoutFormat = {
         if ((classOf(after) & (LETTER | DIGIT)) !== 0 || after === 95 || after === 46) continue;
       }
       index = end;
-      const entry = names.get(line, start, nameEnd);
+      const entry = names.get(line, start, nameEnd, hash);
       if (entry.ignored) continue;
       if (entry.step) {
         if (Number.isFinite(value) && result.step === undefined) result.step = value;

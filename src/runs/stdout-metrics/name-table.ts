@@ -28,6 +28,11 @@ function matches(text: string, line: string, start: number, end: number): boolea
   return true;
 }
 
+/** One character folded into a name's hash. */
+export function hashStep(hash: number, code: number): number {
+  return (Math.imul(hash, 31) + code) | 0;
+}
+
 export class NameTable<Entry extends NameEntry> {
   // Direct-mapped: a name that collides replaces the one there, so the table stays this size.
   private readonly slots: Array<Entry | undefined> = new Array<Entry | undefined>(SLOTS).fill(undefined);
@@ -37,10 +42,11 @@ export class NameTable<Entry extends NameEntry> {
     this.make = make;
   }
 
-  /** The entry for the name `line.slice(start, end)`. */
-  get(line: string, start: number, end: number): Entry {
-    let hash = end - start;
-    for (let index = start; index < end; index++) hash = (Math.imul(hash, 31) + line.charCodeAt(index)) | 0;
+  /**
+   * The entry for the name `line.slice(start, end)`; `hash` is `hashStep` folded over its characters from
+   * 0 (the formats fold it while they scan the name).
+   */
+  get(line: string, start: number, end: number, hash: number): Entry {
     const slot = (hash ^ (hash >>> 9)) & (SLOTS - 1);
     const known = this.slots[slot];
     if (known !== undefined && matches(known.text, line, start, end)) return known;

@@ -1,4 +1,4 @@
-import { type NameEntry, NameTable } from './name-table.js';
+import * as nameTable from './name-table.js';
 import * as scan from './scan.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
 import * as types from './types.js';
@@ -13,9 +13,10 @@ import * as types from './types.js';
 // Local bindings: under tsx every use of an imported name is a getter call (see bench/stdout-metrics.ts).
 const { scanNumber, skipSpaces, scanned } = scan;
 const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
+const { hashStep, NameTable } = nameTable;
 const MAX_NAME_CHARS = 80;
 
-interface DictKey extends NameEntry {
+interface DictKey extends nameTable.NameEntry {
   readonly step: boolean;
 }
 
@@ -32,8 +33,15 @@ export const pythonDictFormat: StdoutFormat = {
     let index = 1;
     while (index < length) {
       const keyStart = index + 1;
-      const keyEnd = line.indexOf("'", keyStart);
-      if (keyEnd === -1) break;
+      // The closing quote, hashing the key on the way.
+      let keyEnd = keyStart;
+      let hash = 0;
+      for (; keyEnd < length; keyEnd++) {
+        const code = line.charCodeAt(keyEnd);
+        if (code === 39) break;
+        hash = hashStep(hash, code);
+      }
+      if (keyEnd === length) break;
       let position = skipSpaces(line, keyEnd + 1);
       if (line.charCodeAt(position) === 58 /* : */ && keyEnd - keyStart <= MAX_NAME_CHARS) {
         position = skipSpaces(line, position + 1);
@@ -49,7 +57,7 @@ export const pythonDictFormat: StdoutFormat = {
           if (line.charCodeAt(end) === 41 /* ) */) end++;
           const next = line.charCodeAt(skipSpaces(line, end));
           if (next === 44 /* , */ || next === 125 /* } */) {
-            const key = keys.get(line, keyStart, keyEnd);
+            const key = keys.get(line, keyStart, keyEnd, hash);
             if (key.step) {
               if (Number.isFinite(value)) result.step = value;
             } else if (count < MAX_METRICS_PER_LINE) {
