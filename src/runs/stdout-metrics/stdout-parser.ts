@@ -98,6 +98,77 @@ function hasAny(record: Record<string, number>): boolean {
   return false;
 }
 
+function observeBar(state: StdoutParseState, segment: string): boolean {
+  if (!readBarCounter(segment)) return false;
+  const { n, total } = counter;
+  if (!(total > 0) || n > total) return false;
+  const bar = state.bar;
+  if (bar === undefined || (total !== bar.total && !bar.used)) {
+    state.bar = { n, total, offset: 0, used: false };
+    state.plannedSteps = total;
+    return true;
+  }
+  if (total !== bar.total) return false;
+  // The same bar restarting (next epoch): keep the step increasing.
+  if (n < bar.n) bar.offset += bar.total;
+  bar.n = n;
+  return true;
+}
+
+function barStep(state: StdoutParseState): number | undefined {
+  return state.bar === undefined ? undefined : state.bar.offset + state.bar.n;
+}
+
+// What reading a segment did: nothing to the bar, moved the bar (no metric line), or read a metric line.
+const UNCHANGED = 0;
+const BAR_MOVED = 1;
+const METRICS_READ = 2;
+
+/** Whether the bar moved since the last metric line, after a segment with this outcome. */
+function barMovedAfter(outcome: number, before: boolean): boolean {
+  return outcome === UNCHANGED ? before : outcome === BAR_MOVED;
+}
+
+/**
+ * Reads one `\r`-separated segment into `points`. A module function, not a closure per call: optimised
+ * code that had inlined one call's closure deoptimised on the next call's (every batch, in the bench).
+ */
+function readSegment(
+  raw: string,
+  formats: readonly StdoutFormat[],
+  state: StdoutParseState,
+  points: StdoutPoint[],
+): number {
+  if (raw.length < 3 || raw.length > MAX_SEGMENT_CHARS) return UNCHANGED;
+  const segment = isPadded(raw) ? raw.trim() : raw;
+  if (segment.length < 3) return UNCHANGED;
+  if (
+    segment.charCodeAt(0) === 61 /* = */ &&
+    segment.startsWith(LAUNCH_HEADER) &&
+    !segment.includes(' ended')
+  ) {
+    // A relaunch (resume, fix): its progress bar starts afresh, maybe at the resumed step.
+    delete state.bar;
+    return UNCHANGED;
+  }
+  const barMoved = observeBar(state, segment);
+  for (const format of formats) {
+    const parsed = format.parse(segment);
+    if (parsed === undefined) continue;
+    let step = parsed.step;
+    if (step === undefined && state.bar !== undefined) {
+      step = barStep(state);
+      state.bar.used = true;
+    }
+    step ??= (state.lastStep ?? -1) + 1;
+    state.lastStep = step;
+    state.lines++;
+    if (hasAny(parsed.metrics)) points.push({ step, metrics: parsed.metrics, format: format.name });
+    return METRICS_READ;
+  }
+  return barMoved ? BAR_MOVED : UNCHANGED;
+}
+
 interface StdoutParserOptions {
   /** Compiled SHEPHERD_METRIC_PATTERN; tried before the built-in formats. */
   pattern?: RegExp;
@@ -110,27 +181,6 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
   const formats =
     options.pattern === undefined ? builtIn : [customPatternFormat(options.pattern), ...builtIn];
 
-  function observeBar(state: StdoutParseState, segment: string): boolean {
-    if (!readBarCounter(segment)) return false;
-    const { n, total } = counter;
-    if (!(total > 0) || n > total) return false;
-    const bar = state.bar;
-    if (bar === undefined || (total !== bar.total && !bar.used)) {
-      state.bar = { n, total, offset: 0, used: false };
-      state.plannedSteps = total;
-      return true;
-    }
-    if (total !== bar.total) return false;
-    // The same bar restarting (next epoch): keep the step increasing.
-    if (n < bar.n) bar.offset += bar.total;
-    bar.n = n;
-    return true;
-  }
-
-  function barStep(state: StdoutParseState): number | undefined {
-    return state.bar === undefined ? undefined : state.bar.offset + state.bar.n;
-  }
-
   return {
     formats,
     /**
@@ -140,32 +190,6 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
     parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
       const points: StdoutPoint[] = [];
       let barMoved = false;
-      const readSegment = (raw: string) => {
-        if (raw.length < 3 || raw.length > MAX_SEGMENT_CHARS) return;
-        const segment = isPadded(raw) ? raw.trim() : raw;
-        if (segment.length < 3) return;
-        if (segment.startsWith(LAUNCH_HEADER) && !segment.includes(' ended')) {
-          // A relaunch (resume, fix): its progress bar starts afresh, maybe at the resumed step.
-          delete state.bar;
-          return;
-        }
-        if (observeBar(state, segment)) barMoved = true;
-        for (const format of formats) {
-          const parsed = format.parse(segment);
-          if (parsed === undefined) continue;
-          let step = parsed.step;
-          if (step === undefined && state.bar !== undefined) {
-            step = barStep(state);
-            state.bar.used = true;
-          }
-          step ??= (state.lastStep ?? -1) + 1;
-          state.lastStep = step;
-          state.lines++;
-          barMoved = false;
-          if (hasAny(parsed.metrics)) points.push({ step, metrics: parsed.metrics, format: format.name });
-          return;
-        }
-      };
       for (const raw of lines) {
         // Colour and cursor codes (rich, colorama, loguru) glue to names and numbers: drop them first.
         // Only lines that hold an escape pay for it; output.log keeps its bytes.
@@ -173,10 +197,12 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
         // `\r`-separated redraws are read in place: no array of them per line.
         let from = 0;
         for (let end = line.indexOf('\r'); end !== -1; end = line.indexOf('\r', from)) {
-          if (end - from >= 3) readSegment(line.slice(from, end));
+          if (end - from >= 3)
+            barMoved = barMovedAfter(readSegment(line.slice(from, end), formats, state, points), barMoved);
           from = end + 1;
         }
-        readSegment(from === 0 ? line : line.slice(from));
+        const last = from === 0 ? line : line.slice(from);
+        barMoved = barMovedAfter(readSegment(last, formats, state, points), barMoved);
       }
       const result: StdoutParseResult = { points };
       // Only the confirmed training bar counts as progress (a dataset Map bar's 7473/7473 is not a step).
