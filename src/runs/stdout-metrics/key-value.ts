@@ -5,7 +5,7 @@ import * as types from './types.js';
 
 // Local bindings: under tsx every use of an imported name is a getter call, which doubled this hot loop.
 const { classOf, LETTER, DIGIT, NAME, scanNumber, skipSpaces, scanned } = scan;
-const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
+const { MAX_METRICS_PER_LINE, STEP_KEYS, printedMetrics } = types;
 const { hashStep, NameTable } = nameTable;
 
 /**
@@ -60,7 +60,8 @@ export const keyValueFormat: StdoutFormat = {
   parse(line: string): PrintedMetrics | undefined {
     // A line is kept only when it names a loss or a step (see above): skip the scan of all others.
     if (!CANDIDATE.test(line)) return undefined;
-    const result: PrintedMetrics = { metrics: {} };
+    const metrics: Record<string, number> = {};
+    let step: number | undefined;
     let count = 0;
     let namesLoss = false;
     let explicitPairs = 0;
@@ -117,18 +118,18 @@ export const keyValueFormat: StdoutFormat = {
       const entry = names.get(line, start, nameEnd, hash);
       if (entry.ignored) continue;
       if (entry.step) {
-        if (Number.isFinite(value) && result.step === undefined) result.step = value;
+        if (Number.isFinite(value) && step === undefined) step = value;
         continue;
       }
       const name = unit === MILLISECONDS ? entry.milliseconds : unit === SECONDS ? entry.seconds : entry.key;
-      if (count >= MAX_METRICS_PER_LINE || result.metrics[name] !== undefined) continue;
-      result.metrics[name] = value;
+      if (count >= MAX_METRICS_PER_LINE || metrics[name] !== undefined) continue;
+      metrics[name] = value;
       count++;
       if (entry.loss) namesLoss = true;
       else if (explicit) explicitPairs++;
     }
     if (count === 0) return undefined;
-    if (namesLoss || (result.step !== undefined && explicitPairs > 0)) return result;
+    if (namesLoss || (step !== undefined && explicitPairs > 0)) return printedMetrics(metrics, step);
     return undefined;
   },
 };

@@ -12,7 +12,7 @@ import * as types from './types.js';
 
 // Local bindings: under tsx every use of an imported name is a getter call (see bench/stdout-metrics.ts).
 const { scanNumber, skipSpaces, scanned } = scan;
-const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
+const { MAX_METRICS_PER_LINE, STEP_KEYS, printedMetrics } = types;
 const { hashStep, NameTable } = nameTable;
 const MAX_NAME_CHARS = 80;
 
@@ -28,7 +28,8 @@ export const pythonDictFormat: StdoutFormat = {
     if (line.charCodeAt(0) !== 123 /* { */ || line.charCodeAt(1) !== 39 /* ' */) return undefined;
     const length = line.length;
     if (line.charCodeAt(length - 1) !== 125 /* } */) return undefined;
-    const result: PrintedMetrics = { metrics: {} };
+    const metrics: Record<string, number> = {};
+    let step: number | undefined;
     let count = 0;
     let index = 1;
     while (index < length) {
@@ -59,9 +60,9 @@ export const pythonDictFormat: StdoutFormat = {
           if (next === 44 /* , */ || next === 125 /* } */) {
             const key = keys.get(line, keyStart, keyEnd, hash);
             if (key.step) {
-              if (Number.isFinite(value)) result.step = value;
+              if (Number.isFinite(value)) step = value;
             } else if (count < MAX_METRICS_PER_LINE) {
-              result.metrics[key.text] = value;
+              metrics[key.text] = value;
               count++;
             }
           }
@@ -72,6 +73,6 @@ export const pythonDictFormat: StdoutFormat = {
       if (next === -1) break;
       index = next + 2;
     }
-    return count === 0 && result.step === undefined ? undefined : result;
+    return count === 0 && step === undefined ? undefined : printedMetrics(metrics, step);
   },
 };
