@@ -152,7 +152,10 @@ function readSegment(
     return UNCHANGED;
   }
   const barMoved = observeBar(state, segment);
-  for (const format of formats) {
+  // Indexed loops here and in parseLines: the for-of iterator was not always optimised away, and then
+  // allocated a result object per step.
+  for (let index = 0; index < formats.length; index++) {
+    const format = formats[index] as StdoutFormat;
     const parsed = format.parse(segment);
     if (parsed === undefined) continue;
     let step = parsed.step;
@@ -190,7 +193,8 @@ export function createStdoutParser(options: StdoutParserOptions = {}) {
     parseLines(lines: readonly string[], state: StdoutParseState): StdoutParseResult {
       const points: StdoutPoint[] = [];
       let barMoved = false;
-      for (const raw of lines) {
+      for (let index = 0; index < lines.length; index++) {
+        const raw = lines[index] as string;
         // Colour and cursor codes (rich, colorama, loguru) glue to names and numbers: drop them first.
         // Only lines that hold an escape pay for it; output.log keeps its bytes.
         const line = raw.indexOf('\x1b') === -1 ? raw : stripVTControlCharacters(raw);
