@@ -1,5 +1,9 @@
 import { parseMetricLine } from '../metric-line.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
+import * as types from './types.js';
+
+// A local binding: under tsx every use of an imported name is a getter call.
+const { printedMetrics } = types;
 
 /**
  * A JSON object on a line (`{"step": 10, "loss": 0.52}`), read as metrics.jsonl is: numbers are metrics,
@@ -15,35 +19,36 @@ const SKIPPED = new Set(['ts', 'time', 'timestamp', '_ts', '_time', ...STEP_NAME
 const MAX_METRICS = 64;
 
 /**
- * Adds `source`'s numbers to `result` (up to MAX_METRICS in all); returns the new count. A plain function:
+ * Adds `source`'s numbers to `metrics` (up to MAX_METRICS in all); returns the new count. A plain function:
  * a closure bound to a name per line costs tsx's name-keeping wrapper (~1 µs) on every printed line.
  */
-function addNumbers(result: PrintedMetrics, source: Record<string, unknown>, count: number): number {
+function addNumbers(metrics: Record<string, number>, source: Record<string, unknown>, count: number): number {
   let added = count;
   for (const key in source) {
     const raw = source[key];
     if (typeof raw !== 'number' || SKIPPED.has(key) || added >= MAX_METRICS) continue;
-    result.metrics[key] = raw;
+    metrics[key] = raw;
     added++;
   }
   return added;
 }
 
 function fromObject(value: Record<string, unknown>): PrintedMetrics | undefined {
-  const result: PrintedMetrics = { metrics: {} };
+  const metrics: Record<string, number> = {};
   let count = 0;
+  let step: number | undefined;
   for (const key of STEP_NAMES) {
-    const step = value[key];
-    if (typeof step === 'number' && Number.isFinite(step)) {
-      result.step = step;
+    const candidate = value[key];
+    if (typeof candidate === 'number' && Number.isFinite(candidate)) {
+      step = candidate;
       break;
     }
   }
-  count = addNumbers(result, value, count);
+  count = addNumbers(metrics, value, count);
   const nested = value.metrics;
   if (typeof nested === 'object' && nested !== null && !Array.isArray(nested))
-    count = addNumbers(result, nested as Record<string, unknown>, count);
-  return count === 0 && result.step === undefined ? undefined : result;
+    count = addNumbers(metrics, nested as Record<string, unknown>, count);
+  return count === 0 && step === undefined ? undefined : printedMetrics(metrics, step);
 }
 
 export const jsonLineFormat: StdoutFormat = {
@@ -61,9 +66,7 @@ export const jsonLineFormat: StdoutFormat = {
     } catch {
       const parsed = parseMetricLine(line);
       if (!parsed.ok) return undefined;
-      const result: PrintedMetrics = { metrics: parsed.point.metrics };
-      if (parsed.point.step !== undefined) result.step = parsed.point.step;
-      return result;
+      return printedMetrics(parsed.point.metrics, parsed.point.step);
     }
     if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
     return fromObject(value as Record<string, unknown>);

@@ -1,3 +1,4 @@
+import * as nameTable from './name-table.js';
 import * as scan from './scan.js';
 import type { PrintedMetrics, StdoutFormat } from './types.js';
 import * as types from './types.js';
@@ -11,8 +12,15 @@ import * as types from './types.js';
 
 // Local bindings: under tsx every use of an imported name is a getter call (see bench/stdout-metrics.ts).
 const { scanNumber, skipSpaces, scanned } = scan;
-const { MAX_METRICS_PER_LINE, STEP_KEYS } = types;
+const { MAX_METRICS_PER_LINE, STEP_KEYS, printedMetrics } = types;
+const { hashStep, NameTable } = nameTable;
 const MAX_NAME_CHARS = 80;
+
+interface DictKey extends nameTable.NameEntry {
+  readonly step: boolean;
+}
+
+const keys = new NameTable<DictKey>((text) => ({ text, step: STEP_KEYS.has(text) }));
 
 export const pythonDictFormat: StdoutFormat = {
   name: 'python-dict',
@@ -20,13 +28,21 @@ export const pythonDictFormat: StdoutFormat = {
     if (line.charCodeAt(0) !== 123 /* { */ || line.charCodeAt(1) !== 39 /* ' */) return undefined;
     const length = line.length;
     if (line.charCodeAt(length - 1) !== 125 /* } */) return undefined;
-    const result: PrintedMetrics = { metrics: {} };
+    const metrics: Record<string, number> = {};
+    let step: number | undefined;
     let count = 0;
     let index = 1;
     while (index < length) {
       const keyStart = index + 1;
-      const keyEnd = line.indexOf("'", keyStart);
-      if (keyEnd === -1) break;
+      // The closing quote, hashing the key on the way.
+      let keyEnd = keyStart;
+      let hash = 0;
+      for (; keyEnd < length; keyEnd++) {
+        const code = line.charCodeAt(keyEnd);
+        if (code === 39) break;
+        hash = hashStep(hash, code);
+      }
+      if (keyEnd === length) break;
       let position = skipSpaces(line, keyEnd + 1);
       if (line.charCodeAt(position) === 58 /* : */ && keyEnd - keyStart <= MAX_NAME_CHARS) {
         position = skipSpaces(line, position + 1);
@@ -42,11 +58,11 @@ export const pythonDictFormat: StdoutFormat = {
           if (line.charCodeAt(end) === 41 /* ) */) end++;
           const next = line.charCodeAt(skipSpaces(line, end));
           if (next === 44 /* , */ || next === 125 /* } */) {
-            const key = line.slice(keyStart, keyEnd);
-            if (STEP_KEYS.has(key)) {
-              if (Number.isFinite(value)) result.step = value;
+            const key = keys.get(line, keyStart, keyEnd, hash);
+            if (key.step) {
+              if (Number.isFinite(value)) step = value;
             } else if (count < MAX_METRICS_PER_LINE) {
-              result.metrics[key] = value;
+              metrics[key.text] = value;
               count++;
             }
           }
@@ -57,6 +73,6 @@ export const pythonDictFormat: StdoutFormat = {
       if (next === -1) break;
       index = next + 2;
     }
-    return count === 0 && result.step === undefined ? undefined : result;
+    return count === 0 && step === undefined ? undefined : printedMetrics(metrics, step);
   },
 };

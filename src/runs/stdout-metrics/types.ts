@@ -17,6 +17,14 @@ export interface StdoutFormat {
   parse(line: string): PrintedMetrics | undefined;
 }
 
+/**
+ * A format's answer, made once its step is known: an object given `step` after it was made grew a property
+ * store for it (one more allocation per printed line).
+ */
+export function printedMetrics(metrics: Record<string, number>, step: number | undefined): PrintedMetrics {
+  return step === undefined ? { metrics } : { metrics, step };
+}
+
 /** Keys that carry the training step rather than a metric, as scripts usually spell them. */
 export const STEP_KEYS = new Set(['step', 'global_step', 'iter', 'iteration', 'steps']);
 
