@@ -163,6 +163,10 @@ export function createMonitorHolds(core: HoldCore) {
     const metrics = readIf(reading & WOKEN_FILE_BITS.metrics, paths.metrics, cursors.metrics, false);
     const log = readIf(reading & WOKEN_FILE_BITS.log, paths.log, cursors.log, true);
     const alerts = readIf(reading & WOKEN_FILE_BITS.alerts, paths.alerts, cursors.alerts, false);
+    // A read that hit the byte cap goes on at the next wake-up, whichever file that one names.
+    if (metrics.more) hold.unread |= WOKEN_FILE_BITS.metrics;
+    if (log.more) hold.unread |= WOKEN_FILE_BITS.log;
+    if (alerts.more) hold.unread |= WOKEN_FILE_BITS.alerts;
     const heldForMs = now - hold.since;
     const changed = [metrics, log, alerts].some((chunk) => chunk.lines.length > 0 || chunk.reset);
     if (!changed) return { incidents: [], newPoints: 0, heldForMs };

@@ -175,4 +175,27 @@ describe('woken evaluations on a hold', () => {
     expect((await monitor.tick(run.meta.id, run.meta, alive)).newPoints).toBe(1);
     expect((await monitor.loadState(run.meta.id)).rolling.points).toBe(26);
   });
+
+  it('go on with a read cut at the byte cap at the next wake-up, whichever file that one names', async () => {
+    const run = await runWith('capped-read');
+    const monitor = createMonitor({
+      redis,
+      prefix,
+      runDir: (meta) => join(root, meta.id),
+      clock: () => run.clock.now,
+      maxBytesPerTick: 400,
+    });
+    await run.append(lines(0, 5));
+    await monitor.tick(run.meta.id, run.meta, alive);
+    await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.metrics);
+    // 30 lines of ~30 bytes: more than two reads' worth at 400 bytes each.
+    await run.append(lines(5, 30));
+    let points = evaluated(await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.metrics)).newPoints;
+    expect(points).toBeLessThan(30);
+    for (let wake = 0; wake < 5 && points < 30; wake++)
+      points += evaluated(await monitor.wake(run.meta.id, run.meta, WOKEN_FILE_BITS.log)).newPoints;
+    expect(points).toBe(30);
+    await monitor.endHolds();
+    expect((await monitor.loadState(run.meta.id)).rolling.points).toBe(35);
+  });
 });
