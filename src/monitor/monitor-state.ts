@@ -6,13 +6,8 @@ import type { MlflowCursors } from '../runs/tfevents/mlflow-store.js';
 import type { TrackerLinks } from '../runs/tracker-links.js';
 import type { ScriptAlertBook } from './detectors/script-alert.js';
 import type { EpisodeBook } from './episodes.js';
-import {
-  createRollingState,
-  decodeRollingState,
-  type RollingState,
-  serialiseRollingState,
-  withField,
-} from './rolling-stats.js';
+import { decodeRollingState, serialiseRollingState, withField } from './rolling-state-text.js';
+import { createRollingState, type RollingState } from './rolling-stats.js';
 import type { ExtrasState } from './tick-extras.js';
 
 /** The per-run state persisted in `<prefix>:monitor:<runId>` (field `state`), next to the file cursors. */

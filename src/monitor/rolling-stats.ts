@@ -7,12 +7,17 @@ import { median } from './detectors/robust.js';
  * plain numbers so it serialises compactly to Redis and survives a worker restart.
  */
 
-interface SeriesState {
+export interface SeriesState {
   /** Steps and values of the latest points, oldest first, at most `windowSize`. */
   steps: number[];
   values: number[];
-  /** Downsampled history `[step, value]`: every `stride`-th point, compacted 2:1 when full. */
-  history: Array<[number, number]>;
+  /**
+   * Downsampled history, every `stride`-th point, compacted 2:1 when full: steps and values as two flat
+   * arrays (a `[step, value]` pair costs ~70 bytes of heap, two flat numbers 16; with thousands of runs held
+   * in memory the pairs were most of the heap). Written to Redis as pairs, as before.
+   */
+  historySteps: number[];
+  historyValues: number[];
   stride: number;
   /** Points seen since the last history sample. */
   sinceSample: number;
@@ -59,7 +64,16 @@ export function createRollingState(): RollingState {
 }
 
 function newSeries(): SeriesState {
-  return { steps: [], values: [], history: [], stride: 1, sinceSample: 0, count: 0, nonFinite: 0 };
+  return {
+    steps: [],
+    values: [],
+    historySteps: [],
+    historyValues: [],
+    stride: 1,
+    sinceSample: 0,
+    count: 0,
+    nonFinite: 0,
+  };
 }
 
 // Seven significant digits is plenty for alerting and charts and keeps the JSON small.
@@ -70,20 +84,22 @@ function compact(value: number): number {
 /** Halve the history, keeping from each pair the non-finite point, else the larger value (loss spikes point
  *  up, so they survive compaction). */
 function compactHistory(series: SeriesState): void {
-  const next: Array<[number, number]> = [];
-  for (let index = 0; index < series.history.length; index += 2) {
-    const first = series.history[index];
-    const second = series.history[index + 1];
-    if (first === undefined) break;
-    if (second === undefined) {
-      next.push(first);
-      break;
+  // New arrays, not edits in place: the serialised text kept for the old ones (historyTexts) goes with them.
+  const steps: number[] = [];
+  const values: number[] = [];
+  const { historySteps, historyValues } = series;
+  for (let index = 0; index < historySteps.length; index += 2) {
+    const first = historyValues[index] as number;
+    let keep = index;
+    if (index + 1 < historySteps.length && Number.isFinite(first)) {
+      const second = historyValues[index + 1] as number;
+      if (!Number.isFinite(second) || !(first >= second)) keep = index + 1;
     }
-    if (!Number.isFinite(first[1])) next.push(first);
-    else if (!Number.isFinite(second[1])) next.push(second);
-    else next.push(first[1] >= second[1] ? first : second);
+    steps.push(historySteps[keep] as number);
+    values.push(historyValues[keep] as number);
   }
-  series.history = next;
+  series.historySteps = steps;
+  series.historyValues = values;
   series.stride *= 2;
 }
 
@@ -125,9 +141,10 @@ export function addPoint(
     series.sinceSample++;
     // Non-finite points always go into the history so charts can mark them.
     if (series.sinceSample >= series.stride || !Number.isFinite(value)) {
-      series.history.push([point.step, value]);
+      series.historySteps.push(point.step);
+      series.historyValues.push(value);
       series.sinceSample = 0;
-      if (series.history.length > limits.historyCap) compactHistory(series);
+      if (series.historySteps.length > limits.historyCap) compactHistory(series);
     }
     updatePlateauReference(series, point.step, limits.plateauMinImprovement);
   }
@@ -213,14 +230,16 @@ export function visitChartSeries(
   // below gives.
   if (
     series.steps.length === series.values.length &&
-    historyIncreases(series.history) &&
+    series.historySteps.length === series.historyValues.length &&
+    stepsIncrease(series.historySteps) &&
     stepsIncrease(series.steps)
   ) {
     mergeSeries(series, fromStep, visit);
     return;
   }
   const byStep = new Map<number, number>();
-  for (const [step, value] of series.history) byStep.set(step, value);
+  for (let index = 0; index < series.historySteps.length; index++)
+    byStep.set(series.historySteps[index] as number, series.historyValues[index] as number);
   // The window holds every recent point at full resolution; it overrides the sparser history there.
   for (let index = 0; index < series.steps.length; index++) {
     const step = series.steps[index];
@@ -231,14 +250,7 @@ export function visitChartSeries(
     if (!(step < fromStep)) visit(step, value);
 }
 
-/** The history's steps strictly increase (two plain loops: these run over every point, twice a tick). */
-function historyIncreases(history: ReadonlyArray<[number, number]>): boolean {
-  for (let index = 1; index < history.length; index++)
-    if (!((history[index - 1] as [number, number])[0] < (history[index] as [number, number])[0]))
-      return false;
-  return true;
-}
-
+/** The steps strictly increase (a plain loop: this runs over every point, twice a tick). */
 function stepsIncrease(steps: readonly number[]): boolean {
   for (let index = 1; index < steps.length; index++)
     if (!((steps[index - 1] as number) < (steps[index] as number))) return false;
@@ -264,119 +276,19 @@ function mergeSeries(
   fromStep: number,
   visit: (step: number, value: number) => void,
 ): void {
-  const { history, steps, values } = series;
-  let fromHistory = firstFrom(history, (pair) => pair[0], fromStep);
+  const { historySteps, historyValues, steps, values } = series;
+  let fromHistory = firstFrom(historySteps, Number, fromStep);
   let fromWindow = firstFrom(steps, Number, fromStep);
-  while (fromHistory < history.length || fromWindow < steps.length) {
-    const pair = history[fromHistory];
+  while (fromHistory < historySteps.length || fromWindow < steps.length) {
+    const historyStep = historySteps[fromHistory];
     const windowStep = steps[fromWindow];
-    if (pair !== undefined && (windowStep === undefined || pair[0] < windowStep)) {
-      visit(pair[0] + 0, pair[1]);
+    if (historyStep !== undefined && (windowStep === undefined || historyStep < windowStep)) {
+      visit(historyStep + 0, historyValues[fromHistory] as number);
       fromHistory++;
       continue;
     }
-    if (pair !== undefined && pair[0] === windowStep) fromHistory++;
+    if (historyStep !== undefined && historyStep === windowStep) fromHistory++;
     visit((windowStep as number) + 0, values[fromWindow] as number);
     fromWindow++;
   }
-}
-
-const NON_FINITE_CODES: Record<string, number> = {
-  NaN: Number.NaN,
-  Inf: Number.POSITIVE_INFINITY,
-  '-Inf': Number.NEGATIVE_INFINITY,
-};
-
-function encodeNumber(value: number): number | string {
-  if (Number.isFinite(value)) return value;
-  return Number.isNaN(value) ? 'NaN' : value > 0 ? 'Inf' : '-Inf';
-}
-
-function decodeNumber(value: unknown): number {
-  if (typeof value === 'number') return value;
-  return typeof value === 'string' ? (NON_FINITE_CODES[value] ?? Number.NaN) : Number.NaN;
-}
-
-/**
- * The rolling state as JSON, with the non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON
- * would turn them into null). This runs on every tick of every run, and most of a state is its chart
- * histories (arrays of pairs, slow to stringify), which only grow between compactions: each history's text
- * is kept and extended by its new pairs (a compaction makes a new array, so a new text).
- */
-export function serialiseRollingState(state: RollingState): string {
-  const { metrics, lastMetrics, ...rest } = state;
-  const encodedLast: Record<string, number | string> = {};
-  for (const [name, value] of Object.entries(lastMetrics)) encodedLast[name] = encodeNumber(value);
-  const parts: string[] = [];
-  for (const [name, series] of Object.entries(metrics))
-    parts.push(`${JSON.stringify(name)}:${seriesText(series)}`);
-  return withField(JSON.stringify({ ...rest, lastMetrics: encodedLast }), 'metrics', `{${parts.join(',')}}`);
-}
-
-/** `objectText` (a JSON object) with one more field, whose value is already JSON. */
-export function withField(objectText: string, name: string, valueText: string): string {
-  const separator = objectText === '{}' ? '' : ',';
-  return `${objectText.slice(0, -1)}${separator}${JSON.stringify(name)}:${valueText}}`;
-}
-
-function seriesText(series: SeriesState): string {
-  const { history, values, ...rest } = series;
-  return withField(
-    withField(JSON.stringify(rest), 'values', `"${encodeFloats(values)}"`),
-    'history',
-    historyText(history),
-  );
-}
-
-/** Marks a window's values written as the base64 of their float64 bytes (little-endian, as every host here). */
-const FLOATS_PREFIX = 'f64:';
-
-/**
- * A window's values as the base64 of their IEEE bytes: exact (NaN, ±Infinity and -0 included) and far cheaper
- * than printing 500 doubles as decimal text every tick, which led the quiet tick's profile.
- */
-function encodeFloats(values: readonly number[]): string {
-  const floats = Float64Array.from(values);
-  return `${FLOATS_PREFIX}${Buffer.from(floats.buffer, floats.byteOffset, floats.byteLength).toString('base64')}`;
-}
-
-function decodeFloats(text: string): number[] {
-  const bytes = Buffer.from(text.slice(FLOATS_PREFIX.length), 'base64');
-  const floats = new Float64Array(Math.floor(bytes.length / 8));
-  // Copied into a fresh buffer: a decoded Buffer need not start on an 8-byte boundary.
-  new Uint8Array(floats.buffer).set(bytes.subarray(0, floats.length * 8));
-  return Array.from(floats);
-}
-
-/** Each live history's JSON text so far (without brackets) and how many pairs it covers. */
-const historyTexts = new WeakMap<Array<[number, number]>, { pairs: number; text: string }>();
-
-function historyText(history: Array<[number, number]>): string {
-  let known = historyTexts.get(history);
-  if (known === undefined || known.pairs > history.length) known = { pairs: 0, text: '' };
-  const pieces: string[] = known.pairs === 0 ? [] : [known.text];
-  for (let index = known.pairs; index < history.length; index++) {
-    const [step, value] = history[index] as [number, number];
-    pieces.push(`[${JSON.stringify(step)},${JSON.stringify(encodeNumber(value))}]`);
-  }
-  // join makes one flat string; appending with `+` would build a rope that every write walks again.
-  const text = pieces.join(',');
-  historyTexts.set(history, { pairs: history.length, text });
-  return `[${text}]`;
-}
-
-/** Inverse of `serialiseRollingState`'s encoding, in place on freshly parsed JSON. */
-export function decodeRollingState(value: RollingState): RollingState {
-  for (const series of Object.values(value.metrics)) {
-    const values: unknown = series.values;
-    if (typeof values === 'string')
-      series.values = values.startsWith(FLOATS_PREFIX) ? decodeFloats(values) : [];
-    if (!(series.nonFinite > 0)) continue;
-    for (let index = 0; index < series.values.length; index++) {
-      if (typeof series.values[index] !== 'number') series.values[index] = decodeNumber(series.values[index]);
-    }
-    for (const pair of series.history) if (typeof pair[1] !== 'number') pair[1] = decodeNumber(pair[1]);
-  }
-  for (const [name, raw] of Object.entries(value.lastMetrics)) value.lastMetrics[name] = decodeNumber(raw);
-  return value;
 }

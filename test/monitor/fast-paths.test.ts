@@ -182,7 +182,8 @@ describe('chart series', () => {
       state.metrics.loss = {
         steps,
         values,
-        history,
+        historySteps: history.map(([historyStep]) => historyStep),
+        historyValues: history.map(([, value]) => value),
         stride: 1,
         sinceSample: 0,
         count: steps.length,
@@ -309,12 +310,14 @@ function serialisedByCopy(state: ReturnType<typeof createMonitorState>, floats: 
     Number.isFinite(value) ? value : Number.isNaN(value) ? 'NaN' : value > 0 ? 'Inf' : '-Inf';
   const rolling: RollingState = state.rolling;
   const metrics: Record<string, unknown> = {};
-  for (const [name, series] of Object.entries(rolling.metrics))
+  for (const [name, series] of Object.entries(rolling.metrics)) {
+    const { historySteps, historyValues, ...rest } = series;
     metrics[name] = {
-      ...series,
+      ...rest,
       values: floats ? floatText(series.values) : series.values.map(code),
-      history: series.history.map(([step, value]) => [step, code(value)]),
+      history: historySteps.map((step, index) => [step, code(historyValues[index] as number)]),
     };
+  }
   const lastMetrics = Object.fromEntries(
     Object.entries(rolling.lastMetrics).map(([name, value]) => [name, code(value)]),
   );
