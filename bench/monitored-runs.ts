@@ -27,14 +27,13 @@
  * Env: BENCH_RUNS (default 300), BENCH_SECONDS (default 20).
  */
 import { spawn } from 'node:child_process';
-import { watch } from 'node:fs';
 import { appendFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { createLogger } from '../src/logger.js';
 import { createMonitor } from '../src/monitor/monitor.js';
-import { createRunWakeups, type DirectoryWatch } from '../src/monitor/run-wakeups.js';
+import { createRunWakeups, type DirectoryWatch, watchWithFs } from '../src/monitor/run-wakeups.js';
 import { testRunMeta } from '../test/helpers/run-meta.js';
 import { note, print, quantile } from './lib/output.js';
 
@@ -90,15 +89,13 @@ const firedAt = new Map<string, number>();
 const latencies: Array<[number, number]> = [];
 const firstEvaluated = new Set<string>();
 let lastFirstEvaluationAt = 0;
-/** The real `fs.watch`, noting when a run's watch fires, for the latency. */
+/** The real watch (run-wakeups.ts), noting when a run's watch fires, for the latency. */
 const watchNoting: DirectoryWatch = (directory, onChange) => {
   const runId = directory.slice(directory.lastIndexOf('/') + 1);
-  const watcher = watch(directory, { persistent: false }, (_event, fileName) => {
+  return watchWithFs(directory, (fileName) => {
     if (!firedAt.has(runId)) firedAt.set(runId, performance.now());
-    onChange(fileName === null ? undefined : String(fileName));
+    onChange(fileName);
   });
-  watcher.on('error', () => watcher.close());
-  return watcher;
 };
 const wakeups = createRunWakeups({
   maxEvalsPerS: 2,

@@ -8,7 +8,7 @@ import { type Evaluation, evaluate } from './evaluate.js';
 import type { RunCursors } from './monitor-commit.js';
 import type { MonitorState } from './monitor-state.js';
 import type { AlertPolicy } from './policy-checks.js';
-import { type FileCursor, readNewLinesSync, type TailChunk } from './tail-reader.js';
+import { type FileCursor, nothingNew, readNewLinesSync, type TailChunk } from './tail-reader.js';
 import type { TickContext } from './tick-context.js';
 import type { Incident } from './types.js';
 import { ALL_WOKEN_FILES, WOKEN_FILE_BITS, type WokenFiles } from './woken-files.js';
@@ -199,7 +199,7 @@ export function createMonitorHolds(core: HoldCore) {
     cursor: FileCursor | undefined,
     carriageReturns: boolean,
   ): TailChunk {
-    if (named === 0) return { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+    if (named === 0) return nothingNew(cursor);
     return readNewLinesSync(path, cursor, core.maxBytes, carriageReturns ? { carriageReturns } : {});
   }
 

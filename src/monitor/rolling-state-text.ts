@@ -25,8 +25,8 @@ function decodeNumber(value: unknown): number {
 /**
  * The rolling state as JSON, with the non-finite numbers as the strings "NaN", "Inf", "-Inf" (plain JSON
  * would turn them into null). This runs on every tick of every run, and most of a state is its chart
- * histories (arrays of pairs, slow to stringify), which only grow between compactions: each history's text
- * is kept and extended by its new pairs (a compaction makes a new array, so a new text).
+ * histories (written as pairs, slow to stringify), which only grow between compactions: each history's text
+ * is kept and extended by its new pairs (a compaction makes new arrays, so a new text).
  */
 export function serialiseRollingState(state: RollingState): string {
   const { metrics, lastMetrics, ...rest } = state;

@@ -48,7 +48,7 @@ interface DueSlot {
   runs: Map<string, RunWakeState>;
 }
 
-const watchWithFs: DirectoryWatch = (directory, onChange) => {
+export const watchWithFs: DirectoryWatch = (directory, onChange) => {
   const watcher: FSWatcher = watch(directory, { persistent: false }, (_event, fileName) =>
     onChange(fileName === null ? undefined : String(fileName)),
   );

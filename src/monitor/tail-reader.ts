@@ -30,6 +30,11 @@ export interface TailChunk {
 
 export const DEFAULT_MAX_BYTES_PER_READ = 4 * 1024 * 1024;
 
+/** A read that found nothing new: the cursor stays where it was. */
+export function nothingNew(cursor: FileCursor | undefined): TailChunk {
+  return { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+}
+
 interface ReadLinesOptions {
   /** Also end a read after the last `\r` (output.log), so in-place progress updates are seen promptly. */
   carriageReturns?: boolean;
@@ -46,9 +51,7 @@ export async function readNewLines(
   try {
     handle = await open(path, 'r');
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') {
-      return { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
-    }
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return nothingNew(cursor);
     throw error;
   }
   try {
@@ -64,7 +67,7 @@ export async function readNewLines(
     }
     const available = size - offset;
     if (available <= 0) {
-      return { lines: [], cursor: { ino, offset }, reset, more: false, oversized: 0, bytesRead: 0 };
+      return { ...nothingNew({ ino, offset }), reset };
     }
     const length = Math.min(available, maxBytes);
     const buffer = Buffer.allocUnsafe(length);
@@ -126,7 +129,7 @@ export function readNewLinesSync(
   maxBytes: number = DEFAULT_MAX_BYTES_PER_READ,
   options: ReadLinesOptions = {},
 ): TailChunk {
-  const nothing: TailChunk = { lines: [], cursor, reset: false, more: false, oversized: 0, bytesRead: 0 };
+  const nothing = nothingNew(cursor);
   const quick = statSync(path, { throwIfNoEntry: false });
   // The same file at the same size: nothing new, nothing opened (a wake-up for another file of the run).
   if (
