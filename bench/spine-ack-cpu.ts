@@ -15,32 +15,22 @@
  * Run: npx tsx bench/spine-ack-cpu.ts (Linux; Redis at REDIS_URL or 127.0.0.1:6379).
  * Env: BENCH_ACK_DURATION_S (default 5), BENCH_ACK_CONNECTIONS (default 50).
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { runAutocannon } from './lib/autocannon.js';
 import { note, print } from './lib/output.js';
-import { freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
+import { cpuSeconds, freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
 import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
 
 const durationS = Number(process.env.BENCH_ACK_DURATION_S ?? '5');
 const connections = Number(process.env.BENCH_ACK_CONNECTIONS ?? '50');
 const body = JSON.stringify({ channel: 'bench', user: 'loadgen', text: '@shepherd ack benchmark ping' });
-/** Linux's USER_HZ: /proc times are in hundredths of a second. */
-const TICKS_PER_SECOND = 100;
 
 const prefix = `bench-ack-cpu-${process.pid}`;
 const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-bench-ack-cpu-'));
 const children: StartedChild[] = [];
-
-/** User + system CPU seconds of a process so far. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  // Fields after the command name (which may hold spaces) start at state, field 3; utime and stime are 14, 15.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-}
 
 /** `INFO commandstats` as command → {calls, usec}. */
 async function commandStats(redis: Redis): Promise<Map<string, { calls: number; usec: number }>> {

@@ -28,34 +28,48 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { type LoadResult, runAutocannon } from './lib/autocannon.js';
 import { bareLoopDelayP99Ms, formatGc, gcBetween, scrapeMetrics } from './lib/loop-delay.js';
 import { note, print } from './lib/output.js';
 import { type PacedResult, runPacedLoad } from './lib/paced.js';
-import { freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
-import { benchRedisUrl, deleteKeysWithPrefix } from './lib/redis-keys.js';
+import { cpuSeconds, freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
+import { benchRedisUrl, deleteKeysWithPrefix, redisCpuSeconds } from './lib/redis-keys.js';
 
 const durationS = Number(process.env.BENCH_ACK_DURATION_S ?? '10');
 const connections = Number(process.env.BENCH_ACK_CONNECTIONS ?? '200');
 const rateFraction = Number(process.env.BENCH_ACK_RATE_FRACTION ?? '0.5');
+/** An offered rate (requests/s) for both paced runs instead of a fraction of capacity: for A/B runs. */
+const fixedRate =
+  process.env.BENCH_ACK_FIXED_RATE === undefined ? undefined : Number(process.env.BENCH_ACK_FIXED_RATE);
 const warmupS = 3;
 const pacedWarmUpS = Number(process.env.BENCH_ACK_PACED_WARMUP_S ?? '3');
+/** Turns each server takes at the paced rate; each measures `BENCH_ACK_DURATION_S ÷ rounds` seconds. */
+const rounds = Math.max(1, Number(process.env.BENCH_ACK_ROUNDS ?? '3'));
 const body = JSON.stringify({ channel: 'bench', user: 'loadgen', text: '@shepherd ack benchmark ping' });
 
 const prefix = `bench-ack-${process.pid}`;
 const dataDir = mkdtempSync(join(tmpdir(), 'shepherd-bench-ack-'));
 const children: StartedChild[] = [];
+/** Reads Redis's own CPU time around each paced run. */
+const statsRedis = new Redis(benchRedisUrl, { maxRetriesPerRequest: null });
 
-async function startBare(): Promise<string> {
+/** A started server: its base URL and its process id (for its CPU time). */
+interface Server {
+  url: string;
+  pid: number;
+}
+
+async function startBare(): Promise<Server> {
   const port = await freePort();
   const child = startNodeChild('bench/lib/bare-server.ts', { PATH: process.env.PATH, PORT: String(port) });
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(url, child);
-  return url;
+  return { url, pid: child.child.pid ?? 0 };
 }
 
-async function startShepherd(): Promise<string> {
+async function startShepherd(): Promise<Server> {
   const port = await freePort();
   const child = startNodeChild(
     'src/app/main.ts',
@@ -80,7 +94,7 @@ async function startShepherd(): Promise<string> {
   children.push(child);
   const url = `http://127.0.0.1:${port}`;
   await waitForHttp(`${url}/api/channels`, child);
-  return url;
+  return { url, pid: child.child.pid ?? 0 };
 }
 
 function check(label: string, result: LoadResult): void {
@@ -100,17 +114,49 @@ async function load(label: string, url: string): Promise<LoadResult> {
   return result;
 }
 
-async function paced(label: string, url: string, rate: number): Promise<PacedResult> {
-  const result = await runPacedLoad({ url: `${url}/api/messages`, body, rate, connections, durationS });
+/** A paced run's latencies, with the CPU the server's process and Redis used per answered request (µs). */
+type PacedRun = PacedResult & { serverCpuUs: number; redisCpuUs: number };
+
+async function paced(label: string, server: Server, rate: number): Promise<PacedRun> {
+  const [serverBefore, redisBefore] = [cpuSeconds(server.pid), await redisCpuSeconds(statsRedis)];
+  const result = await runPacedLoad({
+    url: `${server.url}/api/messages`,
+    body,
+    rate,
+    connections,
+    durationS: durationS / rounds,
+    raw: true,
+  });
+  const perAck = (seconds: number) => (seconds * 1e6) / Math.max(1, result.ok);
+  const serverCpuUs = perAck(cpuSeconds(server.pid) - serverBefore);
+  const redisCpuUs = perAck((await redisCpuSeconds(statsRedis)) - redisBefore);
   note(
     `${label}: p50 ${result.p50.toFixed(2)} ms, p90 ${result.p90.toFixed(2)} ms, p99 ${result.p99.toFixed(2)} ms, ` +
       `max ${result.max.toFixed(1)} ms, ${result.ok} ok, ${result.failed} failed in ${result.elapsedS.toFixed(1)} s; ` +
       `sender late p99 ${result.sendLagP99.toFixed(2)} ms (max ${result.sendLagMax.toFixed(1)}), ` +
-      `${result.slowWindows} of ${result.windows} 100-ms windows held a request over 50 ms`,
+      `${result.slowWindows} of ${result.windows} 100-ms windows held a request over 50 ms; ` +
+      `CPU per ack: server ${serverCpuUs.toFixed(0)} µs, Redis ${redisCpuUs.toFixed(0)} µs`,
   );
   if (result.failed > result.sent * 0.01)
     throw new Error(`${label}: ${result.failed} of ${result.sent} failed`);
-  return result;
+  return { ...result, serverCpuUs, redisCpuUs };
+}
+
+const quantile = (sorted: number[], fraction: number) =>
+  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))] ?? Number.NaN;
+
+/** One server's rounds taken together: quantiles of all their latencies, CPU per ack over all of them. */
+function pooled(runs: PacedRun[]) {
+  const latencies = runs.flatMap((run) => run.latencies ?? []).sort((a, b) => a - b);
+  const answered = runs.reduce((sum, run) => sum + run.ok, 0);
+  const weighted = (value: (run: PacedRun) => number) =>
+    runs.reduce((sum, run) => sum + value(run) * run.ok, 0) / Math.max(1, answered);
+  return {
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    serverCpuUs: weighted((run) => run.serverCpuUs),
+    redisCpuUs: weighted((run) => run.redisCpuUs),
+  };
 }
 
 async function pacedWarmUp(url: string, rate: number): Promise<void> {
@@ -128,8 +174,9 @@ async function pacedWarmUp(url: string, rate: number): Promise<void> {
 }
 
 try {
-  const bareUrl = await startBare();
-  const shepherdUrl = await startShepherd();
+  const bare = await startBare();
+  const shepherd = await startShepherd();
+  const [bareUrl, shepherdUrl] = [bare.url, shepherd.url];
   note(
     `bare ${bareUrl}, shepherd ${shepherdUrl} (prefix ${prefix}); ${connections} connections, ${durationS} s each`,
   );
@@ -144,27 +191,40 @@ try {
 
   const bareCapacity = await load('bare capacity', bareUrl);
   const shepherdCapacity = await load('shepherd capacity', shepherdUrl);
-  const rate = Math.round(shepherdCapacity.okPerSecond * rateFraction);
-  // Each server first carries the paced rate for a few seconds unmeasured: it sat idle while the other was
-  // measured, and the measured window is the steady state at that rate, not the ramp from idle.
-  await pacedWarmUp(bareUrl, rate);
+  const rate = fixedRate ?? Math.round(shepherdCapacity.okPerSecond * rateFraction);
+  // The servers take turns, round by round, so a slow minute of the machine falls on both rather than on
+  // whichever ran in it. Each turn starts with a few seconds at the paced rate, unmeasured: the server sat
+  // idle while the other was measured, and the measured window is the steady state, not the ramp from idle.
+  const bareRuns: PacedRun[] = [];
+  const shepherdRuns: PacedRun[] = [];
   await bareLoopDelayP99Ms(bareUrl);
-  const bareLatency = await paced(`bare paced at ${rate}/s`, bareUrl, rate);
-  const bareLoopDelay = await bareLoopDelayP99Ms(bareUrl);
-  // Scraping resets Shepherd's event-loop delay histogram, so the second scrape covers the paced run.
-  await pacedWarmUp(shepherdUrl, rate);
+  // Scraping resets Shepherd's event-loop delay histogram, so the second scrape covers the paced rounds.
   const beforeScrape = await scrapeMetrics(shepherdUrl);
-  const shepherdLatency = await paced(`shepherd paced at ${rate}/s`, shepherdUrl, rate);
+  for (let round = 1; round <= rounds; round += 1) {
+    await pacedWarmUp(bareUrl, rate);
+    bareRuns.push(await paced(`bare paced at ${rate}/s, round ${round}`, bare, rate));
+    await pacedWarmUp(shepherdUrl, rate);
+    shepherdRuns.push(await paced(`shepherd paced at ${rate}/s, round ${round}`, shepherd, rate));
+  }
   const afterScrape = await scrapeMetrics(shepherdUrl);
+  const bareLoopDelay = await bareLoopDelayP99Ms(bareUrl);
   const loopDelayMs = (afterScrape.get('shepherd_event_loop_lag_seconds') ?? Number.NaN) * 1000;
-  note(`shepherd GC during the paced run: ${formatGc(gcBetween(beforeScrape, afterScrape))}`);
+  const bareLatency = pooled(bareRuns);
+  const shepherdLatency = pooled(shepherdRuns);
   note(
-    `event-loop delay p99 during the paced runs: shepherd ${loopDelayMs.toFixed(1)} ms, bare ${bareLoopDelay.toFixed(1)} ms`,
+    `p99 ratio by round: ${shepherdRuns.map((run, index) => (run.p99 / (bareRuns[index]?.p99 ?? Number.NaN)).toFixed(2)).join(', ')}`,
+  );
+  note(`shepherd GC during the paced rounds: ${formatGc(gcBetween(beforeScrape, afterScrape))}`);
+  note(
+    `event-loop delay p99 during the paced rounds: shepherd ${loopDelayMs.toFixed(1)} ms, bare ${bareLoopDelay.toFixed(1)} ms`,
   );
 
   print('ack_p99_ms_bare', bareLatency.p99);
   print('ack_p99_ms_shepherd', shepherdLatency.p99);
   print('ack_p99_ratio', shepherdLatency.p99 / bareLatency.p99);
+  print('ack_paced_cpu_us_bare', bareLatency.serverCpuUs);
+  print('ack_paced_cpu_us_shepherd', shepherdLatency.serverCpuUs);
+  print('ack_paced_redis_cpu_us', shepherdLatency.redisCpuUs);
   print('ack_p50_ms_bare', bareLatency.p50);
   print('ack_p50_ms_shepherd', shepherdLatency.p50);
   print('ack_fixed_rate_rps', rate);
@@ -177,6 +237,7 @@ try {
   print('ack_p99_ms_saturated_shepherd', shepherdCapacity.latency.p99);
 } finally {
   for (const child of children) await child.stop();
+  statsRedis.disconnect();
   const deleted = await deleteKeysWithPrefix(prefix);
   note(`deleted ${deleted} keys under ${prefix}:`);
   rmSync(dataDir, { recursive: true, force: true });

@@ -6,7 +6,7 @@
  * `rate` requests/s are spread round-robin over `connections` keep-alive connections (one socket each,
  * all kept open). Latency runs from each request's *scheduled* send time to its last response byte, so a
  * slow server cannot hide queueing by slowing the sender (no coordinated omission).
- * Input: JSON in argv[2] ({url, body, rate, connections, durationS}); output: one JSON line on stdout.
+ * Input: JSON in argv[2] ({url, body, rate, connections, durationS, raw?}); output: one JSON line on stdout.
  */
 import { Agent, request } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -17,6 +17,8 @@ interface Input {
   rate: number;
   connections: number;
   durationS: number;
+  /** Also print every latency (sorted, ms), for a caller that pools several runs. */
+  raw?: boolean;
 }
 
 const input = JSON.parse(process.argv[2] ?? '{}') as Input;
@@ -103,6 +105,9 @@ process.stdout.write(
     sendLagMax: sendLags[sendLags.length - 1] ?? Number.NaN,
     windows: windowMax.size,
     slowWindows,
+    ...(input.raw === true
+      ? { latencies: latencies.map((latency) => Math.round(latency * 1000) / 1000) }
+      : {}),
   })}\n`,
 );
 for (const agent of agents) agent.destroy();

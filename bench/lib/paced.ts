@@ -16,6 +16,8 @@ const pacedResultSchema = z.object({
   /** 100 ms windows of scheduled sends, and how many of them held a request slower than 50 ms. */
   windows: z.number(),
   slowWindows: z.number(),
+  /** Every latency, sorted (ms), when asked for with `raw`. */
+  latencies: z.array(z.number()).optional(),
 });
 export type PacedResult = z.infer<typeof pacedResultSchema>;
 
@@ -26,6 +28,7 @@ export interface PacedOptions {
   rate: number;
   connections: number;
   durationS: number;
+  raw?: boolean;
 }
 
 /** Runs bench/lib/paced-load.ts in its own process and returns its latency summary (ms). */

@@ -1,5 +1,17 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+
+/** Linux's USER_HZ: /proc times are in hundredths of a second. */
+const TICKS_PER_SECOND = 100;
+
+/** User + system CPU seconds a process has used so far (Linux, from /proc). */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start at state, field 3; utime and stime are 14, 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
 
 /** A free TCP port on 127.0.0.1 (bind to 0, read it, release it). */
 export async function freePort(): Promise<number> {

@@ -18,3 +18,10 @@ export async function deleteKeysWithPrefix(prefix: string): Promise<number> {
   }
   return deleted;
 }
+
+/** The Redis server's own CPU seconds so far (`INFO cpu`: user + system, every client's work). */
+export async function redisCpuSeconds(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([0-9.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}

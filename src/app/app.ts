@@ -22,6 +22,7 @@ import { createNotifyWorker, createQueueNotifier, type QueueNotifier } from '../
 import { createTurnInbox, type TurnInbox } from '../queue/turn-inbox.js';
 import { createTurnQueue, createTurnWorker } from '../queue/turn-worker.js';
 import { createRedis } from '../redis/connection.js';
+import { createScriptGate } from '../redis/script-gate.js';
 import type { Executor } from '../runs/executor.js';
 import { createLlmBudget, type LlmBudget } from '../spend/llm-budget.js';
 import { createLlmLedger } from '../spend/llm-ledger.js';
@@ -147,9 +148,16 @@ function createSpine(config: Config, logger: Logger) {
   const ackRedis = createRedis(config, { logger });
   const prefix = config.queuePrefix;
   const ops = createOps({ config, redis, logger: logger.child({ component: 'ops' }) });
-  const webStore = createWebStore({ redis: ackRedis, prefix, fileTtlDays: config.fileTtlDays });
+  // Its scripts go out one batch at a time: a burst of messages shares writes and wake-ups of Redis.
+  const ackScripts = createScriptGate(ackRedis);
+  const webStore = createWebStore({
+    redis: ackRedis,
+    scripts: ackScripts,
+    prefix,
+    fileTtlDays: config.fileTtlDays,
+  });
   const notifier = createQueueNotifier({ connection: redis, prefix, logger });
-  const inbox = createTurnInbox({ redis: ackRedis, prefix });
+  const inbox = createTurnInbox({ redis: ackRedis, scripts: ackScripts, prefix });
   const turnQueue = createTurnQueue(redis, prefix, logger);
   const threadState = createThreadState({ redis, prefix });
   const actions = createActionRouter();

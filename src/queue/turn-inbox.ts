@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
 import { createScriptRunner } from '../redis/connection.js';
+import type { ScriptRunners } from '../redis/script-gate.js';
 import { SCRIPT_NEW_ID, type ScriptStep } from '../redis/script-step.js';
 import {
   ACCEPT_SCRIPT,
@@ -180,8 +181,15 @@ export function turnInboxKeys(prefix: string) {
   } as const;
 }
 
-export function createTurnInbox(options: { redis: Redis; prefix: string; deliveryTtlS?: number }): TurnInbox {
+export function createTurnInbox(options: {
+  redis: Redis;
+  prefix: string;
+  deliveryTtlS?: number;
+  /** Runs the inbox's scripts (`createScriptGate` on the acking connection); plain runners by default. */
+  scripts?: ScriptRunners;
+}): TurnInbox {
   const { redis } = options;
+  const scripts = options.scripts ?? ((script: string) => createScriptRunner(redis, script));
   const deliveryTtlS = options.deliveryTtlS ?? 24 * 3600;
   const keys = turnInboxKeys(options.prefix);
   const known = keys.knownThreads;
@@ -190,10 +198,10 @@ export function createTurnInbox(options: { redis: Redis; prefix: string; deliver
   const batchKey = keys.batch;
   const pending = keys.pending;
   const deliveryKeyFor = keys.delivery;
-  const runAccept = createScriptRunner(redis, ACCEPT_SCRIPT);
-  const runPushEvent = createScriptRunner(redis, PUSH_EVENT_SCRIPT);
-  const runClaim = createScriptRunner(redis, CLAIM_SCRIPT);
-  const runLockAndClaim = createScriptRunner(redis, LOCK_AND_CLAIM_SCRIPT);
+  const runAccept = scripts(ACCEPT_SCRIPT);
+  const runPushEvent = scripts(PUSH_EVENT_SCRIPT);
+  const runClaim = scripts(CLAIM_SCRIPT);
+  const runLockAndClaim = scripts(LOCK_AND_CLAIM_SCRIPT);
 
   function toBatch(threadId: string, batchJson: string, raw: string[]): Batch {
     const batch = batchSchema.safeParse(safeJson(batchJson));

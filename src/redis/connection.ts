@@ -188,9 +188,12 @@ export async function redisAnswers(
   return (await redisRefusal(settings, connectTimeout)) === undefined;
 }
 
+/** The SHA-1 Redis names a script by. */
+export const scriptSha = (script: string) => createHash('sha1').update(script).digest('hex');
+
 /** Run a Lua script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
 export function createScriptRunner(redis: Redis, script: string) {
-  const sha = createHash('sha1').update(script).digest('hex');
+  const sha = scriptSha(script);
   return async (keys: string[], args: (string | number)[]): Promise<unknown> => {
     try {
       return await redis.evalsha(sha, keys.length, ...keys, ...args);

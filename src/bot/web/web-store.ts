@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import { PlatformError } from '../../errors.js';
+import type { ScriptRunner, ScriptRunners } from '../../redis/script-gate.js';
 import type { ScriptStep } from '../../redis/script-step.js';
 import {
   CREATE_MESSAGE_SCRIPT,
@@ -49,6 +50,8 @@ export interface WebStore extends WebStoreReads, WebFileStore {
 
 interface WebStoreOptions {
   redis: Redis;
+  /** Runs the store's scripts (`createScriptGate` on the acking connection); plain runners on `redis` by default. */
+  scripts?: ScriptRunners;
   /** The deployment's key prefix (`SHEPHERD_QUEUE_PREFIX`); keys live under `<prefix>:web:`. */
   prefix: string;
   /** `SHEPHERD_FILE_TTL_DAYS`: stored files expire this long after their last save (default 30). */
@@ -95,14 +98,14 @@ function storedMessage(id: string, input: NewWebMessage, ts: number): WebMessage
 }
 
 /** Message creation: `create_message`, alone or with another module's step, in one script. */
-function createMessageWriter(redis: Redis, keys: WebStoreKeys, now: () => number) {
-  const runCreate = createScriptRunner(redis, CREATE_MESSAGE_SCRIPT);
+function createMessageWriter(scripts: ScriptRunners, keys: WebStoreKeys, now: () => number) {
+  const runCreate = scripts(CREATE_MESSAGE_SCRIPT);
   // One fused script per kind of step (in practice one: the inbox accept).
-  const stepRunners = new Map<string, ReturnType<typeof createScriptRunner>>();
+  const stepRunners = new Map<string, ScriptRunner>();
   const stepRunner = (stepLua: string) => {
     let runner = stepRunners.get(stepLua);
     if (runner === undefined) {
-      runner = createScriptRunner(redis, createMessageWithStepScript(stepLua));
+      runner = scripts(createMessageWithStepScript(stepLua));
       stepRunners.set(stepLua, runner);
     }
     return runner;
@@ -144,8 +147,9 @@ export function createWebStore(options: WebStoreOptions): WebStore {
   const now = options.now ?? Date.now;
   const fileTtlSeconds = Math.max(1, Math.round((options.fileTtlDays ?? DEFAULT_FILE_TTL_DAYS) * 24 * 3600));
   const keys = webStoreKeys(options.prefix);
-  const create = createMessageWriter(redis, keys, now);
-  const runEdit = createScriptRunner(redis, EDIT_MESSAGE_SCRIPT);
+  const scripts = options.scripts ?? ((script: string) => createScriptRunner(redis, script));
+  const create = createMessageWriter(scripts, keys, now);
+  const runEdit = scripts(EDIT_MESSAGE_SCRIPT);
 
   return {
     eventsChannel: keys.events,
