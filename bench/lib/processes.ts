@@ -92,7 +92,7 @@ export async function runNodeScript(script: string, argument: string, timeoutMs:
     execFile(
       process.execPath,
       ['--import', 'tsx', script, argument],
-      { cwd: process.cwd(), timeout: timeoutMs, maxBuffer: 16 * 1024 * 1024 },
+      { cwd: process.cwd(), timeout: Math.ceil(timeoutMs), maxBuffer: 16 * 1024 * 1024 },
       (error, stdout, stderr) => {
         if (error) reject(new Error(`${script} failed: ${error.message}\n${stderr}`));
         else resolve(stdout);
