@@ -155,6 +155,20 @@ describe('script gate', () => {
       expect((await scriptStats()).evalshaFailed).toBe(0);
     });
 
+    it('keeps the calls made while Redis is down and sends them, in order, once it is back', async () => {
+      const run = createScriptGate(client)(APPEND_SCRIPT);
+      await run(['outage'], ['before']);
+      await stopOwnRedis(server);
+      // The first waits in ioredis's offline queue, the rest behind it in the gate.
+      const answers = numbered(10).map((value) => run(['outage'], [value]));
+      const ready = new Promise((resolve) => client.once('ready', resolve));
+      server = await startOwnRedis(port);
+      await ready;
+      // A new, empty server: the list starts again, with every call made during the outage, in order.
+      expect(await Promise.all(answers)).toEqual(Array.from({ length: 10 }, (_, index) => index + 1));
+      expect(await client.lrange('outage', 0, -1)).toEqual(numbered(10));
+    });
+
     it('sends calls again in full after a SCRIPT FLUSH, alone and in a batch, in order', async () => {
       await client.del('flushed');
       const run = createScriptGate(client)(APPEND_SCRIPT);
