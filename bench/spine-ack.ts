@@ -16,11 +16,14 @@
  *     (`BENCH_ACK_RATE_FRACTION` of Shepherd's capacity, default 0.5), spread evenly in time by
  *     bench/lib/paced-load.ts (autocannon's `-R` sends bursts at each second), measured from each
  *     request's scheduled time after a few unmeasured seconds at the same rate: `ack_p99_ms_*` and
- *     `ack_p99_ratio` (goal ≤ 3).
+ *     `ack_p99_ratio` (goal ≤ 3). The servers take turns in rounds, and each p99 is over all of a
+ *     server's rounds; `ack_paced_cpu_us_*` and `ack_paced_redis_cpu_us` are the CPU per ack meanwhile.
  *
  * Run: npx tsx bench/spine-ack.ts  (needs Redis at REDIS_URL or 127.0.0.1:6379)
- * Env: BENCH_ACK_DURATION_S (default 10), BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION,
- * BENCH_ACK_PACED_WARMUP_S (default 3: seconds at the paced rate, unmeasured, before each server's paced run;
+ * Env: BENCH_ACK_DURATION_S (default 10: measured paced seconds per server, split over the rounds),
+ * BENCH_ACK_CONNECTIONS (default 200), BENCH_ACK_RATE_FRACTION, BENCH_ACK_FIXED_RATE (requests/s instead of
+ * the fraction, for A/B runs), BENCH_ACK_ROUNDS (default 3),
+ * BENCH_ACK_PACED_WARMUP_S (default 3: seconds at the paced rate, unmeasured, before each paced round;
  * 0 measures the ramp from idle too),
  * BENCH_ACK_NODE_OPTIONS (NODE_OPTIONS for the Shepherd process only), BENCH_ACK_NODE_ARGS (node flags
  * for the Shepherd process, space-separated, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
@@ -31,7 +34,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { type LoadResult, runAutocannon } from './lib/autocannon.js';
 import { bareLoopDelayP99Ms, formatGc, gcBetween, scrapeMetrics } from './lib/loop-delay.js';
-import { note, print } from './lib/output.js';
+import { note, print, quantile } from './lib/output.js';
 import { type PacedResult, runPacedLoad } from './lib/paced.js';
 import { cpuSeconds, freePort, type StartedChild, startNodeChild, waitForHttp } from './lib/processes.js';
 import { benchRedisUrl, deleteKeysWithPrefix, redisCpuSeconds } from './lib/redis-keys.js';
@@ -142,12 +145,9 @@ async function paced(label: string, server: Server, rate: number): Promise<Paced
   return { ...result, serverCpuUs, redisCpuUs };
 }
 
-const quantile = (sorted: number[], fraction: number) =>
-  sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))] ?? Number.NaN;
-
 /** One server's rounds taken together: quantiles of all their latencies, CPU per ack over all of them. */
 function pooled(runs: PacedRun[]) {
-  const latencies = runs.flatMap((run) => run.latencies ?? []).sort((a, b) => a - b);
+  const latencies = runs.flatMap((run) => run.latencies ?? []);
   const answered = runs.reduce((sum, run) => sum + run.ok, 0);
   const weighted = (value: (run: PacedRun) => number) =>
     runs.reduce((sum, run) => sum + value(run) * run.ok, 0) / Math.max(1, answered);

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { z } from 'zod';
-import { createScriptRunner } from '../redis/connection.js';
-import type { ScriptRunners } from '../redis/script-gate.js';
+import { plainScriptRunners, type ScriptRunners } from '../redis/connection.js';
 import { SCRIPT_NEW_ID, type ScriptStep } from '../redis/script-step.js';
 import {
   ACCEPT_SCRIPT,
@@ -189,7 +188,7 @@ export function createTurnInbox(options: {
   scripts?: ScriptRunners;
 }): TurnInbox {
   const { redis } = options;
-  const scripts = options.scripts ?? ((script: string) => createScriptRunner(redis, script));
+  const scripts = options.scripts ?? plainScriptRunners(redis);
   const deliveryTtlS = options.deliveryTtlS ?? 24 * 3600;
   const keys = turnInboxKeys(options.prefix);
   const known = keys.knownThreads;

@@ -191,10 +191,22 @@ export async function redisAnswers(
 /** The SHA-1 Redis names a script by. */
 export const scriptSha = (script: string) => createHash('sha1').update(script).digest('hex');
 
+/** Each script's calls sent on their own (`createScriptGate` batches them instead). */
+export const plainScriptRunners =
+  (redis: Redis): ScriptRunners =>
+  (script) =>
+    createScriptRunner(redis, script);
+
+/** Runs one Lua script with its keys and arguments and resolves with Redis's reply. */
+export type ScriptRunner = (keys: string[], args: (string | number)[]) => Promise<unknown>;
+
+/** Makes a `ScriptRunner` for a script (each module names its own scripts). */
+export type ScriptRunners = (script: string) => ScriptRunner;
+
 /** Run a Lua script by SHA, loading it on the first NOSCRIPT (e.g. after a Redis restart). */
-export function createScriptRunner(redis: Redis, script: string) {
+export function createScriptRunner(redis: Redis, script: string): ScriptRunner {
   const sha = scriptSha(script);
-  return async (keys: string[], args: (string | number)[]): Promise<unknown> => {
+  return async (keys, args) => {
     try {
       return await redis.evalsha(sha, keys.length, ...keys, ...args);
     } catch (error) {

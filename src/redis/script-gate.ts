@@ -1,11 +1,5 @@
 import type { Redis } from 'ioredis';
-import { scriptSha } from './connection.js';
-
-/** Runs one Lua script with its keys and arguments and resolves with Redis's reply. */
-export type ScriptRunner = (keys: string[], args: (string | number)[]) => Promise<unknown>;
-
-/** Makes a `ScriptRunner` for a script (each module names its own scripts). */
-export type ScriptRunners = (script: string) => ScriptRunner;
+import { type ScriptRunners, scriptSha } from './connection.js';
 
 interface QueuedCall {
   script: { sha: string; text: string };

@@ -1,9 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createScriptRunner } from '../../src/redis/connection.js';
-import { createScriptGate, type ScriptRunner } from '../../src/redis/script-gate.js';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { createScriptRunner, type ScriptRunner } from '../../src/redis/connection.js';
+import { createScriptGate } from '../../src/redis/script-gate.js';
 import { deleteKeysWithPrefix, TEST_REDIS_URL, uniquePrefix } from '../helpers/redis.js';
 import { freePort, startOwnRedis, stopOwnRedis } from '../ops/redis-process.js';
 
@@ -28,15 +28,14 @@ describe('script gate', () => {
     redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: null });
     await redis.ping();
   });
-  afterEach(() => {
-    vi.restoreAllMocks();
+  beforeEach(() => {
     listKey = `${prefix}:list:${randomBytes(4).toString('hex')}`;
   });
+  afterEach(() => vi.restoreAllMocks());
   afterAll(async () => {
     await deleteKeysWithPrefix(prefix);
     redis.disconnect();
   });
-  listKey = `${prefix}:list:first`;
 
   /**
    * Counts the writes the client's socket makes from now on: `_write` and `_writev` are where a Node stream
@@ -48,7 +47,14 @@ describe('script gate', () => {
     return () => single.mock.calls.length + vectored.mock.calls.length;
   }
 
-  /** Makes `count` calls at once (as a burst of posts does) and waits for all their answers. */
+  /** A gate's runner of the append script, which Redis has already run once (so it sends EVALSHA). */
+  async function warmedGate(): Promise<ScriptRunner> {
+    const run = createScriptGate(redis)(APPEND_SCRIPT);
+    await run([listKey], ['warm-up']);
+    return run;
+  }
+
+  /** Makes one call per value at once (as a burst of posts does) and waits for all their answers. */
   function burst(run: ScriptRunner, values: string[]): Promise<PromiseSettledResult<unknown>[]> {
     return Promise.allSettled(values.map((value) => run([listKey], [value])));
   }
@@ -56,8 +62,7 @@ describe('script gate', () => {
   const numbered = (count: number) => Array.from({ length: count }, (_, index) => String(index));
 
   it('sends a call made alone at once, in a write of its own', async () => {
-    const run = createScriptGate(redis)(APPEND_SCRIPT);
-    await run([listKey], ['warm-up']);
+    const run = await warmedGate();
     const writes = countWrites();
     const answer = run([listKey], ['alone']);
     // Written before the caller yields: the gate adds no wait to a call made alone.
@@ -66,8 +71,7 @@ describe('script gate', () => {
   });
 
   it('sends a burst in two writes where plain runners make one per call, answers in order', async () => {
-    const gated = createScriptGate(redis)(APPEND_SCRIPT);
-    await gated([listKey], ['warm-up']);
+    const gated = await warmedGate();
     let writes = countWrites();
     const results = await burst(gated, numbered(30));
     // The first call goes out alone; the 29 made while it was out share the next write.
@@ -84,8 +88,7 @@ describe('script gate', () => {
   });
 
   it('keeps a batch to 256 calls', async () => {
-    const run = createScriptGate(redis)(APPEND_SCRIPT);
-    await run([listKey], ['warm-up']);
+    const run = await warmedGate();
     const writes = countWrites();
     const results = await burst(run, numbered(600));
     // One alone, then 599 queued: 256 + 256 + 87.
@@ -95,8 +98,7 @@ describe('script gate', () => {
   });
 
   it('refuses only the call Redis refused', async () => {
-    const run = createScriptGate(redis)(APPEND_SCRIPT);
-    await run([listKey], ['warm-up']);
+    const run = await warmedGate();
     const results = await burst(run, ['a', 'b', 'bad', 'c']);
     expect(results.map((result) => result.status)).toEqual([
       'fulfilled',

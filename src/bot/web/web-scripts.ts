@@ -71,5 +71,3 @@ local id = string.match(KEYS[1], ':msg:(.+)$')
 redis.call('PUBLISH', ARGV[5], cjson.encode({kind = 'message-edit', channel = fields[1], root = fields[2], messageId = id}))
 return 1
 `;
-
-export { createScriptRunner } from '../../redis/connection.js';

@@ -1,13 +1,8 @@
 import type { Redis } from 'ioredis';
 import { PlatformError } from '../../errors.js';
-import type { ScriptRunner, ScriptRunners } from '../../redis/script-gate.js';
+import { plainScriptRunners, type ScriptRunner, type ScriptRunners } from '../../redis/connection.js';
 import type { ScriptStep } from '../../redis/script-step.js';
-import {
-  CREATE_MESSAGE_SCRIPT,
-  createMessageWithStepScript,
-  createScriptRunner,
-  EDIT_MESSAGE_SCRIPT,
-} from './web-scripts.js';
+import { CREATE_MESSAGE_SCRIPT, createMessageWithStepScript, EDIT_MESSAGE_SCRIPT } from './web-scripts.js';
 import { createWebFileStore, type WebFileStore } from './web-store-files.js';
 import {
   type NewWebMessage,
@@ -147,7 +142,7 @@ export function createWebStore(options: WebStoreOptions): WebStore {
   const now = options.now ?? Date.now;
   const fileTtlSeconds = Math.max(1, Math.round((options.fileTtlDays ?? DEFAULT_FILE_TTL_DAYS) * 24 * 3600));
   const keys = webStoreKeys(options.prefix);
-  const scripts = options.scripts ?? ((script: string) => createScriptRunner(redis, script));
+  const scripts = options.scripts ?? plainScriptRunners(redis);
   const create = createMessageWriter(scripts, keys, now);
   const runEdit = scripts(EDIT_MESSAGE_SCRIPT);
 
